@@ -1,0 +1,41 @@
+// All-reduce (sum) over the team: NCCL, or tpgemm's one-shot / two-shot kernels over
+// symmetric memory (NVLink loads and stores, fp32 accumulation, fixed reduction order).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "tpgemm/error.h"
+#include "tpgemm/team.h"
+#include "tpgemm/types.h"
+
+namespace tpgemm {
+
+namespace detail {
+struct AllReduceState;
+}
+
+class AllReducePlan {
+ public:
+  // Collective. `count` elements of `dtype` per rank.
+  AllReducePlan(const Team& team, int64_t count, DType dtype,
+                AllReduceImpl impl = AllReduceImpl::kAuto);
+  ~AllReducePlan();
+  AllReducePlan(AllReducePlan&&) noexcept;
+  AllReducePlan& operator=(AllReducePlan&&) noexcept;
+
+  // out = sum over ranks of in. `in` may be symmetric_input() (no staging copy) or any
+  // device buffer (copied into symmetric memory first). `out` may equal `in`.
+  void run(const void* in, void* out, cudaStream_t stream);
+
+  // This rank's symmetric input buffer (count elements); null for the NCCL implementation.
+  void* symmetric_input() const;
+  AllReduceImpl impl() const;
+  int64_t count() const;
+
+ private:
+  std::unique_ptr<detail::AllReduceState> state_;
+};
+
+}  // namespace tpgemm

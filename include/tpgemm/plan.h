@@ -1,0 +1,53 @@
+// A Plan is one tensor-parallel GEMM (op, shape, dtype, implementation), made once,
+// collectively, and then run many times on the caller's stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "tpgemm/error.h"
+#include "tpgemm/team.h"
+#include "tpgemm/types.h"
+
+namespace tpgemm {
+
+namespace detail {
+struct PlanState;
+}
+
+class Plan {
+ public:
+  // Collective: every rank of the team must make the same plan at the same point. The
+  // problem is validated on every rank and compared across ranks; if any rank finds it
+  // invalid (or the ranks disagree), every rank throws the same tpgemm::Error. Allocates the
+  // workspace (symmetric memory for the overlapped implementations) and cuBLASLt plans.
+  Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options = {});
+  ~Plan();
+  Plan(Plan&&) noexcept;
+  Plan& operator=(Plan&&) noexcept;
+
+  // Enqueues the op on `stream` and returns without waiting for the GPU. Collective: every
+  // rank calls it with its own operands. The operands are checked on every rank (null,
+  // misaligned, D overlapping an input); if any rank's are bad, all ranks throw before
+  // anything is enqueued, so nothing hangs and nothing of the caller's is written.
+  void run(const Operands& operands, cudaStream_t stream);
+
+  Impl impl() const;
+  const GemmProblem& problem() const;
+
+  // Would this rank accept the problem with these options? Local and non-throwing.
+  static Status can_implement(const Team& team, const GemmProblem& problem,
+                              const PlanOptions& options = {});
+
+ private:
+  std::unique_ptr<detail::PlanState> state_;
+};
+
+// Element counts of the operands one rank passes for a problem on a team of `world_size`.
+struct OperandSizes {
+  int64_t a = 0, b = 0, c = 0, d = 0;
+};
+OperandSizes operand_sizes(const GemmProblem& problem, int world_size);
+
+}  // namespace tpgemm

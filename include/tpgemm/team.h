@@ -1,0 +1,62 @@
+// A Team is the set of processes (one per GPU) that run tpgemm's collective GEMMs together.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace tpgemm {
+
+namespace detail {
+struct TeamState;
+}
+
+struct TeamOptions {
+  // Bound on every wait for a peer: device flags, barriers, the per-call host rendezvous.
+  // 0 = TPGEMM_TIMEOUT_MS from the environment, else 5000 ms.
+  int64_t timeout_ms = 0;
+};
+
+class Team {
+ public:
+  // (a) A rank of a group started by tpgemm's own launcher, or anything else that hands out
+  //     an ncclUniqueId. `device` is the CUDA device this process uses.
+  static Team from_unique_id(const ncclUniqueId& id, int rank, int world_size, int device,
+                             const TeamOptions& options = {});
+
+  // (b) The environment torchrun or mpirun set: RANK / WORLD_SIZE / LOCAL_RANK (or the
+  //     OMPI_COMM_WORLD_* / SLURM_* equivalents). Rank 0 hands the ncclUniqueId to the others
+  //     over TCP at MASTER_ADDR : TPGEMM_BOOTSTRAP_PORT (default MASTER_PORT + 1, because
+  //     torchrun's agent already listens on MASTER_PORT).
+  static Team from_env(const TeamOptions& options = {});
+
+  // (c) A communicator the caller already has. tpgemm borrows it and never destroys it.
+  //     The current CUDA device must be the communicator's device.
+  static Team from_comm(ncclComm_t comm, const TeamOptions& options = {});
+
+  int rank() const;
+  int world_size() const;
+  int device() const;
+  // Ranks reachable by NVLink load/store (NCCL's LSA team) from this rank, itself included.
+  int lsa_size() const;
+  // True when every rank is an LSA peer: the symmetric-memory implementations need it.
+  bool all_lsa_peers() const;
+  ncclComm_t comm() const;
+
+  // Throws the error a bounded device wait recorded (Timeout, naming who waited on whom) or
+  // an asynchronous NCCL error. It does not synchronise: call it after synchronising the
+  // stream you ran on. Once a wait has failed the team stays failed; make a new one.
+  void check() const;
+
+  // A host-side barrier of all ranks (through NCCL; synchronises this rank's device).
+  void barrier() const;
+
+  const std::shared_ptr<detail::TeamState>& state() const { return state_; }
+
+ private:
+  explicit Team(std::shared_ptr<detail::TeamState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::TeamState> state_;
+};
+
+}  // namespace tpgemm

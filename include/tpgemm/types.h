@@ -1,0 +1,85 @@
+// Vocabulary shared by the API, the planner and the tools: ops, implementations, dtypes, layouts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tpgemm {
+
+enum class DType : int { kBF16 = 0, kFP16 = 1 };
+
+// How B is stored (always row-major, packed):
+//   kKN: [K, N], as in D = A @ B.
+//   kNK: [N, K], the nn.Linear weight (CUTLASS calls this "column-major B").
+enum class BLayout : int { kKN = 0, kNK = 1 };
+
+// The three tensor-parallel GEMMs. In every op each rank multiplies an M x N x K GEMM:
+//   kAgGemm  A_local [L, M/W, K] gathered along M; B [L, K, N];       D [L, M, N]
+//   kGemmRs  A [L, M, K] (K is this rank's shard); B [L, K, N];       D [L, M/W, N] (sum over ranks, scattered along M)
+//   kGemmAr  A [L, M, K] (K is this rank's shard); B [L, K, N];       D [L, M, N]   (sum over ranks, on every rank)
+// C, when given, has D's shape and is added once: D = alpha * (...) + beta * C.
+enum class Op : int { kAgGemm = 0, kGemmRs = 1, kGemmAr = 2 };
+
+enum class Impl : int {
+  kAuto = 0,     // let the planner choose per shape (never slower than baseline by design)
+  kBaseline,     // NCCL collective and cuBLASLt matmul back to back on the caller's stream
+  kPipelinedCE,  // chunked cuBLASLt matmuls overlapped with copy-engine transfers over NVLink
+  kGemmOneShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's one-shot all-reduce
+  kGemmTwoShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's two-shot all-reduce
+};
+
+// The standalone all-reduce (the kernels GEMM+AllReduce builds on).
+enum class AllReduceImpl : int { kAuto = 0, kNccl, kOneShot, kTwoShot };
+
+std::string_view to_string(DType v);
+std::string_view to_string(BLayout v);
+std::string_view to_string(Op v);
+std::string_view to_string(Impl v);
+std::string_view to_string(AllReduceImpl v);
+
+// Parse the names to_string() prints (and a few aliases, e.g. "bfloat16", "pipelined").
+std::optional<DType> parse_dtype(std::string_view s);
+std::optional<BLayout> parse_b_layout(std::string_view s);
+std::optional<Op> parse_op(std::string_view s);
+std::optional<Impl> parse_impl(std::string_view s);
+std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s);
+
+size_t dtype_size(DType v);
+
+// One tensor-parallel GEMM, identical on every rank. Tensors are row-major and packed;
+// the batch L is the outermost dimension of every operand.
+struct GemmProblem {
+  Op op = Op::kAgGemm;
+  int64_t m = 0;  // global rows of D (before any scatter)
+  int64_t n = 0;  // columns of D (this rank's columns for ag_gemm)
+  int64_t k = 0;  // inner dimension this rank multiplies (its shard for gemm_rs / gemm_ar)
+  int64_t l = 1;  // batch count
+  DType dtype = DType::kBF16;
+  BLayout b_layout = BLayout::kNK;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  bool has_c = false;
+};
+
+std::string describe(const GemmProblem& p);  // "ag_gemm M=4096 N=8192 K=8192 L=1 bf16 B=nk"
+
+// Device pointers of one call. `c` is read only when the problem has_c.
+struct Operands {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* c = nullptr;
+  void* d = nullptr;
+};
+
+struct PlanOptions {
+  Impl impl = Impl::kAuto;
+  // Pipelined schedules: chunks per rank block (0 = the planner's choice).
+  int chunks_per_rank = 0;
+  // SMs the matmuls leave free while tpgemm's small synchronisation kernels run beside them
+  // (-1 = the planner's choice).
+  int comm_sms = -1;
+};
+
+}  // namespace tpgemm

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The one command behind every GPU figure tpgemm claims. On a machine with Hopper GPUs and no
+# network: builds with all cores, runs the gpu and dist tests, runs tpgemm-bench --check on the
+# shared shapes at W=4 and W=2 (JSON), and times the PyTorch peers (shared/peers/torch_peers.py)
+# on the same machine in the same call.
+#
+#   scripts/gpu_check.sh [STAGE ...]     stages: build tests bench peers info (default: all)
+#
+# Output goes to $OUT (default ./gpu-results): one log per stage, bench_W*.json, peers_W*.json,
+# and summary.txt. NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+OUT=${OUT:-$ROOT/gpu-results}
+BUILD=${BUILD:-$ROOT/build-gpu}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+STAGES=${*:-info build tests bench peers}
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+WORLDS=${WORLDS:-"4 2"}
+BENCH_ARGS=${BENCH_ARGS:-"--check"}
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+stage() {  # stage NAME TIMEOUT_S COMMAND...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout --signal=TERM --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  note "$(printf '%-14s rc=%-3d %4ds  %s' "$name" "$rc" $((SECONDS - t0)) "$OUT/$name.log")"
+  return $rc
+}
+
+find_peers() {
+  for p in "${TPGEMM_PEERS:-}" shared/peers/torch_peers.py ../shared/peers/torch_peers.py .carry/peers/torch_peers.py; do
+    [ -n "$p" ] && [ -f "$p" ] && { echo "$p"; return; }
+  done
+}
+
+note "tpgemm gpu_check $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname): $GPUS GPU(s); stages: $STAGES"
+for s in $STAGES; do
+  case $s in
+    info)
+      stage info 60 bash -c 'nvidia-smi; nvidia-smi topo -m; nvcc --version | tail -1; cmake --version | head -1;
+        grep -h "define NCCL_\(MAJOR\|MINOR\|PATCH\)" /usr/include/nccl.h 2>/dev/null; nproc; free -g | head -2' ;;
+    build)
+      stage configure 300 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+      stage build 900 cmake --build "$BUILD" -j "$(nproc)" ;;
+    tests)
+      stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8
+      stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure
+      stage test_dist 1500 ctest --test-dir "$BUILD" -L dist --output-on-failure ;;
+    bench)
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || { note "bench W=$w skipped: $GPUS GPUs"; continue; }
+        # shellcheck disable=SC2086
+        stage "bench_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" $BENCH_ARGS --json "$OUT/bench_W$w.json"
+        grep -A40 "^geomean" "$OUT/bench_W$w.log" | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    peers)
+      peers=$(find_peers)
+      [ -n "$peers" ] || { note "peers skipped: torch_peers.py not found (set TPGEMM_PEERS)"; continue; }
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        stage "peers_W$w" 900 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" "$peers" \
+          bench/shapes.txt --json "$OUT/peers_W$w.json"
+        stage "peers_ar_W$w" 600 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" "$peers" \
+          bench/allreduce_sizes.txt --json "$OUT/peers_ar_W$w.json"
+      done ;;
+    *) note "unknown stage $s" ;;
+  esac
+done
+note "done $(date -u '+%H:%M:%S UTC')"

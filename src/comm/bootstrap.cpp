@@ -1,0 +1,214 @@
+#include "comm/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/env.h"
+#include "core/format.h"
+#include "tpgemm/error.h"
+
+namespace tpgemm::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint32_t kMagic = 0x54504731;  // "TPG1"
+
+struct Hello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t world;
+  uint32_t payload_size;
+};
+struct Reply {
+  uint32_t magic;
+  int32_t status;  // 0 ok, else the reason is in `message`
+  char message[240];
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { if (fd_ >= 0) ::close(fd_); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+int64_t ms_left(Clock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+}
+
+// Reads or writes exactly n bytes before the deadline.
+bool io_all(int fd, void* buf, size_t n, bool write, Clock::time_point deadline) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
+    const int64_t left = ms_left(deadline);
+    if (left <= 0 || ::poll(&pfd, 1, static_cast<int>(left)) <= 0) return false;
+    const ssize_t k = write ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
+    if (k <= 0) {
+      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      return false;
+    }
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+std::optional<int64_t> env_int_any(const char* const* names, const char** which) {
+  for (const char* const* n = names; *n != nullptr; ++n)
+    if (auto v = env_int(*n, 0, 1 << 30)) {
+      *which = *n;
+      return v;
+    }
+  return std::nullopt;
+}
+
+std::vector<uint8_t> serve(const LaunchEnv& env, const std::vector<uint8_t>& payload, Clock::time_point deadline) {
+  Fd ls(::socket(AF_INET, SOCK_STREAM, 0));
+  if (ls.get() < 0) throw Error(ErrorCode::kInvalidArgument, strfmt("rank 0: socket(): %s", std::strerror(errno)));
+  int one = 1;
+  ::setsockopt(ls.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(env.port));
+  if (::bind(ls.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+    throw Error(ErrorCode::kInvalidArgument,
+                strfmt("rank 0: cannot listen on port %d for the unique-id exchange: %s (set TPGEMM_BOOTSTRAP_PORT to a free port)",
+                       env.port, std::strerror(errno)));
+  if (::listen(ls.get(), env.world) != 0)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("rank 0: listen(): %s", std::strerror(errno)));
+  std::vector<bool> seen(static_cast<size_t>(env.world), false);
+  for (int served = 1; served < env.world; ++served) {
+    pollfd pfd{ls.get(), POLLIN, 0};
+    const int64_t left = ms_left(deadline);
+    if (left <= 0 || ::poll(&pfd, 1, static_cast<int>(left)) <= 0) {
+      std::string missing;
+      for (int r = 1; r < env.world; ++r)
+        if (!seen[r]) missing += strfmt("%s%d", missing.empty() ? "" : ",", r);
+      throw Error(ErrorCode::kTimeout, strfmt("rank 0 waited for ranks [%s] to fetch the unique id on port %d and they "
+                                              "did not come (%d of %d arrived)",
+                                              missing.c_str(), env.port, served - 1, env.world - 1));
+    }
+    Fd c(::accept(ls.get(), nullptr, nullptr));
+    if (c.get() < 0) {
+      --served;
+      continue;
+    }
+    Hello h{};
+    if (!io_all(c.get(), &h, sizeof(h), false, deadline) || h.magic != kMagic) {
+      --served;  // not one of ours (a port scanner, a stale client): ignore it
+      continue;
+    }
+    Reply rep{};
+    rep.magic = kMagic;
+    std::string why;
+    if (h.world != env.world) why = strfmt("rank %d says the world has %d ranks, rank 0 says %d", h.rank, h.world, env.world);
+    else if (h.rank <= 0 || h.rank >= env.world) why = strfmt("rank %d is out of range [1, %d)", h.rank, env.world);
+    else if (seen[h.rank]) why = strfmt("two processes claim rank %d", h.rank);
+    else if (h.payload_size != payload.size()) why = strfmt("rank %d expects %u bytes, rank 0 sends %zu", h.rank, h.payload_size, payload.size());
+    rep.status = why.empty() ? 0 : 1;
+    std::snprintf(rep.message, sizeof(rep.message), "%s", why.c_str());
+    io_all(c.get(), &rep, sizeof(rep), true, deadline);
+    if (!why.empty()) throw Error(ErrorCode::kInvalidArgument, "unique-id exchange: " + why);
+    if (!io_all(c.get(), const_cast<uint8_t*>(payload.data()), payload.size(), true, deadline))
+      throw Error(ErrorCode::kTimeout, strfmt("rank 0 could not send the unique id to rank %d", h.rank));
+    seen[h.rank] = true;
+  }
+  return payload;
+}
+
+std::vector<uint8_t> fetch(const LaunchEnv& env, size_t payload_size, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(env.port);
+  if (::getaddrinfo(env.master_addr.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: cannot resolve MASTER_ADDR='%s'", env.rank, env.master_addr.c_str()));
+  std::string last_error = "no attempt";
+  while (ms_left(deadline) > 0) {
+    Fd c(::socket(AF_INET, SOCK_STREAM, 0));
+    if (c.get() >= 0 && ::connect(c.get(), res->ai_addr, res->ai_addrlen) == 0) {
+      ::freeaddrinfo(res);
+      res = nullptr;
+      Hello h{kMagic, env.rank, env.world, static_cast<uint32_t>(payload_size)};
+      Reply rep{};
+      if (!io_all(c.get(), &h, sizeof(h), true, deadline) || !io_all(c.get(), &rep, sizeof(rep), false, deadline) ||
+          rep.magic != kMagic)
+        throw Error(ErrorCode::kTimeout, strfmt("rank %d: rank 0 at %s:%d did not answer the unique-id exchange",
+                                                env.rank, env.master_addr.c_str(), env.port));
+      if (rep.status != 0)
+        throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: rank 0 refused: %s", env.rank, rep.message));
+      std::vector<uint8_t> out(payload_size);
+      if (!io_all(c.get(), out.data(), out.size(), false, deadline))
+        throw Error(ErrorCode::kTimeout, strfmt("rank %d: the unique id from rank 0 was cut short", env.rank));
+      return out;
+    }
+    last_error = std::strerror(errno);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (res != nullptr) ::freeaddrinfo(res);
+  throw Error(ErrorCode::kTimeout, strfmt("rank %d waited for rank 0 at %s:%d to hand out the unique id and could not "
+                                          "reach it (%s)", env.rank, env.master_addr.c_str(), env.port, last_error.c_str()));
+}
+
+}  // namespace
+
+std::optional<LaunchEnv> read_launch_env() {
+  static const char* const kRank[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", nullptr};
+  static const char* const kWorld[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE", nullptr};
+  static const char* const kLocal[] = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", nullptr};
+  const char *rank_var = nullptr, *world_var = nullptr, *local_var = nullptr;
+  const auto rank = env_int_any(kRank, &rank_var);
+  const auto world = env_int_any(kWorld, &world_var);
+  if (!rank && !world) return std::nullopt;
+  if (!rank || !world)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("%s is set but %s is not: a launcher sets both the rank and the world size",
+                                                    rank ? rank_var : world_var, rank ? "WORLD_SIZE" : "RANK"));
+  if (*world < 1 || *rank >= *world)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("%s=%lld with %s=%lld: expected 0 <= rank < world size", rank_var,
+                                                    (long long)*rank, world_var, (long long)*world));
+  LaunchEnv e;
+  e.rank = static_cast<int>(*rank);
+  e.world = static_cast<int>(*world);
+  const auto local = env_int_any(kLocal, &local_var);
+  e.local_rank = local ? static_cast<int>(*local) : e.rank;
+  e.source = strfmt("%s/%s/%s", rank_var, world_var, local ? local_var : "(LOCAL_RANK unset: using the rank)");
+  if (auto a = env_string("MASTER_ADDR")) e.master_addr = *a;
+  if (auto p = env_int("TPGEMM_BOOTSTRAP_PORT", 1, 65535)) e.port = static_cast<int>(*p);
+  else if (auto mp = env_int("MASTER_PORT", 1, 65534)) e.port = static_cast<int>(*mp) + 1;
+  else if (e.world > 1)
+    throw Error(ErrorCode::kInvalidArgument, "MASTER_PORT (or TPGEMM_BOOTSTRAP_PORT) is not set: rank 0 needs a port to "
+                                             "hand out the NCCL unique id");
+  return e;
+}
+
+std::vector<uint8_t> tcp_broadcast(const LaunchEnv& env, const std::vector<uint8_t>& payload, size_t payload_size,
+                                   int64_t timeout_ms) {
+  if (env.world == 1) return payload;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (env.rank == 0) {
+    if (payload.size() != payload_size) throw Error(ErrorCode::kInternal, "tcp_broadcast: payload size mismatch");
+    return serve(env, payload, deadline);
+  }
+  return fetch(env, payload_size, deadline);
+}
+
+}  // namespace tpgemm::comm

@@ -1,0 +1,45 @@
+// What a device-side wait needs to bound itself and to report who waited on whom. Plain data,
+// shared by host and device code.
+#pragma once
+
+#include <cstdint>
+
+namespace tpgemm::comm {
+
+enum class WaitSite : int32_t {
+  kNone = 0,
+  kBarrier,          // index = barrier number within the call
+  kArriveFlag,       // a peer's partial products have landed in my receive slot (index = round)
+  kReadyFlag,        // a peer's reduced rows are ready to pull (index = round)
+  kAllReduceStart,   // a peer's all-reduce input is ready
+  kAllReduceMiddle,  // two-shot: a peer's reduced slice is ready
+  kAllReduceEnd,     // a peer has finished reading my all-reduce buffer
+};
+const char* to_string(WaitSite s);
+
+// NOTE [timeout record]
+// Host-mapped (pinned) memory, one per team. The first wait that runs out of time claims
+// `tripped` (device memory, read cheaply by every later wait on this GPU so that they give up
+// at once instead of each timing out in turn), fills the record, and writes `code` last.
+// The host reads it in Team::check() and at the start of every call, and throws
+// Error(Timeout) with rank, peer, site, expected and seen values.
+struct TimeoutRecord {
+  int32_t code;  // 0: none; 1: timed out (read and written through volatile accesses)
+  int32_t rank;
+  int32_t peer;
+  int32_t site;
+  int32_t index;
+  int32_t pad;
+  uint64_t expected;
+  uint64_t seen;
+  uint64_t waited_ns;
+};
+
+struct WaitEnv {
+  TimeoutRecord* record = nullptr;  // device view of the host-mapped record
+  int32_t* tripped = nullptr;       // device memory, 0 until some wait on this GPU failed
+  uint64_t timeout_ns = 0;
+  int32_t rank = 0;
+};
+
+}  // namespace tpgemm::comm

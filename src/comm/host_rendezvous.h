@@ -1,0 +1,49 @@
+// Per-call agreement between the ranks of one machine, through a small shared-memory segment.
+//
+// NOTE [collective argument check]
+// Plan::run() is collective. If one rank's operands are bad and it simply threw, its peers
+// would enqueue their half of the collective and wait for it forever (NCCL) or until a
+// timeout. So every rank posts its verdict on its own operands here and waits (bounded) for
+// everyone's before enqueuing anything: if any rank's operands are bad, all ranks throw in
+// the same call, and nothing is enqueued anywhere. This costs a few microseconds of host
+// time per call and no GPU time. Ranks on different hosts have no such segment; there the
+// check is local (documented in the README).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tpgemm/error.h"
+
+namespace tpgemm::comm {
+
+class HostRendezvous {
+ public:
+  // Rank 0 creates the segment (create = true) before the others open it (create = false).
+  HostRendezvous(const std::string& name, int rank, int world, bool create);
+  ~HostRendezvous();
+  HostRendezvous(const HostRendezvous&) = delete;
+  HostRendezvous& operator=(const HostRendezvous&) = delete;
+
+  // Removes the name once every rank has opened it (the mapping lives on).
+  void unlink();
+
+  // Posts `mine` and waits until every rank has posted its verdict for this call. Throws this
+  // rank's own error if `mine` is bad, else Error(PeerFailure) naming the first bad rank and
+  // its message; Error(Timeout) if a rank does not arrive within timeout_ms.
+  void agree(const Status& mine, const char* what, int64_t timeout_ms);
+
+  static std::string unique_name();  // "/tpgemm-<pid>-<random>"
+
+ private:
+  struct Segment;
+  std::string name_;
+  int rank_;
+  int world_;
+  Segment* seg_ = nullptr;
+  size_t bytes_ = 0;
+  uint64_t calls_ = 0;
+};
+
+}  // namespace tpgemm::comm

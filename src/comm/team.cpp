@@ -1,0 +1,233 @@
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <nccl_device/core.h>  // ncclTeamLsa(): the host side of the device API
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "comm/bootstrap.h"
+#include "comm/team_state.h"
+#include "core/check.h"
+#include "core/env.h"
+#include "tpgemm/team.h"
+
+namespace tpgemm {
+namespace detail {
+namespace {
+
+std::string host_identity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return std::string(host) + "/" + boot;
+}
+
+template <size_t N>
+void copy_str(char (&dst)[N], const std::string& s) {
+  std::snprintf(dst, N, "%s", s.c_str());
+}
+
+}  // namespace
+
+TeamState::~TeamState() {
+  rendezvous.reset();
+  const bool failed = mailbox != nullptr && [&] {
+    try {
+      mailbox->throw_if_tripped();
+      return false;
+    } catch (const Error&) {
+      return true;
+    }
+  }();
+  mailbox.reset();
+  if (lt != nullptr) cublasLtDestroy(lt);
+  if (scratch != nullptr) cudaFree(scratch);
+  if (internal_stream != nullptr) cudaStreamDestroy(internal_stream);
+  // After a failed wait a peer may never join a collective teardown: abort instead.
+  if (owns_comm && comm != nullptr) failed ? ncclCommAbort(comm) : ncclCommDestroy(comm);
+}
+
+void TeamState::init(ncclComm_t c, bool owns, int64_t timeout_ms_option) {
+  comm = c;
+  owns_comm = owns;
+  TPGEMM_NCCL_CHECK(ncclCommUserRank(comm, &rank));
+  TPGEMM_NCCL_CHECK(ncclCommCount(comm, &world));
+  TPGEMM_NCCL_CHECK(ncclCommCuDevice(comm, &device));
+  int current = -1;
+  TPGEMM_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: the current CUDA device is %d but the NCCL communicator's "
+                                                    "device is %d: call cudaSetDevice(%d) first", rank, current, device, device));
+  int version = 0;
+  TPGEMM_NCCL_CHECK(ncclGetVersion(&version));
+  if (version / 100 != NCCL_VERSION_CODE / 100)
+    throw Error(ErrorCode::kUnsupported,
+                strfmt("tpgemm was built with NCCL %d.%d headers but libnccl reports version code %d: NCCL's device ABI "
+                       "changes between minor versions, so use a libnccl %d.%d.x", NCCL_MAJOR, NCCL_MINOR, version,
+                       NCCL_MAJOR, NCCL_MINOR));
+  timeout_ms = timeout_ms_option > 0 ? timeout_ms_option : env_int("TPGEMM_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(5000);
+  const ncclTeam_t lsa = ncclTeamLsa(comm);
+  lsa_size = lsa.nRanks > 0 ? lsa.nRanks : 1;
+  all_lsa = lsa_size == world;
+  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  TPGEMM_CUBLAS_CHECK(cublasLtCreate(&lt));
+  TPGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&internal_stream, cudaStreamNonBlocking));
+  TPGEMM_CUDA_CHECK(cudaMalloc(&scratch, kMaxBlob * static_cast<size_t>(world + 1)));
+  mailbox = std::make_unique<comm::TimeoutMailbox>();
+
+  // A shared-memory rendezvous when every rank runs on this host (NOTE [collective argument check]).
+  const std::string me = host_identity();
+  bool same_host = true;
+  for (const auto& blob : allgather(me.c_str(), me.size() + 1))
+    same_host = same_host && std::strcmp(reinterpret_cast<const char*>(blob.data()), me.c_str()) == 0;
+  if (same_host && world > 1) {
+    char name[128] = {};
+    Status created;
+    if (rank == 0) {
+      copy_str(name, comm::HostRendezvous::unique_name());
+      try {
+        rendezvous = std::make_unique<comm::HostRendezvous>(name, rank, world, true);
+      } catch (const Error& e) {
+        created = {e.code(), e.what()};
+      }
+    }
+    agree(created, "", "creating the host rendezvous segment");
+    std::memcpy(name, allgather(name, sizeof(name))[0].data(), sizeof(name));
+    Status opened;
+    if (rank != 0) {
+      try {
+        rendezvous = std::make_unique<comm::HostRendezvous>(name, rank, world, false);
+      } catch (const Error& e) {
+        opened = {e.code(), e.what()};
+      }
+    }
+    agree(opened, "", "opening the host rendezvous segment");
+    if (rank == 0) rendezvous->unlink();
+  }
+}
+
+void TeamState::check() const {
+  mailbox->throw_if_tripped();
+  ncclResult_t async = ncclSuccess;
+  TPGEMM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+  if (async != ncclSuccess && async != ncclInProgress)
+    throw Error(ErrorCode::kNcclError, strfmt("rank %d: NCCL reported an asynchronous error: %s (%s)", rank,
+                                              ncclGetErrorString(async), ncclGetLastError(comm)));
+}
+
+std::vector<std::vector<uint8_t>> TeamState::allgather(const void* mine, size_t bytes) {
+  TPGEMM_ASSERT(bytes <= kMaxBlob);
+  uint8_t* send = scratch + kMaxBlob * static_cast<size_t>(world);
+  std::vector<uint8_t> padded(kMaxBlob, 0);
+  std::memcpy(padded.data(), mine, bytes);
+  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(send, padded.data(), kMaxBlob, cudaMemcpyHostToDevice, internal_stream));
+  TPGEMM_NCCL_CHECK(ncclAllGather(send, scratch, kMaxBlob, ncclUint8, comm, internal_stream));
+  std::vector<uint8_t> all(kMaxBlob * static_cast<size_t>(world));
+  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(all.data(), scratch, all.size(), cudaMemcpyDeviceToHost, internal_stream));
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
+  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) out[r].assign(all.begin() + r * kMaxBlob, all.begin() + r * kMaxBlob + bytes);
+  return out;
+}
+
+void TeamState::agree(const Status& mine, const std::string& descriptor, const char* what) {
+  struct Blob {
+    int32_t code;
+    char descriptor[380];
+    char message[640];
+  } b{};
+  static_assert(sizeof(Blob) <= kMaxBlob);
+  b.code = static_cast<int32_t>(mine.code);
+  copy_str(b.descriptor, descriptor);
+  copy_str(b.message, mine.message);
+  const auto all = allgather(&b, sizeof(b));
+  std::vector<Blob> v(all.size());
+  for (size_t r = 0; r < all.size(); ++r) std::memcpy(&v[r], all[r].data(), sizeof(Blob));
+  for (int r = 1; r < world; ++r)
+    if (std::strcmp(v[r].descriptor, v[0].descriptor) != 0)
+      throw Error(ErrorCode::kInvalidArgument, strfmt("ranks disagree on %s: rank 0 asks for '%s', rank %d for '%s'", what,
+                                                      v[0].descriptor, r, v[r].descriptor));
+  if (!mine.ok()) throw Error(mine);
+  for (int r = 0; r < world; ++r)
+    if (v[r].code != 0)
+      throw Error(ErrorCode::kPeerFailure, strfmt("rank %d failed %s, so rank %d stops too: %s %s", r, what, rank,
+                                                  std::string(to_string(static_cast<ErrorCode>(v[r].code))).c_str(),
+                                                  v[r].message));
+}
+
+void TeamState::agree_call(const Status& mine, const char* what) {
+  if (rendezvous != nullptr) rendezvous->agree(mine, what, timeout_ms);
+  else if (!mine.ok()) throw Error(mine);
+}
+
+void TeamState::barrier() {
+  const int32_t token = rank;
+  allgather(&token, sizeof(token));
+}
+
+}  // namespace detail
+
+namespace {
+
+void set_device_checked(int device, int rank) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: no CUDA device is usable: %s", rank,
+                                                    e != cudaSuccess ? cudaGetErrorString(e) : "none visible"));
+  if (device < 0 || device >= count)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: device %d does not exist: %d CUDA device(s) are visible "
+                                                    "(check CUDA_VISIBLE_DEVICES and the number of processes per node)",
+                                                    rank, device, count));
+  TPGEMM_CUDA_CHECK(cudaSetDevice(device));
+}
+
+}  // namespace
+
+Team Team::from_unique_id(const ncclUniqueId& id, int rank, int world_size, int device, const TeamOptions& options) {
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d of world size %d: expected 0 <= rank < world size", rank, world_size));
+  set_device_checked(device, rank);
+  ncclComm_t comm = nullptr;
+  TPGEMM_NCCL_CHECK(ncclCommInitRank(&comm, world_size, id, rank));
+  auto s = std::make_shared<detail::TeamState>();
+  try {
+    s->init(comm, true, options.timeout_ms);
+  } catch (...) {
+    if (s->comm == nullptr) ncclCommDestroy(comm);
+    throw;
+  }
+  return Team(std::move(s));
+}
+
+Team Team::from_env(const TeamOptions& options) {
+  const auto env = comm::read_launch_env();
+  comm::LaunchEnv e = env.value_or(comm::LaunchEnv{});
+  ncclUniqueId id{};
+  if (e.rank == 0) TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
+  const int64_t bootstrap_ms = env_int("TPGEMM_BOOTSTRAP_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(120000);
+  std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id) + sizeof(id));
+  const auto got = comm::tcp_broadcast(e, mine, sizeof(id), bootstrap_ms);
+  std::memcpy(&id, got.data(), sizeof(id));
+  return from_unique_id(id, e.rank, e.world, e.local_rank, options);
+}
+
+Team Team::from_comm(ncclComm_t comm, const TeamOptions& options) {
+  if (comm == nullptr) throw Error(ErrorCode::kInvalidArgument, "from_comm: the communicator is null");
+  auto s = std::make_shared<detail::TeamState>();
+  s->init(comm, false, options.timeout_ms);
+  return Team(std::move(s));
+}
+
+int Team::rank() const { return state_->rank; }
+int Team::world_size() const { return state_->world; }
+int Team::device() const { return state_->device; }
+int Team::lsa_size() const { return state_->lsa_size; }
+bool Team::all_lsa_peers() const { return state_->all_lsa; }
+ncclComm_t Team::comm() const { return state_->comm; }
+void Team::check() const { state_->check(); }
+void Team::barrier() const { state_->barrier(); }
+
+}  // namespace tpgemm

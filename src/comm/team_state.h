@@ -1,0 +1,62 @@
+// What a Team holds. Internal: plans and buffers reach it through Team::state().
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/device/wait_env.h"
+#include "comm/host_rendezvous.h"
+#include "comm/timeout.h"
+#include "tpgemm/error.h"
+
+namespace tpgemm::detail {
+
+struct TeamState {
+  ncclComm_t comm = nullptr;
+  bool owns_comm = false;
+  int rank = 0;
+  int world = 1;
+  int device = 0;
+  int lsa_size = 1;
+  bool all_lsa = false;
+  int num_sms = 0;
+  int64_t timeout_ms = 5000;
+  cublasLtHandle_t lt = nullptr;
+  cudaStream_t internal_stream = nullptr;  // team-internal collectives (plan creation, barriers)
+  uint8_t* scratch = nullptr;              // device staging for those collectives
+  std::unique_ptr<comm::TimeoutMailbox> mailbox;
+  std::unique_ptr<comm::HostRendezvous> rendezvous;  // null when the ranks span several hosts
+
+  TeamState() = default;
+  TeamState(const TeamState&) = delete;
+  TeamState& operator=(const TeamState&) = delete;
+  ~TeamState();
+
+  // Fills everything from an initialised communicator (collective).
+  void init(ncclComm_t c, bool owns, int64_t timeout_ms_option);
+
+  comm::WaitEnv wait_env() const { return mailbox->env(rank, timeout_ms); }
+  void check() const;
+
+  // Collective and synchronous: every rank's blob of `bytes` (<= kMaxBlob) bytes, by rank.
+  static constexpr size_t kMaxBlob = 1024;
+  std::vector<std::vector<uint8_t>> allgather(const void* mine, size_t bytes);
+
+  // Collective and synchronous. Every rank passes its own verdict and a description of what
+  // it is about to do; if the descriptions differ, or any verdict is bad, every rank throws
+  // (the bad rank its own error, the others PeerFailure naming it).
+  void agree(const Status& mine, const std::string& descriptor, const char* what);
+
+  // The per-call check of NOTE [collective argument check].
+  void agree_call(const Status& mine, const char* what);
+
+  void barrier();
+};
+
+}  // namespace tpgemm::detail

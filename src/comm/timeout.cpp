@@ -1,0 +1,60 @@
+#include "comm/timeout.h"
+
+#include <cuda_runtime_api.h>
+
+#include "core/check.h"
+
+namespace tpgemm::comm {
+
+const char* to_string(WaitSite s) {
+  switch (s) {
+    case WaitSite::kNone: return "nothing";
+    case WaitSite::kBarrier: return "barrier";
+    case WaitSite::kArriveFlag: return "the arrival of partial products";
+    case WaitSite::kReadyFlag: return "reduced rows to be ready";
+    case WaitSite::kAllReduceStart: return "all-reduce input to be ready";
+    case WaitSite::kAllReduceMiddle: return "a reduced all-reduce slice";
+    case WaitSite::kAllReduceEnd: return "a peer to finish reading the all-reduce buffer";
+  }
+  return "?";
+}
+
+TimeoutMailbox::TimeoutMailbox() {
+  void* h = nullptr;
+  TPGEMM_CUDA_CHECK(cudaHostAlloc(&h, sizeof(TimeoutRecord), cudaHostAllocMapped));
+  host_ = static_cast<TimeoutRecord*>(h);
+  *host_ = TimeoutRecord{};
+  void* d = nullptr;
+  TPGEMM_CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
+  dev_view_ = static_cast<TimeoutRecord*>(d);
+  TPGEMM_CUDA_CHECK(cudaMalloc(&tripped_, sizeof(int32_t)));
+  TPGEMM_CUDA_CHECK(cudaMemset(tripped_, 0, sizeof(int32_t)));
+}
+
+TimeoutMailbox::~TimeoutMailbox() {
+  if (tripped_ != nullptr) cudaFree(tripped_);
+  if (host_ != nullptr) cudaFreeHost(host_);
+}
+
+WaitEnv TimeoutMailbox::env(int rank, int64_t timeout_ms) const {
+  WaitEnv e;
+  e.record = dev_view_;
+  e.tripped = tripped_;
+  e.timeout_ns = static_cast<uint64_t>(timeout_ms) * 1000000ull;
+  e.rank = rank;
+  return e;
+}
+
+void TimeoutMailbox::throw_if_tripped() const {
+  if (*reinterpret_cast<volatile int32_t*>(&host_->code) == 0) return;
+  const TimeoutRecord r = *host_;
+  throw Error(ErrorCode::kTimeout,
+              strfmt("rank %d waited %.1f ms on the GPU for rank %d: %s (%s %d), expected a flag >= %llu and saw %llu. "
+                     "Rank %d never got there (crashed, stopped early, or made a different call). This team is now "
+                     "unusable: destroy it and create a new one.",
+                     r.rank, static_cast<double>(r.waited_ns) * 1e-6, r.peer, to_string(static_cast<WaitSite>(r.site)),
+                     static_cast<WaitSite>(r.site) == WaitSite::kBarrier ? "barrier" : "round", r.index,
+                     (unsigned long long)r.expected, (unsigned long long)r.seen, r.peer));
+}
+
+}  // namespace tpgemm::comm

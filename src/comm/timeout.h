@@ -1,0 +1,27 @@
+// The host side of NOTE [timeout record]: allocation, and turning a record into an Error.
+#pragma once
+
+#include <cstdint>
+
+#include "comm/device/wait_env.h"
+
+namespace tpgemm::comm {
+
+class TimeoutMailbox {
+ public:
+  TimeoutMailbox();  // needs the team's CUDA device to be current
+  ~TimeoutMailbox();
+  TimeoutMailbox(const TimeoutMailbox&) = delete;
+  TimeoutMailbox& operator=(const TimeoutMailbox&) = delete;
+
+  WaitEnv env(int rank, int64_t timeout_ms) const;
+  // Throws Error(Timeout) describing the first failed wait, if any.
+  void throw_if_tripped() const;
+
+ private:
+  TimeoutRecord* host_ = nullptr;
+  TimeoutRecord* dev_view_ = nullptr;
+  int32_t* tripped_ = nullptr;
+};
+
+}  // namespace tpgemm::comm

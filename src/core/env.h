@@ -1,0 +1,16 @@
+// Reading configuration from the environment, with errors that name the variable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tpgemm {
+
+std::optional<std::string> env_string(const char* name);
+// Integer in [lo, hi]; throws Error(InvalidArgument) naming the variable on junk or range.
+std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi);
+// Parses a whole decimal integer; nullopt on anything else.
+std::optional<int64_t> parse_int(const std::string& s);
+
+}  // namespace tpgemm

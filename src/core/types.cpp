@@ -1,0 +1,102 @@
+#include "tpgemm/types.h"
+
+#include <array>
+#include <utility>
+
+#include "core/format.h"
+
+namespace tpgemm {
+namespace {
+
+template <typename E, size_t N>
+std::optional<E> lookup(const std::array<std::pair<std::string_view, E>, N>& table, std::string_view s) {
+  for (const auto& [name, value] : table)
+    if (name == s) return value;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view to_string(DType v) { return v == DType::kBF16 ? "bf16" : v == DType::kFP16 ? "fp16" : "?"; }
+std::string_view to_string(BLayout v) { return v == BLayout::kKN ? "kn" : v == BLayout::kNK ? "nk" : "?"; }
+
+std::string_view to_string(Op v) {
+  switch (v) {
+    case Op::kAgGemm: return "ag_gemm";
+    case Op::kGemmRs: return "gemm_rs";
+    case Op::kGemmAr: return "gemm_ar";
+  }
+  return "?";
+}
+
+std::string_view to_string(Impl v) {
+  switch (v) {
+    case Impl::kAuto: return "auto";
+    case Impl::kBaseline: return "baseline";
+    case Impl::kPipelinedCE: return "pipelined_ce";
+    case Impl::kGemmOneShot: return "gemm_oneshot";
+    case Impl::kGemmTwoShot: return "gemm_twoshot";
+  }
+  return "?";
+}
+
+std::string_view to_string(AllReduceImpl v) {
+  switch (v) {
+    case AllReduceImpl::kAuto: return "auto";
+    case AllReduceImpl::kNccl: return "nccl";
+    case AllReduceImpl::kOneShot: return "oneshot";
+    case AllReduceImpl::kTwoShot: return "twoshot";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_dtype(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, DType>, 4> t{
+      {{"bf16", DType::kBF16}, {"bfloat16", DType::kBF16}, {"fp16", DType::kFP16}, {"float16", DType::kFP16}}};
+  return lookup(t, s);
+}
+
+std::optional<BLayout> parse_b_layout(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, BLayout>, 2> t{{{"kn", BLayout::kKN}, {"nk", BLayout::kNK}}};
+  return lookup(t, s);
+}
+
+std::optional<Op> parse_op(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, Op>, 6> t{{{"ag_gemm", Op::kAgGemm},
+                                                                     {"ag", Op::kAgGemm},
+                                                                     {"gemm_rs", Op::kGemmRs},
+                                                                     {"rs", Op::kGemmRs},
+                                                                     {"gemm_ar", Op::kGemmAr},
+                                                                     {"ar", Op::kGemmAr}}};
+  return lookup(t, s);
+}
+
+std::optional<Impl> parse_impl(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, Impl>, 6> t{{{"auto", Impl::kAuto},
+                                                                       {"baseline", Impl::kBaseline},
+                                                                       {"pipelined_ce", Impl::kPipelinedCE},
+                                                                       {"pipelined", Impl::kPipelinedCE},
+                                                                       {"gemm_oneshot", Impl::kGemmOneShot},
+                                                                       {"gemm_twoshot", Impl::kGemmTwoShot}}};
+  return lookup(t, s);
+}
+
+std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, AllReduceImpl>, 4> t{{{"auto", AllReduceImpl::kAuto},
+                                                                                {"nccl", AllReduceImpl::kNccl},
+                                                                                {"oneshot", AllReduceImpl::kOneShot},
+                                                                                {"twoshot", AllReduceImpl::kTwoShot}}};
+  return lookup(t, s);
+}
+
+size_t dtype_size(DType) { return 2; }  // both supported dtypes are 16-bit
+
+std::string describe(const GemmProblem& p) {
+  std::string s = strfmt("%s M=%lld N=%lld K=%lld L=%lld %s B=%s", std::string(to_string(p.op)).c_str(),
+                         (long long)p.m, (long long)p.n, (long long)p.k, (long long)p.l,
+                         std::string(to_string(p.dtype)).c_str(), std::string(to_string(p.b_layout)).c_str());
+  if (p.alpha != 1.0f || p.beta != 0.0f || p.has_c) s += strfmt(" alpha=%g beta=%g%s", p.alpha, p.beta, p.has_c ? " +C" : "");
+  return s;
+}
+
+}  // namespace tpgemm

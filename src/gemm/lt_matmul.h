@@ -1,0 +1,60 @@
+// One cuBLASLt matmul, planned once (descriptors, layouts, algorithm) and run many times.
+// Row-major in tpgemm's terms: D[m, n] = alpha * A[m, k] * op(B) + beta * C[m, n].
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tpgemm/types.h"
+
+namespace tpgemm::gemm {
+
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;  // row strides in elements
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_d = 0;  // between batch entries, in elements
+  DType dtype = DType::kBF16;  // of A and B (and of C and D unless out_fp32)
+  BLayout b_layout = BLayout::kNK;
+  bool out_fp32 = false;  // C and D in fp32 (reference checks)
+  bool has_c = false;
+  int sm_count = 0;  // > 0: ask cuBLASLt to use at most this many SMs (leaves the rest to communication)
+};
+
+// Packed row-major operands: ld = row length, batch strides = matrix sizes.
+MatmulShape packed_shape(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, BLayout b_layout);
+
+class LtMatmul {
+ public:
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+  LtMatmul() = default;
+  LtMatmul(cublasLtHandle_t handle, const MatmulShape& shape);
+  ~LtMatmul();
+  LtMatmul(LtMatmul&&) noexcept;
+  LtMatmul& operator=(LtMatmul&&) noexcept;
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+
+  // `workspace` holds kWorkspaceBytes and is not used concurrently by another stream.
+  void run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
+           cudaStream_t stream) const;
+  const MatmulShape& shape() const { return shape_; }
+
+ private:
+  void release() noexcept;
+  cublasLtMatmulAlgo_t best_algo(uint32_t alignment) const;
+
+  cublasLtHandle_t handle_ = nullptr;
+  MatmulShape shape_{};
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr, d_ = nullptr;
+  // NOTE [operand alignment]: cuBLASLt's heuristic assumes 256-byte aligned operands unless told
+  // otherwise; tpgemm only promises 16. We keep the best algorithm for each case and pick per call.
+  cublasLtMatmulAlgo_t algo_aligned_{};
+  cublasLtMatmulAlgo_t algo_16b_{};
+};
+
+}  // namespace tpgemm::gemm

@@ -1,0 +1,92 @@
+// tpgemm::AllReducePlan: NCCL, or the symmetric-memory one-shot / two-shot kernels.
+#include "tpgemm/allreduce.h"
+
+#include "comm/team_state.h"
+#include "core/check.h"
+#include "ops/allreduce/symm_allreduce.h"
+#include "ops/common/nccl_types.h"
+#include "plan/choose.h"
+
+namespace tpgemm {
+namespace detail {
+
+struct AllReduceState {
+  std::shared_ptr<TeamState> team;
+  int64_t count = 0;
+  DType dtype = DType::kBF16;
+  AllReduceImpl impl = AllReduceImpl::kNccl;
+  std::unique_ptr<ops::SymmAllReduce> symm;
+};
+
+namespace {
+
+Status check_allreduce(const TeamState& t, int64_t count, DType dtype, AllReduceImpl impl) {
+  if (count < 1 || count % 8 != 0)
+    return {ErrorCode::kInvalidArgument, strfmt("count=%lld: expected a positive multiple of 8 elements (16-byte vectors)", (long long)count)};
+  if (dtype != DType::kBF16 && dtype != DType::kFP16)
+    return {ErrorCode::kUnsupported, strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(dtype))};
+  if ((impl == AllReduceImpl::kOneShot || impl == AllReduceImpl::kTwoShot) && t.world > 1 && !t.all_lsa)
+    return {ErrorCode::kUnsupported, strfmt("all-reduce impl %s needs every rank to be an NVLink (LSA) peer; this team of %d "
+                                            "ranks has %d; use nccl", std::string(to_string(impl)).c_str(), t.world, t.lsa_size)};
+  if (impl != AllReduceImpl::kAuto && impl != AllReduceImpl::kNccl && impl != AllReduceImpl::kOneShot &&
+      impl != AllReduceImpl::kTwoShot)
+    return {ErrorCode::kUnsupported, strfmt("all-reduce impl %d: unknown", static_cast<int>(impl))};
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace detail
+
+AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllReduceImpl impl) {
+  const auto& t = team.state();
+  TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
+  t->check();
+  const Status local = detail::check_allreduce(*t, count, dtype, impl);
+  AllReduceImpl chosen = impl;
+  if (local.ok() && impl == AllReduceImpl::kAuto)
+    chosen = plan::choose_allreduce(count * static_cast<int64_t>(dtype_size(dtype)), {t->world, t->all_lsa});
+  if (local.ok() && t->world == 1) chosen = AllReduceImpl::kNccl;  // nothing to exchange
+  t->agree(local, strfmt("allreduce count=%lld %s impl=%s", (long long)count, std::string(to_string(dtype)).c_str(),
+                         std::string(to_string(chosen)).c_str()),
+           "the all-reduce plan");
+  state_ = std::make_unique<detail::AllReduceState>();
+  state_->team = t;
+  state_->count = count;
+  state_->dtype = dtype;
+  state_->impl = chosen;
+  if (chosen != AllReduceImpl::kNccl)
+    state_->symm = std::make_unique<ops::SymmAllReduce>(t, count, dtype, chosen == AllReduceImpl::kTwoShot);
+  t->barrier();
+}
+
+AllReducePlan::~AllReducePlan() = default;
+AllReducePlan::AllReducePlan(AllReducePlan&&) noexcept = default;
+AllReducePlan& AllReducePlan::operator=(AllReducePlan&&) noexcept = default;
+
+void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
+  detail::AllReduceState& s = *state_;
+  detail::TeamState& t = *s.team;
+  t.mailbox->throw_if_tripped();
+  const size_t bytes = static_cast<size_t>(s.count) * dtype_size(s.dtype);
+  Status mine;
+  if (in == nullptr || out == nullptr) mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce %s is null", in == nullptr ? "in" : "out")};
+  else if (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
+    mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce in=%p out=%p: both must be 16-byte aligned", in, out)};
+  else if (s.impl == AllReduceImpl::kOneShot && s.symm && out == s.symm->input())
+    mine = {ErrorCode::kInvalidArgument, "one-shot all-reduce cannot write its result over symmetric_input(): peers are still "
+                                         "reading it; pass another output buffer (or use twoshot)"};
+  t.agree_call(mine, "AllReducePlan::run");
+  if (s.impl == AllReduceImpl::kNccl) {
+    TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(s.count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
+    return;
+  }
+  if (in != s.symm->input())
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(s.symm->input(), in, bytes, cudaMemcpyDeviceToDevice, stream));
+  s.symm->run(out, nullptr, 0.0f, stream);
+}
+
+void* AllReducePlan::symmetric_input() const { return state_->symm ? state_->symm->input() : nullptr; }
+AllReduceImpl AllReducePlan::impl() const { return state_->impl; }
+int64_t AllReducePlan::count() const { return state_->count; }
+
+}  // namespace tpgemm

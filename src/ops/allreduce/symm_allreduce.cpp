@@ -1,0 +1,41 @@
+#include "ops/allreduce/symm_allreduce.h"
+
+#include <algorithm>
+
+#include "comm/team_state.h"
+#include "core/check.h"
+
+namespace tpgemm::ops {
+
+SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot)
+    : team_(std::move(team)), count_(count), dtype_(dtype), two_shot_(two_shot) {
+  const detail::TeamState& t = *team_;
+  TPGEMM_ASSERT(count % 8 == 0 && t.world <= 32 && t.all_lsa);
+  constexpr int kThreads = 512;
+  const int64_t vecs = count / 8;
+  const int64_t wanted = std::max<int64_t>(1, (vecs + kThreads - 1) / kThreads);
+  blocks_ = static_cast<int>(std::min<int64_t>(wanted, two_shot ? twoshot_max_blocks(dtype, t.num_sms) : t.num_sms * 2));
+  buffer_ = comm::SymmetricBuffer(team_, static_cast<size_t>(count) * dtype_size(dtype), "all-reduce input");
+  pad_ = comm::SymmetricBuffer(team_, 3 * sizeof(uint64_t) * static_cast<size_t>(t.world), "all-reduce flags");
+  control_ = DeviceBuffer(3 * sizeof(uint64_t));
+  TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
+  TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void SymmAllReduce::run(void* out, const void* c, float beta, cudaStream_t stream) const {
+  TPGEMM_ASSERT(!(out == input() && (c != nullptr || !two_shot_)));
+  SymmAllReduceArgs a;
+  a.bufs = buffer_.device_peers();
+  a.pads = reinterpret_cast<uint64_t* const*>(pad_.device_peers());
+  a.control = control_.as<uint64_t>();
+  a.count = count_;
+  a.out = out;
+  a.c = c;
+  a.beta = beta;
+  a.world = team_->world;
+  a.env = team_->wait_env();
+  if (two_shot_) launch_twoshot(a, dtype_, blocks_, stream);
+  else launch_oneshot(a, dtype_, blocks_, stream);
+}
+
+}  // namespace tpgemm::ops

@@ -1,0 +1,20 @@
+// Small elementwise kernels the implementations share.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tpgemm/types.h"
+
+namespace tpgemm::ops {
+
+// d[i] += beta * c[i] for i < count (count a multiple of 8, 16-byte aligned pointers), in fp32.
+void add_scaled(void* d, const void* c, float beta, int64_t count, DType dtype, int num_sms, cudaStream_t stream);
+
+// For each of `l` batch entries of `rows` x `n` elements: rows [row0, row0 + nrows) of d get
+// beta * c added, in fp32 (n a multiple of 8).
+void add_scaled_rows(void* d, const void* c, float beta, int64_t l, int64_t rows, int64_t n, int64_t row0, int64_t nrows,
+                     DType dtype, int num_sms, cudaStream_t stream);
+
+}  // namespace tpgemm::ops

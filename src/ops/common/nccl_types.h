@@ -1,0 +1,11 @@
+#pragma once
+
+#include <nccl.h>
+
+#include "tpgemm/types.h"
+
+namespace tpgemm::ops {
+
+inline ncclDataType_t nccl_type(DType t) { return t == DType::kBF16 ? ncclBfloat16 : ncclFloat16; }
+
+}  // namespace tpgemm::ops

@@ -1,0 +1,55 @@
+// 16-byte vectors of eight 16-bit floats, widened to fp32 for accumulation.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace tpgemm::ops {
+
+template <typename T>
+struct Pair;
+template <>
+struct Pair<__nv_bfloat16> {
+  using type = __nv_bfloat162;
+  static __device__ __forceinline__ float2 to_float2(type v) { return __bfloat1622float2(v); }
+  static __device__ __forceinline__ type from_float2(float2 f) { return __float22bfloat162_rn(f); }
+};
+template <>
+struct Pair<__half> {
+  using type = __half2;
+  static __device__ __forceinline__ float2 to_float2(type v) { return __half22float2(v); }
+  static __device__ __forceinline__ type from_float2(float2 f) { return __float22half2_rn(f); }
+};
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const auto* h = reinterpret_cast<const typename Pair<T>::type*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = Pair<T>::to_float2(h[i]);
+    f[2 * i] = x.x;
+    f[2 * i + 1] = x.y;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void add8(const T* p, float (&acc)[8]) {
+  float f[8];
+  load8(p, f);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc[i] += f[i];
+}
+
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float (&f)[8]) {
+  uint4 v;
+  auto* h = reinterpret_cast<typename Pair<T>::type*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = Pair<T>::from_float2(make_float2(f[2 * i], f[2 * i + 1]));
+  *reinterpret_cast<uint4*>(p) = v;
+}
+
+}  // namespace tpgemm::ops

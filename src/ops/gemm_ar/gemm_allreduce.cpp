@@ -1,0 +1,40 @@
+// GEMM + AllReduce for small and mid-sized M: the matmul writes its partial product straight
+// into symmetric memory, then tpgemm's one-shot or two-shot all-reduce sums it into D (and
+// adds this rank's beta * C). No staging copy, and a far shorter all-reduce than NCCL's
+// for messages of a few MB (docs/perf.md).
+#include "core/cuda_raii.h"
+#include "gemm/lt_matmul.h"
+#include "ops/allreduce/symm_allreduce.h"
+#include "ops/op_impl.h"
+
+namespace tpgemm::detail {
+namespace {
+
+class GemmAllReduce final : public OpImpl {
+ public:
+  explicit GemmAllReduce(const ImplContext& ctx)
+      : team_(ctx.team),
+        p_(ctx.problem),
+        allreduce_(team_, p_.l * p_.m * p_.n, p_.dtype, ctx.choice.impl == Impl::kGemmTwoShot),
+        workspace_(gemm::LtMatmul::kWorkspaceBytes),
+        matmul_(team_->lt, gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout)) {}
+
+  void run(const Operands& o, cudaStream_t stream) override {
+    matmul_.run(o.a, o.b, nullptr, allreduce_.input(), p_.alpha, 0.0f, workspace_.get(), stream);
+    const bool c = p_.has_c && p_.beta != 0.0f;
+    allreduce_.run(o.d, c ? o.c : nullptr, p_.beta, stream);
+  }
+
+ private:
+  std::shared_ptr<TeamState> team_;
+  GemmProblem p_;
+  ops::SymmAllReduce allreduce_;
+  DeviceBuffer workspace_;
+  gemm::LtMatmul matmul_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpImpl> make_gemm_ar_symmetric(const ImplContext& ctx) { return std::make_unique<GemmAllReduce>(ctx); }
+
+}  // namespace tpgemm::detail

@@ -1,0 +1,33 @@
+// The interface every implementation of a GEMM op fills, and the factories of each file.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "comm/team_state.h"
+#include "plan/choose.h"
+#include "tpgemm/types.h"
+
+namespace tpgemm::detail {
+
+struct ImplContext {
+  std::shared_ptr<TeamState> team;
+  GemmProblem problem;
+  plan::Choice choice;
+};
+
+class OpImpl {
+ public:
+  virtual ~OpImpl() = default;
+  // Operands are already validated on every rank.
+  virtual void run(const Operands& ops, cudaStream_t stream) = 0;
+};
+
+std::unique_ptr<OpImpl> make_ag_gemm_baseline(const ImplContext& ctx);   // ops/ag_gemm/baseline.cpp
+std::unique_ptr<OpImpl> make_gemm_rs_baseline(const ImplContext& ctx);   // ops/gemm_rs/baseline.cpp
+std::unique_ptr<OpImpl> make_gemm_ar_baseline(const ImplContext& ctx);   // ops/gemm_ar/baseline.cpp
+std::unique_ptr<OpImpl> make_pipelined_ce(const ImplContext& ctx);       // ops/pipelined/pipelined_ce.cpp (all ops)
+std::unique_ptr<OpImpl> make_gemm_ar_symmetric(const ImplContext& ctx);  // ops/gemm_ar/gemm_allreduce.cpp (one/two-shot)
+
+}  // namespace tpgemm::detail

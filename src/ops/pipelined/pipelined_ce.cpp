@@ -1,0 +1,190 @@
+// The copy-engine pipelined implementation of all three ops: it enqueues the steps of the
+// schedule src/plan builds (NOTE [schedule model]) on the caller's stream and one
+// high-priority copy stream. Matmuls are cuBLASLt, transfers are cudaMemcpyAsync between
+// symmetric buffers over NVLink (no SMs), flags are copy-engine writes, and the only SM work
+// besides the matmuls is a one-block barrier per call and the final reduction.
+#include <map>
+#include <tuple>
+
+#include "comm/signal_pad.h"
+#include "comm/symmetric.h"
+#include "core/check.h"
+#include "core/env.h"
+#include "core/cuda_raii.h"
+#include "gemm/lt_matmul.h"
+#include "ops/common/elementwise.h"
+#include "ops/op_impl.h"
+#include "ops/pipelined/slot_reduce.h"
+#include "plan/problem.h"
+#include "plan/schedule.h"
+
+namespace tpgemm::detail {
+namespace {
+
+using plan::Buf;
+using plan::Region;
+using plan::Step;
+using plan::StepKind;
+
+class PipelinedCE final : public OpImpl {
+ public:
+  explicit PipelinedCE(const ImplContext& ctx)
+      : team_(ctx.team), p_(ctx.problem), choice_(ctx.choice), es_(static_cast<int64_t>(dtype_size(p_.dtype))) {
+    const TeamState& t = *team_;
+    schedule_ = plan::build_pipelined(p_, t.world, t.rank, choice_.chunks);
+    throw_if_error(plan::check_schedule(schedule_, p_));
+    TPGEMM_ASSERT(t.world <= 32);
+    // Buffers, in the same order on every rank (symmetric allocation is collective).
+    for (int b = 0; b < plan::kNumBufs; ++b) {
+      const Buf buf = static_cast<Buf>(b);
+      const plan::BufGeometry g = plan::buffer_geometry(buf, p_, t.world);
+      const size_t bytes = static_cast<size_t>(g.slots * p_.l * g.rows * g.cols * es_);
+      if (b <= static_cast<int>(Buf::kUserD) || bytes == 0) continue;
+      if (plan::is_symmetric(buf) && t.world > 1)
+        symmetric_[b] = comm::SymmetricBuffer(team_, bytes, std::string(plan::to_string(buf)).c_str());
+      else local_[b] = DeviceBuffer(bytes);
+    }
+    if (t.world > 1) pad_ = comm::SignalPad(team_, schedule_.num_barriers, plan::kNumFlags, schedule_.rounds, "pipelined flags");
+    copy_stream_ = Stream::highest_priority();
+    for (int e = 0; e < schedule_.num_events; ++e) events_.push_back(Event::create());
+    workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
+    for (const Step& s : schedule_.steps)
+      if (s.kind == StepKind::kGemm) matmul_for(s);  // plan every matmul now, not in run()
+    // Test hook: this rank never raises its flags, so its peers' bounded waits must fire.
+    drop_signals_ = env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == t.rank;
+  }
+
+  void run(const Operands& o, cudaStream_t stream) override {
+    ops_ = o;
+    for (const Step& s : schedule_.steps) {
+      const cudaStream_t st = s.stream == plan::Stream::kCompute ? stream : copy_stream_.get();
+      if (drop_signals_ && (s.kind == StepKind::kBarrier || s.kind == StepKind::kSignal)) continue;
+      switch (s.kind) {
+        case StepKind::kGemm: {
+          const Ptr a = address(s.src), d = address(s.dst);
+          const bool c = s.add_c && p_.has_c;
+          const char* cptr = c ? static_cast<const char*>(o.c) + (d.ptr - static_cast<char*>(o.d)) : nullptr;
+          matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st);
+          break;
+        }
+        case StepKind::kCopy: copy(s, st); break;
+        case StepKind::kBarrier: pad_.barrier(s.index, st); break;
+        case StepKind::kSignal: pad_.signal(static_cast<int>(s.flag), s.peer, s.round, st); break;
+        case StepKind::kWaitSignal:
+          pad_.wait(static_cast<int>(s.flag), s.peer, s.round,
+                    s.flag == plan::Flag::kReady ? comm::WaitSite::kReadyFlag : comm::WaitSite::kArriveFlag, st);
+          break;
+        case StepKind::kReduce: reduce(s, st); break;
+        case StepKind::kAddC:
+          if (p_.beta != 0.0f)
+            ops::add_scaled_rows(o.d, o.c, p_.beta, p_.l, p_.m, p_.n, s.dst.row0, s.dst.rows, p_.dtype, team_->num_sms, st);
+          break;
+        case StepKind::kRecord: TPGEMM_CUDA_CHECK(cudaEventRecord(events_[s.index].get(), st)); break;
+        case StepKind::kWaitEvent: TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(st, events_[s.index].get(), 0)); break;
+      }
+    }
+  }
+
+ private:
+  struct Ptr {
+    char* ptr;
+    int64_t batch_stride;  // elements
+  };
+
+  // NOTE [pipelined buffers] row spaces, turned into addresses.
+  Ptr address(const Region& r) const {
+    const plan::BufGeometry g = plan::buffer_geometry(r.buf, p_, team_->world);
+    char* base = nullptr;
+    const int b = static_cast<int>(r.buf);
+    switch (r.buf) {
+      case Buf::kUserA: base = static_cast<char*>(const_cast<void*>(ops_.a)); break;
+      case Buf::kUserC: base = static_cast<char*>(const_cast<void*>(ops_.c)); break;
+      case Buf::kUserD: base = static_cast<char*>(ops_.d); break;
+      default:
+        if (symmetric_[b]) base = static_cast<char*>(r.rank == team_->rank ? symmetric_[b].local() : symmetric_[b].peer(r.rank));
+        else base = local_[b].as<char>();
+    }
+    TPGEMM_ASSERT(base != nullptr && (r.rank == team_->rank || symmetric_[b]));
+    const int64_t elems = (static_cast<int64_t>(r.slot) * p_.l * g.rows + r.row0) * g.cols;
+    return {base + elems * es_, g.rows * g.cols};
+  }
+
+  const gemm::LtMatmul& matmul_for(const Step& s) {
+    const plan::BufGeometry ga = plan::buffer_geometry(s.src.buf, p_, team_->world);
+    const plan::BufGeometry gd = plan::buffer_geometry(s.dst.buf, p_, team_->world);
+    const bool c = s.add_c && p_.has_c;
+    const int sms = s.carveout && choice_.comm_sms > 0 ? team_->num_sms - choice_.comm_sms : 0;
+    const auto key = std::make_tuple(s.src.rows, ga.rows, gd.rows, c, sms);
+    auto it = matmuls_.find(key);
+    if (it != matmuls_.end()) return it->second;
+    gemm::MatmulShape shape = gemm::packed_shape(s.src.rows, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
+    shape.stride_a = ga.rows * p_.k;
+    shape.stride_c = shape.stride_d = gd.rows * p_.n;
+    shape.has_c = c;
+    shape.sm_count = sms;
+    return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
+  }
+
+  void copy(const Step& s, cudaStream_t st) const {
+    const Ptr src = address(s.src), dst = address(s.dst);
+    const int64_t cols = plan::buffer_geometry(s.src.buf, p_, team_->world).cols;
+    const size_t width = static_cast<size_t>(s.src.rows * cols * es_);
+    if (p_.l == 1)
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, width, cudaMemcpyDeviceToDevice, st));
+    else
+      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst.ptr, static_cast<size_t>(dst.batch_stride * es_), src.ptr,
+                                          static_cast<size_t>(src.batch_stride * es_), width, static_cast<size_t>(p_.l),
+                                          cudaMemcpyDeviceToDevice, st));
+  }
+
+  void reduce(const Step& s, cudaStream_t st) const {
+    const TeamState& t = *team_;
+    const plan::BufGeometry gr = plan::buffer_geometry(Buf::kRecv, p_, t.world);
+    const plan::BufGeometry gd = plan::buffer_geometry(Buf::kUserD, p_, t.world);
+    ops::SlotReduceArgs a;
+    const int recv = static_cast<int>(Buf::kRecv), red = static_cast<int>(Buf::kReduced);
+    a.recv = t.world > 1 ? symmetric_[recv].local() : local_[recv].get();
+    a.slot_elems = p_.l * gr.rows * gr.cols;
+    a.recv_batch_elems = gr.rows * gr.cols;
+    a.row0 = s.src.row0;
+    a.rows = s.src.rows;
+    a.n = p_.n;
+    a.l = p_.l;
+    a.d = ops_.d;
+    a.d_batch_elems = gd.rows * gd.cols;
+    a.d_row0 = s.dst.row0;
+    a.c = p_.has_c && p_.beta != 0.0f ? ops_.c : nullptr;
+    a.beta = p_.beta;
+    a.reduced = s.to_reduced && t.world > 1 ? symmetric_[red].local() : nullptr;
+    a.world = t.world;
+    a.round = s.round;
+    if (t.world > 1) {
+      a.arrive = pad_.family_slots(static_cast<int>(plan::Flag::kArrive));
+      a.seq = pad_.seq();
+    }
+    a.env = t.wait_env();
+    // An empty block still waits for its arrivals: the flags are part of the protocol.
+    if (a.rows > 0 || t.world > 1) ops::launch_slot_reduce(a, p_.dtype, t.num_sms, st);
+  }
+
+  std::shared_ptr<TeamState> team_;
+  GemmProblem p_;
+  plan::Choice choice_;
+  int64_t es_;
+  plan::Schedule schedule_;
+  comm::SymmetricBuffer symmetric_[plan::kNumBufs];
+  DeviceBuffer local_[plan::kNumBufs];
+  comm::SignalPad pad_;
+  Stream copy_stream_;
+  std::vector<Event> events_;
+  DeviceBuffer workspace_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, int>, gemm::LtMatmul> matmuls_;
+  Operands ops_{};  // the operands of the call being enqueued
+  bool drop_signals_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<OpImpl> make_pipelined_ce(const ImplContext& ctx) { return std::make_unique<PipelinedCE>(ctx); }
+
+}  // namespace tpgemm::detail

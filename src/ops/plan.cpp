@@ -1,0 +1,93 @@
+#include "tpgemm/plan.h"
+
+#include "core/check.h"
+#include "ops/op_impl.h"
+#include "plan/choose.h"
+#include "plan/problem.h"
+
+namespace tpgemm {
+namespace detail {
+
+struct PlanState {
+  std::shared_ptr<TeamState> team;
+  GemmProblem problem;
+  plan::Choice choice;
+  std::unique_ptr<OpImpl> impl;
+};
+
+namespace {
+
+plan::Topology topology(const TeamState& t) { return {t.world, t.all_lsa}; }
+
+Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions& o) {
+  Status s = plan::validate_problem(p, t.world);
+  if (s.ok()) s = plan::impl_supported(p, o.impl, topology(t));
+  if (s.ok() && (o.chunks_per_rank < 0 || o.chunks_per_rank > 64))
+    s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d: expected 0 (auto) to 64", o.chunks_per_rank)};
+  if (s.ok() && (o.comm_sms < -1 || o.comm_sms >= t.num_sms))
+    s = {ErrorCode::kInvalidArgument,
+         strfmt("comm_sms=%d: expected -1 (auto) or 0 to %d (this GPU has %d SMs)", o.comm_sms, t.num_sms - 1, t.num_sms)};
+  return s;
+}
+
+std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
+  switch (ctx.choice.impl) {
+    case Impl::kBaseline:
+      switch (ctx.problem.op) {
+        case Op::kAgGemm: return make_ag_gemm_baseline(ctx);
+        case Op::kGemmRs: return make_gemm_rs_baseline(ctx);
+        case Op::kGemmAr: return make_gemm_ar_baseline(ctx);
+      }
+      break;
+    case Impl::kPipelinedCE: return make_pipelined_ce(ctx);
+    case Impl::kGemmOneShot:
+    case Impl::kGemmTwoShot: return make_gemm_ar_symmetric(ctx);
+    case Impl::kAuto: break;
+  }
+  throw Error(ErrorCode::kInternal, "no implementation was chosen");
+}
+
+}  // namespace
+}  // namespace detail
+
+Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
+  const auto& t = team.state();
+  TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
+  t->check();
+  const Status local = detail::check_locally(*t, problem, options);
+  plan::Choice choice;
+  if (local.ok()) choice = plan::choose(problem, detail::topology(*t), options);
+  // The descriptor includes the resolved choice: ranks that would pick different schedules
+  // (say, different options) are caught here rather than deadlocking later.
+  const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d", std::string(to_string(choice.impl)).c_str(),
+                                                             choice.chunks, choice.comm_sms);
+  t->agree(local, local.ok() ? descriptor : describe(problem), "the plan");
+  state_ = std::make_unique<detail::PlanState>();
+  state_->team = t;
+  state_->problem = problem;
+  state_->choice = choice;
+  state_->impl = detail::make_impl({t, problem, choice});
+  t->barrier();  // every rank's workspace is ready before any call can touch it
+}
+
+Plan::~Plan() = default;
+Plan::Plan(Plan&&) noexcept = default;
+Plan& Plan::operator=(Plan&&) noexcept = default;
+
+void Plan::run(const Operands& operands, cudaStream_t stream) {
+  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from Plan");
+  detail::TeamState& t = *state_->team;
+  t.mailbox->throw_if_tripped();
+  const Status mine = plan::validate_operands(state_->problem, t.world, operands);
+  t.agree_call(mine, "Plan::run operands");
+  state_->impl->run(operands, stream);
+}
+
+Impl Plan::impl() const { return state_->choice.impl; }
+const GemmProblem& Plan::problem() const { return state_->problem; }
+
+Status Plan::can_implement(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
+  return detail::check_locally(*team.state(), problem, options);
+}
+
+}  // namespace tpgemm

@@ -1,0 +1,125 @@
+#include "plan/problem.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/format.h"
+
+namespace tpgemm {
+
+OperandSizes operand_sizes(const GemmProblem& p, int world) {
+  OperandSizes s;
+  s.a = p.l * plan::a_rows(p, world) * p.k;
+  s.b = p.l * p.k * p.n;
+  s.d = p.l * plan::d_rows(p, world) * p.n;
+  s.c = p.has_c ? s.d : 0;
+  return s;
+}
+
+namespace plan {
+namespace {
+
+Status invalid(std::string msg) { return {ErrorCode::kInvalidArgument, std::move(msg)}; }
+Status unsupported(std::string msg) { return {ErrorCode::kUnsupported, std::move(msg)}; }
+
+// Largest extent we accept: keeps every element offset well inside int64 and cuBLASLt's limits.
+constexpr int64_t kMaxExtent = int64_t(1) << 31;
+
+bool overlaps(const void* p, int64_t bytes_p, const void* q, int64_t bytes_q) {
+  const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(q);
+  return a < b + static_cast<uintptr_t>(bytes_q) && b < a + static_cast<uintptr_t>(bytes_p);
+}
+
+}  // namespace
+
+RowBlock rank_block(int64_t m, int world, int rank) {
+  const int64_t b = m * rank / world, e = m * (rank + 1) / world;
+  return {b, e - b};
+}
+
+int64_t max_block_rows(int64_t m, int world) { return (m + world - 1) / world; }
+
+RowBlock split_rows(int64_t rows, int parts, int part) {
+  const int64_t b = rows * part / parts, e = rows * (part + 1) / parts;
+  return {b, e - b};
+}
+
+int64_t a_rows(const GemmProblem& p, int world) { return p.op == Op::kAgGemm ? p.m / world : p.m; }
+int64_t d_rows(const GemmProblem& p, int world) { return p.op == Op::kGemmRs ? p.m / world : p.m; }
+
+Status validate_problem(const GemmProblem& p, int world) {
+  if (world < 1) return invalid(strfmt("world size %d: expected at least 1 rank", world));
+  if (p.op != Op::kAgGemm && p.op != Op::kGemmRs && p.op != Op::kGemmAr)
+    return unsupported(strfmt("op %d: expected ag_gemm, gemm_rs or gemm_ar", static_cast<int>(p.op)));
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
+    return unsupported(strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(p.dtype)));
+  if (p.b_layout != BLayout::kKN && p.b_layout != BLayout::kNK)
+    return unsupported(strfmt("B layout %d: expected kn ([K,N] row-major) or nk ([N,K] row-major)",
+                              static_cast<int>(p.b_layout)));
+  const struct { const char* name; int64_t v; } extents[] = {{"M", p.m}, {"N", p.n}, {"K", p.k}, {"L", p.l}};
+  for (const auto& e : extents)
+    if (e.v < 1 || e.v > kMaxExtent)
+      return invalid(strfmt("%s=%lld: expected 1 <= %s <= 2^31", e.name, (long long)e.v, e.name));
+  if (p.n % 8 != 0)
+    return unsupported(strfmt("N=%lld: expected a multiple of 8 (rows of D must be 16-byte multiples)", (long long)p.n));
+  if (p.k % 8 != 0)
+    return unsupported(strfmt("K=%lld: expected a multiple of 8 (rows of A must be 16-byte multiples)", (long long)p.k));
+  if ((p.op == Op::kAgGemm || p.op == Op::kGemmRs) && p.m % world != 0)
+    return invalid(strfmt("M=%lld is not divisible by the world size W=%d: %s splits M evenly across ranks",
+                          (long long)p.m, world, std::string(to_string(p.op)).c_str()));
+  if (p.m < world && p.op == Op::kGemmAr)
+    return invalid(strfmt("M=%lld: gemm_ar needs at least one row per rank (W=%d)", (long long)p.m, world));
+  if (!std::isfinite(p.alpha) || !std::isfinite(p.beta))
+    return invalid(strfmt("alpha=%g beta=%g: expected finite scalars", p.alpha, p.beta));
+  if (p.beta != 0.0f && !p.has_c) return invalid(strfmt("beta=%g but has_c=false: beta scales C, so give C", p.beta));
+  return Status::Ok();
+}
+
+Status validate_operands(const GemmProblem& p, int world, const Operands& ops) {
+  const OperandSizes n = operand_sizes(p, world);
+  const int64_t es = static_cast<int64_t>(dtype_size(p.dtype));
+  struct Arg { const char* name; const void* ptr; int64_t bytes; };
+  const Arg args[] = {{"A", ops.a, n.a * es}, {"B", ops.b, n.b * es}, {"C", ops.c, n.c * es}, {"D", ops.d, n.d * es}};
+  for (const Arg& a : args) {
+    if (a.name[0] == 'C' && !p.has_c) continue;
+    if (a.ptr == nullptr) return invalid(strfmt("%s is null: expected a device pointer to %lld bytes", a.name, (long long)a.bytes));
+    if (reinterpret_cast<uintptr_t>(a.ptr) % 16 != 0)
+      return invalid(strfmt("%s=%p is not 16-byte aligned: tpgemm's kernels and cuBLASLt need 16-byte aligned operands",
+                            a.name, a.ptr));
+  }
+  for (const Arg& a : {args[0], args[1], args[2]}) {
+    if (a.name[0] == 'C' && (!p.has_c || a.ptr == ops.d)) continue;  // C == D: in-place, allowed
+    if (overlaps(ops.d, args[3].bytes, a.ptr, a.bytes))
+      return invalid(strfmt("D=%p (%lld bytes) overlaps %s=%p (%lld bytes): the output must not alias an input",
+                            ops.d, (long long)args[3].bytes, a.name, a.ptr, (long long)a.bytes));
+  }
+  return Status::Ok();
+}
+
+Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
+  const std::string op = std::string(to_string(p.op));
+  switch (impl) {
+    case Impl::kAuto:
+    case Impl::kBaseline:
+      return Status::Ok();
+    case Impl::kGemmOneShot:
+    case Impl::kGemmTwoShot:
+      if (p.op != Op::kGemmAr)
+        return unsupported(strfmt("impl %s exists for gemm_ar only, not %s", std::string(to_string(impl)).c_str(), op.c_str()));
+      [[fallthrough]];
+    case Impl::kPipelinedCE:
+      if (topo.world > 1 && !topo.all_lsa_peers)
+        return unsupported(strfmt("impl %s needs every rank to be an NVLink load/store (LSA) peer with P2P access, "
+                                  "and this team of %d ranks is not; use impl=baseline",
+                                  std::string(to_string(impl)).c_str(), topo.world));
+      return Status::Ok();
+  }
+  return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
+}
+
+double flops_per_rank(const GemmProblem& p) {
+  return 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) * static_cast<double>(p.l);
+}
+
+}  // namespace plan
+}  // namespace tpgemm

@@ -1,0 +1,47 @@
+// Shapes, shards and argument checks of a tensor-parallel GEMM. Pure host logic.
+#pragma once
+
+#include <cstdint>
+
+#include "tpgemm/error.h"
+#include "tpgemm/plan.h"
+#include "tpgemm/types.h"
+
+namespace tpgemm::plan {
+
+// The rows of D (global numbering) that rank `rank` owns after a reduce-scatter, or whose A
+// rows it holds before an all-gather. Blocks are as even as possible; ag_gemm and gemm_rs
+// require M % W == 0, so there they are exactly M / W.
+struct RowBlock {
+  int64_t begin = 0;
+  int64_t rows = 0;
+};
+RowBlock rank_block(int64_t m, int world, int rank);
+int64_t max_block_rows(int64_t m, int world);
+
+// Part `part` of `parts` of `rows` rows, as even as possible (may be empty when rows < parts).
+RowBlock split_rows(int64_t rows, int parts, int part);
+
+// Rows of A, and of C and D, as this rank passes them.
+int64_t a_rows(const GemmProblem& p, int world);
+int64_t d_rows(const GemmProblem& p, int world);
+
+// Checks that do not depend on the data pointers: sizes, divisibility, dtype, layout, scalars.
+Status validate_problem(const GemmProblem& p, int world);
+
+// Checks of one call's pointers: non-null, 16-byte aligned, D not overlapping A, B or C
+// (C == D exactly is allowed: in-place accumulation).
+Status validate_operands(const GemmProblem& p, int world, const Operands& ops);
+
+// What a team can do, as the planner sees it.
+struct Topology {
+  int world = 1;
+  bool all_lsa_peers = false;  // every rank reachable by NVLink loads/stores
+};
+
+// Can `impl` run `p` on this topology? (kAuto is always accepted.)
+Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo);
+
+double flops_per_rank(const GemmProblem& p);
+
+}  // namespace tpgemm::plan

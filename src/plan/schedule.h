@@ -1,0 +1,107 @@
+// Pipelined schedules as data. Pure host logic: the GPU executor (src/ops/pipeline) enqueues
+// these steps on CUDA streams; the CPU simulation in tests/unit runs them on W threads.
+//
+// NOTE [schedule model]
+// Each rank has two in-order streams: kCompute (the caller's stream; cuBLASLt matmuls and
+// reduction kernels) and kCopy (a high-priority side stream; copy-engine transfers over
+// NVLink, flag writes, small synchronisation kernels). Steps are listed in host enqueue
+// order. Ordering between the two streams of one rank is by events only (record / wait);
+// ordering between ranks is by barriers and by flags in symmetric memory (signal /
+// wait_signal / reduce). Every cross-rank wait is bounded on the GPU.
+//
+// Flag values are sequence numbers, never reset: a plan's device epoch e (1, 2, ... per
+// call, bumped by barrier 0 of each call) and, for a step of round j in a schedule of R
+// rounds, seq = (e - 1) * R + j + 1. A waiter waits for flag >= seq. Because values only
+// grow, repeated calls and CUDA graph replays need no reset.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tpgemm/error.h"
+#include "tpgemm/types.h"
+
+namespace tpgemm::plan {
+
+// NOTE [pipelined buffers]: every buffer a schedule touches. Row spaces (per batch entry):
+//   kUserA     the caller's A: ag_gemm [0, M/W) (its shard); gemm_rs / gemm_ar [0, M)
+//   kUserC     the caller's C, rows as kUserD
+//   kUserD     the caller's D: ag_gemm / gemm_ar [0, M); gemm_rs [0, M/W)
+//   kShard     symmetric, [0, M/W) x K: a copy of this rank's A shard that peers pull (ag_gemm)
+//   kGathered  local, [0, M) x K: peers' shards land here at their global rows (ag_gemm)
+//   kStage     local, [0, M) x N: partial products bound for other ranks (gemm_rs / gemm_ar)
+//   kRecv      symmetric, W slots (slot = source rank) of [0, maxblock) x N: partials for my rows
+//   kReduced   symmetric, [0, maxblock) x N: my reduced rows, pulled by peers (gemm_ar)
+enum class Buf : uint8_t { kUserA, kUserC, kUserD, kShard, kGathered, kStage, kRecv, kReduced };
+constexpr int kNumBufs = 8;
+std::string_view to_string(Buf b);
+bool is_symmetric(Buf b);
+
+struct BufGeometry {
+  int64_t rows = 0;  // rows per batch entry per slot
+  int64_t cols = 0;  // elements per row (also the leading dimension: buffers are packed)
+  int slots = 0;     // 0: the schedule does not use this buffer
+};
+// Batch entries are outermost: element (slot, l, row, col) is at
+// ((slot * L + l) * rows + row) * cols + col.
+BufGeometry buffer_geometry(Buf b, const GemmProblem& p, int world);
+
+enum class Stream : uint8_t { kCompute, kCopy };
+enum class StepKind : uint8_t { kGemm, kCopy, kBarrier, kSignal, kWaitSignal, kReduce, kAddC, kRecord, kWaitEvent };
+// Families of per-source flags in a plan's signal pad (NOTE [signal pad layout]).
+enum class Flag : uint8_t { kArrive, kReady };
+constexpr int kNumFlags = 2;
+
+// Rows [row0, row0 + rows) of slot `slot` of buffer `buf` in rank `rank`'s memory, for all L
+// batch entries.
+struct Region {
+  Buf buf = Buf::kUserA;
+  int rank = 0;
+  int slot = 0;
+  int64_t row0 = 0;
+  int64_t rows = 0;
+};
+
+struct Step {
+  StepKind kind = StepKind::kGemm;
+  Stream stream = Stream::kCompute;
+  // kGemm: src = A rows, dst = D rows (D = alpha * A * B [+ beta * C]).
+  // kCopy: src -> dst; one of the two is this rank's memory.
+  // kReduce: src = rows of this rank's kRecv (all W slots, summed in slot order 0..W-1),
+  //          dst = the same rows' place in kUserD (+ beta * C there).
+  // kAddC:   dst = rows of kUserD that get beta * C (gemm_ar: rows pulled from their owners).
+  Region src, dst;
+  bool add_c = false;       // kGemm: the epilogue adds beta * C (C rows = D rows)
+  bool carveout = false;    // kGemm: a synchronisation kernel may run beside it; leave SMs free
+  bool to_reduced = false;  // kReduce: also store the result in kReduced (same rows)
+  int peer = -1;            // kSignal: the rank whose flag is raised; kWaitSignal: the rank waited for
+  Flag flag = Flag::kArrive;
+  int round = 0;            // kSignal / kWaitSignal / kReduce: sequence number of this round
+  int index = 0;            // kBarrier: barrier number within the call; kRecord / kWaitEvent: event id
+};
+
+struct Schedule {
+  Op op = Op::kAgGemm;
+  int world = 1;
+  int rank = 0;
+  int rounds = 1;        // sequence numbers per call (see NOTE [schedule model])
+  int num_barriers = 0;  // barriers per call
+  int num_events = 0;
+  std::vector<Step> steps;  // host enqueue order
+};
+
+// The copy-engine pipelined schedule of `p` for `rank`. `chunks` splits each rank's block:
+// ag_gemm / gemm_rs into that many transfers, gemm_ar into that many rounds (reduce and
+// all-gather of round j overlap the matmuls of round j + 1). chunks >= 1.
+Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks);
+
+// Static checks of a schedule: every waited event was recorded earlier in enqueue order,
+// regions lie inside their buffers, copies touch this rank's memory on one side, the copy
+// stream is joined back into the compute stream at the end, and barrier 0 comes first.
+Status check_schedule(const Schedule& s, const GemmProblem& p);
+
+std::string describe(const Step& step);
+
+}  // namespace tpgemm::plan

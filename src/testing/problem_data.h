@@ -1,0 +1,43 @@
+// Reproducible operands of a tensor-parallel GEMM, and the expected result of any rank.
+//
+// NOTE [reproducible problem data]
+// Every operand is a function of (seed, rank): ag_gemm's A is one global matrix of which rank
+// r holds row block r; gemm_rs's and gemm_ar's A and B are rank r's own (its K shard); B of
+// ag_gemm and every C belong to their rank. So each rank can regenerate every other rank's
+// operands on its own GPU and build its expected D alone, and a fresh seed gives fresh data.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/cuda_raii.h"
+#include "testing/testing.h"
+#include "tpgemm/plan.h"
+
+namespace tpgemm::testing {
+
+// Operands of one rank, allocated and filled.
+struct RankData {
+  RankData(const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
+  void refill(uint64_t seed, cudaStream_t stream);  // new A, B and C; D untouched
+  Operands operands() const { return {a.get(), b.get(), c.get(), d.get()}; }
+
+  GemmProblem p;
+  int world, rank;
+  DeviceBuffer a, b, c, d;
+};
+
+void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
+void fill_b(void* b, const GemmProblem& p, int rank, uint64_t seed, cudaStream_t stream);
+void fill_c(void* c, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
+
+// Rank `rank`'s expected D in fp32 (shaped like its D), from every rank's operands for `seed`.
+DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed, RefEngine engine, cublasLtHandle_t lt,
+                        cudaStream_t stream);
+
+// D against the expectation (synchronises the stream).
+Diff compare_d(const void* d, const DeviceBuffer& expected, const GemmProblem& p, int world, cudaStream_t stream);
+
+}  // namespace tpgemm::testing

@@ -1,0 +1,188 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "gemm/lt_matmul.h"
+#include "testing/testing.h"
+
+namespace tpgemm::testing {
+namespace {
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float f);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float(float f) { return __float2bfloat16_rn(f); }
+template <>
+__device__ __forceinline__ __half from_float(float f) { return __float2half_rn(f); }
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <>
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+template <typename T>
+__global__ void fill_kernel(T* p, int64_t l, int64_t rows, int64_t cols, int64_t row_offset, int64_t total_rows, uint64_t seed) {
+  const int64_t n = l * rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = i / (rows * cols), rem = i - b * rows * cols;
+    const int64_t global = (b * total_rows + row_offset) * cols + rem;
+    const uint64_t h = splitmix64(seed * 0x2545f4914f6cdd1dull ^ static_cast<uint64_t>(global));
+    const float u = static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    p[i] = from_float<T>(2.0f * u - 1.0f);
+  }
+}
+
+__global__ void poison_kernel(uint16_t* p, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) p[i] = 0xFFFF;
+}
+
+template <typename T>
+__global__ void naive_gemm_kernel(const T* a, const T* b, const T* c, float* ref, int64_t m, int64_t n, int64_t k,
+                                  bool b_nk, float alpha, float beta) {
+  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t i = blockIdx.y * int64_t(blockDim.y) + threadIdx.y;
+  const int64_t batch = blockIdx.z;
+  if (i >= m || j >= n) return;
+  const T* ab = a + batch * m * k;
+  const T* bb = b + batch * k * n;
+  float acc = 0.0f;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float bv = to_float(b_nk ? bb[j * k + kk] : bb[kk * n + j]);
+    acc += to_float(ab[i * k + kk]) * bv;
+  }
+  const int64_t o = (batch * m + i) * n + j;
+  float v = ref[o] + alpha * acc;
+  if (c != nullptr) v += beta * to_float(c[o]);
+  ref[o] = v;
+}
+
+template <typename T>
+__global__ void add_c_kernel(float* ref, const T* c, float beta, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
+    ref[i] += beta * to_float(c[i]);
+}
+
+template <typename T>
+__global__ void diff_kernel(const T* out, const float* ref, int64_t l, int64_t span, int64_t out_stride, int64_t ref_stride,
+                            int64_t ref_offset, double* sums, unsigned long long* nonfinite) {
+  double d2 = 0, r2 = 0;
+  unsigned long long bad = 0;
+  const int64_t n = l * span;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = i / span, e = i - b * span;
+    const float o = to_float(out[b * out_stride + e]);
+    const double r = ref[b * ref_stride + ref_offset + e];
+    if (!isfinite(o)) {
+      ++bad;
+      continue;
+    }
+    d2 += (o - r) * (o - r);
+    r2 += r * r;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    d2 += __shfl_down_sync(0xffffffffu, d2, off);
+    r2 += __shfl_down_sync(0xffffffffu, r2, off);
+    bad += __shfl_down_sync(0xffffffffu, bad, off);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(sums, d2);
+    atomicAdd(sums + 1, r2);
+    atomicAdd(nonfinite, bad);
+  }
+}
+
+int grid_for(int64_t n) { return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 4096))); }
+
+}  // namespace
+
+void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, int64_t row_offset, int64_t total_rows,
+                 uint64_t seed, cudaStream_t stream) {
+  const int grid = grid_for(l * rows * cols);
+  if (dtype == DType::kBF16)
+    fill_kernel<<<grid, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(p), l, rows, cols, row_offset, total_rows, seed);
+  else
+    fill_kernel<<<grid, 256, 0, stream>>>(static_cast<__half*>(p), l, rows, cols, row_offset, total_rows, seed);
+  TPGEMM_CHECK_LAUNCH();
+}
+
+void poison(void* p, int64_t count, DType, cudaStream_t stream) {
+  poison_kernel<<<grid_for(count), 256, 0, stream>>>(static_cast<uint16_t*>(p), count);
+  TPGEMM_CHECK_LAUNCH();
+}
+
+void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
+                    DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
+                    cudaStream_t stream) {
+  if (engine == RefEngine::kNaive) {
+    const dim3 block(16, 16), grid(static_cast<unsigned>((n + 15) / 16), static_cast<unsigned>((m + 15) / 16),
+                                   static_cast<unsigned>(l));
+    const bool nk = layout == BLayout::kNK;
+    if (dtype == DType::kBF16)
+      naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b),
+                                                    static_cast<const __nv_bfloat16*>(c), ref, m, n, k, nk, alpha, beta);
+    else
+      naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __half*>(a), static_cast<const __half*>(b),
+                                                    static_cast<const __half*>(c), ref, m, n, k, nk, alpha, beta);
+    TPGEMM_CHECK_LAUNCH();
+    return;
+  }
+  gemm::MatmulShape s = gemm::packed_shape(m, n, k, l, dtype, layout);
+  s.out_fp32 = true;
+  s.has_c = true;  // accumulate into ref
+  const gemm::LtMatmul mm(lt, s);
+  DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
+  mm.run(a, b, ref, ref, alpha, 1.0f, ws.get(), stream);
+  if (c != nullptr) reference_add(ref, c, beta, l * m * n, dtype, stream);
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the workspace dies here
+}
+
+void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream) {
+  if (dtype == DType::kBF16)
+    add_c_kernel<<<grid_for(count), 256, 0, stream>>>(ref, static_cast<const __nv_bfloat16*>(x), beta, count);
+  else
+    add_c_kernel<<<grid_for(count), 256, 0, stream>>>(ref, static_cast<const __half*>(x), beta, count);
+  TPGEMM_CHECK_LAUNCH();
+}
+
+Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t span, int64_t out_stride, int64_t ref_stride,
+             int64_t ref_offset, cudaStream_t stream) {
+  DeviceBuffer acc(2 * sizeof(double) + sizeof(unsigned long long));
+  TPGEMM_CUDA_CHECK(cudaMemsetAsync(acc.get(), 0, acc.bytes(), stream));
+  auto* sums = acc.as<double>();
+  auto* bad = reinterpret_cast<unsigned long long*>(sums + 2);
+  const int grid = grid_for(l * span);
+  if (dtype == DType::kBF16)
+    diff_kernel<<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(out), ref, l, span, out_stride, ref_stride,
+                                          ref_offset, sums, bad);
+  else
+    diff_kernel<<<grid, 256, 0, stream>>>(static_cast<const __half*>(out), ref, l, span, out_stride, ref_stride, ref_offset,
+                                          sums, bad);
+  TPGEMM_CHECK_LAUNCH();
+  double h[2];
+  unsigned long long hb = 0;
+  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(h, sums, sizeof(h), cudaMemcpyDeviceToHost, stream));
+  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(&hb, bad, sizeof(hb), cudaMemcpyDeviceToHost, stream));
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  Diff d;
+  d.ref_norm = std::sqrt(h[1]);
+  d.rel_err = d.ref_norm > 0 ? std::sqrt(h[0]) / d.ref_norm : 0.0;
+  d.nonfinite = static_cast<int64_t>(hb);
+  return d;
+}
+
+double default_eps(DType dtype) { return dtype == DType::kBF16 ? 1e-2 : 2e-3; }
+
+}  // namespace tpgemm::testing

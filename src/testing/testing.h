@@ -1,0 +1,51 @@
+// Checking support shared by the tests and tpgemm-bench --check: reproducible random data
+// that any rank can regenerate, poisoned outputs, an fp32 reference GEMM, and the relative
+// error ||out - ref|| / ||ref|| computed in double on the device.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tpgemm/types.h"
+
+namespace tpgemm::testing {
+
+// Element (b, i, j) of a [l][rows][cols] block gets the value of element
+// (b, row_offset + i, j) of a [l][total_rows][cols] matrix drawn from `seed`: uniform in
+// [-1, 1), rounded to dtype. So a shard filled with its row offset equals the same rows of
+// the whole matrix filled at once.
+void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, int64_t row_offset, int64_t total_rows,
+                 uint64_t seed, cudaStream_t stream);
+
+// Every element becomes NaN (0xFFFF in both bf16 and fp16): anything left unwritten fails a check.
+void poison(void* p, int64_t count, DType dtype, cudaStream_t stream);
+
+// ref[b][i][j] (fp32, [l][m][n]) += alpha * sum_k A[b][i][k] * B[b] (B as `layout`), plus
+// beta * C[b][i][j] when c is given. kNaive is a plain CUDA kernel (independent of cuBLAS,
+// for small test shapes); kCublasLt uses cuBLASLt with fp32 output (for benchmark shapes).
+enum class RefEngine { kNaive, kCublasLt };
+void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
+                    DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
+                    cudaStream_t stream);
+
+// ref[i] += beta * x[i] for i < count (x in dtype).
+void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream);
+
+struct Diff {
+  double rel_err = 0;      // ||out - ref|| / ||ref||
+  int64_t nonfinite = 0;   // elements of out that are NaN or Inf (poison left over, or overflow)
+  double ref_norm = 0;
+  bool passes(double eps) const { return nonfinite == 0 && rel_err <= eps && ref_norm > 0; }
+};
+
+// Compares `l` spans of `span` elements: out[b * out_stride + i] against
+// ref[b * ref_stride + ref_offset + i]. Synchronises `stream`.
+Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t span, int64_t out_stride,
+             int64_t ref_stride, int64_t ref_offset, cudaStream_t stream);
+
+// The default tolerance of a check per dtype (outputs are rounded to 16 bits).
+double default_eps(DType dtype);
+
+}  // namespace tpgemm::testing

@@ -1,0 +1,198 @@
+// Bad input on several ranks: a clear tpgemm::Error on every rank, no hang, and nothing of the
+// caller's overwritten. And bounded waits: a rank that never signals makes its peers time out
+// with an error naming it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "comm/launcher.h"
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "support/dist_harness.h"
+#include "support/gpu_env.h"
+#include "support/plan_check.h"
+#include "testing/problem_data.h"
+
+namespace tpgemm {
+namespace {
+
+using testsupport::caught;
+
+bool has(const Status& s, const std::string& w) { return s.message.find(w) != std::string::npos; }
+
+GemmProblem small(Op op) {
+  GemmProblem p;
+  p.op = op;
+  p.m = 512;
+  p.n = 256;
+  p.k = 128;
+  return p;
+}
+
+TEST(DistErrors, MNotDivisibleByTheWorldFailsOnEveryRank) {
+  TPGEMM_REQUIRE_GPUS(4);
+  EXPECT_EQ(testsupport::run_on_ranks(4, [](const Team& team) {
+              for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
+                GemmProblem p = small(op);
+                p.m = 1022;
+                const Status s = caught([&] { Plan plan(team, p); });
+                RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "M=1022") && has(s, "W=4"), "%s", s.message.c_str());
+              }
+            }),
+            0);
+}
+
+TEST(DistErrors, ShapesOrDtypesThatDifferAcrossRanksFailOnEveryRank) {
+  TPGEMM_REQUIRE_GPUS(2);
+  EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
+              GemmProblem p = small(Op::kGemmRs);
+              if (team.rank() == 1) p.n += 8;
+              Status s = caught([&] { Plan plan(team, p); });
+              RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "disagree") && has(s, "rank 1"), "%s", s.message.c_str());
+              p = small(Op::kAgGemm);
+              if (team.rank() == 0) p.dtype = DType::kFP16;
+              s = caught([&] { Plan plan(team, p); });
+              RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "fp16"), "%s", s.message.c_str());
+              // The team is still usable afterwards.
+              const auto c = testsupport::check_plan(team, small(Op::kAgGemm), {}, 1, 5);
+              RANK_EXPECT(c.ok, "after the errors: %s", c.status.message.c_str());
+            }),
+            0);
+}
+
+TEST(DistErrors, UnsupportedDtypeOrLayoutFailsOnEveryRank) {
+  TPGEMM_REQUIRE_GPUS(2);
+  EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
+              GemmProblem p = small(Op::kGemmAr);
+              p.dtype = static_cast<DType>(9);
+              Status s = caught([&] { Plan plan(team, p); });
+              RANK_EXPECT(s.code == ErrorCode::kUnsupported && has(s, "dtype 9"), "%s", s.message.c_str());
+              p = small(Op::kGemmAr);
+              p.b_layout = static_cast<BLayout>(5);
+              s = caught([&] { Plan plan(team, p); });
+              RANK_EXPECT(s.code == ErrorCode::kUnsupported && has(s, "layout 5"), "%s", s.message.c_str());
+              PlanOptions o;
+              o.impl = Impl::kGemmOneShot;
+              s = caught([&] { Plan plan(team, small(Op::kAgGemm), o); });
+              RANK_EXPECT(s.code == ErrorCode::kUnsupported && has(s, "gemm_ar only"), "%s", s.message.c_str());
+            }),
+            0);
+}
+
+// One rank passes a bad pointer: that rank gets InvalidArgument, every other rank PeerFailure
+// naming it, in the same call; nobody enqueues anything, so every D keeps its contents.
+TEST(DistErrors, ABadPointerOnOneRankStopsEveryRankAndWritesNothing) {
+  TPGEMM_REQUIRE_GPUS(4);
+  EXPECT_EQ(testsupport::run_on_ranks(4, [](const Team& team) {
+              Stream stream = Stream::create();
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE})
+                  for (int kind : {0, 1}) {  // 0: null A on rank 1; 1: misaligned D on rank 2
+                    const GemmProblem p = small(op);
+                    PlanOptions o;
+                    o.impl = impl;
+                    Plan plan(team, p, o);
+                    testing::RankData data(p, team.world_size(), team.rank(), 3, stream.get());
+                    const int64_t n = operand_sizes(p, team.world_size()).d;
+                    testing::poison(data.d.get(), n, p.dtype, stream.get());
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+                    Operands ops = data.operands();
+                    const int bad = kind == 0 ? 1 : 2;
+                    if (team.rank() == bad) {
+                      if (kind == 0) ops.a = nullptr;
+                      else ops.d = static_cast<char*>(ops.d) + 2;
+                    }
+                    const Status s = caught([&] { plan.run(ops, stream.get()); });
+                    if (team.rank() == bad)
+                      RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, kind == 0 ? "A is null" : "16-byte"), "%s",
+                                  s.message.c_str());
+                    else
+                      RANK_EXPECT(s.code == ErrorCode::kPeerFailure && has(s, "rank " + std::to_string(bad)), "%s",
+                                  s.message.c_str());
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+                    std::vector<uint16_t> host(static_cast<size_t>(n));
+                    TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), data.d.get(), host.size() * 2, cudaMemcpyDeviceToHost));
+                    size_t written = 0;
+                    for (uint16_t v : host) written += v != 0xFFFF;
+                    RANK_EXPECT(written == 0, "%zu elements of D written by a rejected call", written);
+                  }
+              // Still usable: the next good call works everywhere.
+              const auto c = testsupport::check_plan(team, small(Op::kGemmRs), {}, 1, 8);
+              RANK_EXPECT(c.ok, "after the errors: %s", c.status.message.c_str());
+            }),
+            0);
+}
+
+TEST(DistErrors, MoreGpusThanExistIsAClearError) {
+  TPGEMM_REQUIRE_GPUS(1);
+  const int count = testsupport::local_gpus().count;
+  ncclUniqueId id;
+  TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
+  EXPECT_EQ(comm::run_workers(1, [&](int) {
+              const Status s = caught([&] { Team::from_unique_id(id, 0, 1, count); });
+              const bool ok = s.code == ErrorCode::kInvalidArgument && has(s, "device " + std::to_string(count)) &&
+                              has(s, std::to_string(count) + " CUDA device");
+              if (!ok) std::fprintf(stderr, "got: %s\n", s.message.c_str());
+              return ok ? 0 : 1;
+            }),
+            0);
+}
+
+// Without P2P, NCCL's LSA team shrinks: the symmetric-memory implementations refuse on every
+// rank, naming the reason, and the baseline still runs.
+TEST(DistErrors, WithoutP2PTheSymmetricPathsRefuseAndTheBaselineRuns) {
+  TPGEMM_REQUIRE_GPUS(2);
+  ::setenv("NCCL_P2P_DISABLE", "1", 1);
+  const int rc = testsupport::run_on_ranks(2, [](const Team& team) {
+    if (team.all_lsa_peers()) {
+      std::fprintf(stderr, "[rank %d] NOTE: NCCL_P2P_DISABLE=1 left an LSA team of %d: the no-P2P refusal was not exercised\n",
+                   team.rank(), team.lsa_size());
+      return;
+    }
+    PlanOptions o;
+    o.impl = Impl::kPipelinedCE;
+    const Status s = caught([&] { Plan plan(team, small(Op::kGemmRs), o); });
+    RANK_EXPECT(s.code == ErrorCode::kUnsupported && has(s, "LSA"), "%s", s.message.c_str());
+    const auto c = testsupport::check_plan(team, small(Op::kGemmRs), {}, 1, 9);
+    RANK_EXPECT(c.ok && c.ran == Impl::kBaseline, "auto without P2P: %s", c.status.message.c_str());
+  });
+  ::unsetenv("NCCL_P2P_DISABLE");
+  EXPECT_EQ(rc, 0);
+}
+
+// A rank that never raises its flags (test hook TPGEMM_TEST_DROP_SIGNALS_RANK): its peers'
+// bounded waits end in Error(Timeout) naming it, within the configured time, and nothing hangs.
+TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
+  TPGEMM_REQUIRE_GPUS(2);
+  for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
+    ::setenv("TPGEMM_TEST_DROP_SIGNALS_RANK", "1", 1);
+    TeamOptions to;
+    to.timeout_ms = 1000;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = testsupport::run_on_ranks(2, [op](const Team& team) {
+      Stream stream = Stream::create();
+      PlanOptions o;
+      o.impl = Impl::kPipelinedCE;
+      const GemmProblem p = small(op);
+      Plan plan(team, p, o);
+      testing::RankData data(p, team.world_size(), team.rank(), 4, stream.get());
+      const Status s = caught([&] {
+        plan.run(data.operands(), stream.get());
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+        team.check();
+      });
+      if (team.rank() == 0)
+        RANK_EXPECT(s.code == ErrorCode::kTimeout && has(s, "rank 0 waited") && has(s, "for rank 1"), "%s", s.message.c_str());
+      // Leave without tearing NCCL down: a failed team is abandoned, not finalised with peers.
+      std::fflush(stderr);
+      std::_Exit(testsupport::rank_failures() == 0 ? 0 : 1);
+    }, to);
+    ::unsetenv("TPGEMM_TEST_DROP_SIGNALS_RANK");
+    EXPECT_EQ(rc, 0) << to_string(op);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << to_string(op);
+  }
+}
+
+}  // namespace
+}  // namespace tpgemm

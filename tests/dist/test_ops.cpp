@@ -1,0 +1,149 @@
+// W = 2 and 4 ranks: every op x dtype x B layout x implementation against an fp32 reference,
+// on fresh random data with poisoned outputs, on shapes that are not multiples of any tile;
+// CUDA graph replays; the all-reduce kernels.
+#include <gtest/gtest.h>
+
+#include "comm/team_state.h"
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "support/dist_harness.h"
+#include "support/gpu_env.h"
+#include "support/plan_check.h"
+#include "testing/testing.h"
+
+namespace tpgemm {
+namespace {
+
+using testsupport::check_plan;
+using testsupport::describe_check;
+
+std::vector<Impl> impls_for(Op op) {
+  if (op == Op::kGemmAr) return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kAuto};
+  return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kAuto};
+}
+
+GemmProblem problem(Op op, int world, DType dt, BLayout layout, int variant) {
+  GemmProblem p;
+  p.op = op;
+  // Not multiples of 64 or 128 anywhere; gemm_ar's M is not a multiple of W either.
+  p.m = world * 100 + (op == Op::kGemmAr ? world - 1 : 0);
+  p.n = 136;
+  p.k = 200;
+  p.dtype = dt;
+  p.b_layout = layout;
+  if (variant == 1) {  // batched, scaled, with C
+    p.l = 2;
+    p.alpha = 0.5f;
+    p.beta = -1.25f;
+    p.has_c = true;
+  }
+  return p;
+}
+
+class Dist : public ::testing::TestWithParam<int> {};
+
+TEST_P(Dist, EveryOpDtypeLayoutAndImplementationMatchesTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 1;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (DType dt : {DType::kBF16, DType::kFP16})
+                  for (BLayout layout : {BLayout::kKN, BLayout::kNK})
+                    for (int variant : {0, 1})
+                      for (Impl impl : impls_for(op)) {
+                        const GemmProblem p = problem(op, W, dt, layout, variant);
+                        PlanOptions o;
+                        o.impl = impl;
+                        const auto c = check_plan(team, p, o, 2, seed += 10);
+                        RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                      }
+            }),
+            0);
+}
+
+TEST_P(Dist, PipelinedChunkingsAndCarveOutsMatchTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 500;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (int chunks : {2, 3})
+                  for (int comm_sms : {0, 4}) {
+                    const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, chunks == 3 ? 1 : 0);
+                    PlanOptions o;
+                    o.impl = Impl::kPipelinedCE;
+                    o.chunks_per_rank = chunks;
+                    o.comm_sms = comm_sms;
+                    const auto c = check_plan(team, p, o, 3, seed += 10);
+                    RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                  }
+            }),
+            0);
+}
+
+TEST_P(Dist, CudaGraphReplaysNeedNoReset) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 900;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (Impl impl : impls_for(op)) {
+                  const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 0);
+                  PlanOptions o;
+                  o.impl = impl;
+                  const auto c = check_plan(team, p, o, 4, seed += 10, /*graph=*/true);
+                  RANK_EXPECT(c.ok, "graph replay: %s", describe_check(p, o, c).c_str());
+                }
+            }),
+            0);
+}
+
+TEST_P(Dist, AllReduceKernelsMatchTheSum) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              Stream stream = Stream::create();
+              const cudaStream_t st = stream.get();
+              for (int64_t count : {int64_t(8), int64_t(8 * 37), int64_t(2048), int64_t(1) << 20, (int64_t(3) << 20) + 8 * 5})
+                for (DType dt : {DType::kBF16, DType::kFP16})
+                  for (AllReduceImpl impl : {AllReduceImpl::kNccl, AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot, AllReduceImpl::kAuto})
+                    for (bool in_place : {false, true}) {
+                      if (in_place && impl == AllReduceImpl::kOneShot) continue;  // rejected by design (tested below)
+                      const Status s = testsupport::caught([&] {
+                        AllReducePlan plan(team, count, dt, impl);
+                        DeviceBuffer own(count * 2), out(count * 2), tmp(count * 2), ref(count * sizeof(float));
+                        TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
+                        for (int q = 0; q < team.world_size(); ++q) {
+                          testing::fill_random(tmp.get(), dt, 1, 1, count, 0, 1, 77 + q + count, st);
+                          testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dt, st);
+                        }
+                        for (int rep = 0; rep < 3; ++rep) {
+                          void* in = plan.symmetric_input() != nullptr && rep % 2 == 0 ? plan.symmetric_input() : own.get();
+                          testing::fill_random(in, dt, 1, 1, count, 0, 1, 77 + team.rank() + count, st);
+                          void* dst = in_place ? in : out.get();
+                          if (!in_place) testing::poison(dst, count, dt, st);
+                          plan.run(in, dst, st);
+                          TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                          team.check();
+                          const auto d = testing::compare(dst, dt, ref.as<float>(), 1, count, count, count, 0, st);
+                          RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld %s%s rep %d: rel_err %.2e, %lld non-finite",
+                                      std::string(to_string(impl)).c_str(), (long long)count, std::string(to_string(dt)).c_str(),
+                                      in_place ? " in place" : "", rep, d.rel_err, (long long)d.nonfinite);
+                        }
+                      });
+                      RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,
+                                  s.message.c_str());
+                    }
+              // One-shot cannot write over its own symmetric input: peers are still reading it.
+              AllReducePlan one(team, 4096, DType::kBF16, AllReduceImpl::kOneShot);
+              const Status s = testsupport::caught([&] { one.run(one.symmetric_input(), one.symmetric_input(), st); });
+              RANK_EXPECT(s.code == ErrorCode::kInvalidArgument, "one-shot in place: %s", s.message.c_str());
+            }),
+            0);
+}
+
+INSTANTIATE_TEST_SUITE_P(W, Dist, ::testing::Values(2, 4), [](const auto& info) { return "W" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace tpgemm

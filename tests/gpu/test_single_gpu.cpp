@@ -1,0 +1,120 @@
+// One GPU: the cuBLASLt wrapper against a plain CUDA reference, and every op and
+// implementation on a team of one (the degenerate case every schedule must handle).
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include "comm/team_state.h"
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "gemm/lt_matmul.h"
+#include "support/dist_harness.h"
+#include "support/gpu_env.h"
+#include "support/plan_check.h"
+#include "testing/testing.h"
+
+namespace tpgemm {
+namespace {
+
+using testsupport::check_plan;
+using testsupport::describe_check;
+
+// A team of one on GPU 0, made once for the whole binary (and never destroyed: static
+// destructors run after the CUDA runtime has begun to shut down).
+const Team& solo() {
+  static const Team* team = [] {
+    ncclUniqueId id;
+    TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
+    return new Team(Team::from_unique_id(id, 0, 1, 0));
+  }();
+  return *team;
+}
+
+TEST(LtMatmul, MatchesAPlainKernelOnOddShapes) {
+  TPGEMM_REQUIRE_GPUS(1);
+  const Team& team = solo();
+  Stream stream = Stream::create();
+  struct Shape { int64_t m, n, k, l; };
+  for (const Shape s : {Shape{77, 136, 72, 1}, Shape{300, 64, 520, 3}, Shape{1, 8, 8, 1}})
+    for (DType dt : {DType::kBF16, DType::kFP16})
+      for (BLayout layout : {BLayout::kKN, BLayout::kNK})
+        for (bool with_c : {false, true}) {
+          gemm::MatmulShape shape = gemm::packed_shape(s.m, s.n, s.k, s.l, dt, layout);
+          shape.has_c = with_c;
+          const gemm::LtMatmul mm(team.state()->lt, shape);
+          const size_t es = dtype_size(dt);
+          DeviceBuffer a(s.l * s.m * s.k * es), b(s.l * s.k * s.n * es), c(s.l * s.m * s.n * es), d(s.l * s.m * s.n * es);
+          DeviceBuffer ref(s.l * s.m * s.n * sizeof(float)), ws(gemm::LtMatmul::kWorkspaceBytes);
+          testing::fill_random(a.get(), dt, s.l, s.m, s.k, 0, s.m, 11, stream.get());
+          testing::fill_random(b.get(), dt, s.l, layout == BLayout::kKN ? s.k : s.n, layout == BLayout::kKN ? s.n : s.k, 0,
+                               layout == BLayout::kKN ? s.k : s.n, 12, stream.get());
+          testing::fill_random(c.get(), dt, s.l, s.m, s.n, 0, s.m, 13, stream.get());
+          testing::poison(d.get(), s.l * s.m * s.n, dt, stream.get());
+          TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), stream.get()));
+          mm.run(a.get(), b.get(), with_c ? c.get() : nullptr, d.get(), 0.75f, 1.5f, ws.get(), stream.get());
+          testing::reference_gemm(a.get(), b.get(), with_c ? c.get() : nullptr, ref.as<float>(), s.m, s.n, s.k, s.l, dt,
+                                  layout, 0.75f, 1.5f, testing::RefEngine::kNaive, nullptr, stream.get());
+          const auto diff = testing::compare(d.get(), dt, ref.as<float>(), 1, s.l * s.m * s.n, 0, 0, 0, stream.get());
+          EXPECT_TRUE(diff.passes(testing::default_eps(dt)))
+              << s.m << "x" << s.n << "x" << s.k << " L=" << s.l << " " << to_string(dt) << " " << to_string(layout)
+              << (with_c ? " +C" : "") << ": rel_err " << diff.rel_err << ", " << diff.nonfinite << " non-finite";
+        }
+}
+
+TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
+  TPGEMM_REQUIRE_GPUS(1);
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (DType dt : {DType::kBF16, DType::kFP16})
+      for (BLayout layout : {BLayout::kKN, BLayout::kNK})
+        for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kAuto}) {
+          if ((impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot) && op != Op::kGemmAr) continue;
+          GemmProblem p;
+          p.op = op;
+          p.m = 200;
+          p.n = 136;
+          p.k = 72;
+          p.l = dt == DType::kFP16 ? 2 : 1;
+          p.dtype = dt;
+          p.b_layout = layout;
+          p.alpha = 0.5f;
+          p.beta = layout == BLayout::kKN ? 1.0f : 0.0f;
+          p.has_c = layout == BLayout::kKN;
+          PlanOptions o;
+          o.impl = impl;
+          const auto c = check_plan(solo(), p, o, 2, 100);
+          EXPECT_TRUE(c.ok) << describe_check(p, o, c);
+        }
+}
+
+TEST(TeamOfOne, BadOperandsThrowAndLeaveDUntouched) {
+  TPGEMM_REQUIRE_GPUS(1);
+  GemmProblem p;
+  p.op = Op::kGemmAr;
+  p.m = 64, p.n = 64, p.k = 64;
+  Plan plan(solo(), p);
+  Stream stream = Stream::create();
+  DeviceBuffer a(64 * 64 * 2), b(64 * 64 * 2), d(64 * 64 * 2);
+  testing::poison(d.get(), 64 * 64, p.dtype, stream.get());
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  const Status null_b = testsupport::caught([&] { plan.run({a.get(), nullptr, nullptr, d.get()}, stream.get()); });
+  EXPECT_EQ(null_b.code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(null_b.message.find("B is null"), std::string::npos) << null_b.message;
+  const Status misaligned =
+      testsupport::caught([&] { plan.run({a.as<char>() + 8, b.get(), nullptr, d.get()}, stream.get()); });
+  EXPECT_EQ(misaligned.code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(misaligned.message.find("16-byte"), std::string::npos) << misaligned.message;
+  std::vector<uint16_t> host(64 * 64);
+  TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), d.get(), host.size() * 2, cudaMemcpyDeviceToHost));
+  for (uint16_t v : host) ASSERT_EQ(v, 0xFFFF) << "a rejected call wrote D";
+}
+
+TEST(TeamOfOne, UnsupportedShapesAreRejectedWithTheReason) {
+  TPGEMM_REQUIRE_GPUS(1);
+  GemmProblem p;
+  p.m = 64, p.n = 100, p.k = 64;
+  const Status s = testsupport::caught([&] { Plan plan(solo(), p); });
+  EXPECT_EQ(s.code, ErrorCode::kUnsupported);
+  EXPECT_NE(s.message.find("N=100"), std::string::npos) << s.message;
+}
+
+}  // namespace
+}  // namespace tpgemm

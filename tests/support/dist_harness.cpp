@@ -1,0 +1,43 @@
+#include "support/dist_harness.h"
+
+#include <nccl.h>
+
+#include "comm/launcher.h"
+#include "core/check.h"
+
+namespace tpgemm::testsupport {
+
+int& rank_failures() {
+  static int n = 0;
+  return n;
+}
+int& current_rank() {
+  static int r = -1;
+  return r;
+}
+
+Status caught(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  }
+  return Status::Ok();
+}
+
+int run_on_ranks(int world, const std::function<void(const Team&)>& body, const TeamOptions& options) {
+  ncclUniqueId id;
+  TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
+  comm::LauncherOptions lo;
+  lo.timeout_s = 600;  // a hang is a failure, not a stuck CI job
+  return comm::run_workers(world, [&](int rank) {
+    current_rank() = rank;
+    rank_failures() = 0;
+    const Team team = Team::from_unique_id(id, rank, world, rank, options);
+    body(team);
+    std::fflush(stderr);
+    return rank_failures() == 0 ? 0 : 1;
+  }, lo);
+}
+
+}  // namespace tpgemm::testsupport

@@ -1,0 +1,57 @@
+#include "support/plan_check.h"
+
+#include "comm/team_state.h"
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "testing/problem_data.h"
+
+namespace tpgemm::testsupport {
+
+PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& options, int runs, uint64_t seed, bool graph) {
+  PlanCheck out;
+  try {
+    Stream stream = Stream::create();
+    Plan plan(team, p, options);
+    out.ran = plan.impl();
+    testing::RankData data(p, team.world_size(), team.rank(), seed, stream.get());
+    const int64_t d_count = operand_sizes(p, team.world_size()).d;
+    cudaGraphExec_t exec = nullptr;
+    if (graph) {
+      cudaGraph_t g = nullptr;
+      TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+      plan.run(data.operands(), stream.get());
+      TPGEMM_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &g));
+      TPGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+      TPGEMM_CUDA_CHECK(cudaGraphDestroy(g));
+    }
+    out.ok = true;
+    for (int i = 0; i < runs; ++i) {
+      const uint64_t s = seed + static_cast<uint64_t>(i);
+      data.refill(s, stream.get());
+      testing::poison(data.d.get(), d_count, p.dtype, stream.get());
+      if (graph) TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
+      else plan.run(data.operands(), stream.get());
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+      team.check();
+      const DeviceBuffer want = testing::expected_d(p, team.world_size(), team.rank(), s, testing::RefEngine::kNaive,
+                                                    team.state()->lt, stream.get());
+      const testing::Diff d = testing::compare_d(data.d.get(), want, p, team.world_size(), stream.get());
+      out.worst_rel_err = std::max(out.worst_rel_err, d.rel_err);
+      out.nonfinite += d.nonfinite;
+      out.ok = out.ok && d.passes(testing::default_eps(p.dtype));
+    }
+    if (exec != nullptr) TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  } catch (const Error& e) {
+    out.status = {e.code(), e.what()};
+    out.ok = false;
+  }
+  return out;
+}
+
+std::string describe_check(const GemmProblem& p, const PlanOptions& o, const PlanCheck& c) {
+  return describe(p) + strfmt(" impl=%s chunks=%d ran=%s: rel_err %.2e, %lld non-finite%s%s", std::string(to_string(o.impl)).c_str(),
+                              o.chunks_per_rank, std::string(to_string(c.ran)).c_str(), c.worst_rel_err,
+                              (long long)c.nonfinite, c.status.ok() ? "" : ", error: ", c.status.message.c_str());
+}
+
+}  // namespace tpgemm::testsupport

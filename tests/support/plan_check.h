@@ -1,0 +1,27 @@
+// One collective correctness check of a plan, shared by the gpu and dist tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tpgemm/tpgemm.h"
+
+namespace tpgemm::testsupport {
+
+struct PlanCheck {
+  Status status;            // an error the plan or a run threw, if any
+  Impl ran = Impl::kAuto;   // what the plan chose
+  double worst_rel_err = 0;
+  int64_t nonfinite = 0;
+  bool ok = false;          // every run within eps, nothing left unwritten
+};
+
+// Makes the plan, then `runs` times: fresh random data (seed, seed + 1, ...), D poisoned, one
+// run, D compared with an fp32 reference computed on this GPU by a plain CUDA kernel from
+// every rank's data. Collective. Optionally captures the run into a CUDA graph and replays it.
+PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& options, int runs, uint64_t seed,
+                     bool graph = false);
+
+std::string describe_check(const GemmProblem& p, const PlanOptions& o, const PlanCheck& c);
+
+}  // namespace tpgemm::testsupport

@@ -1,0 +1,32 @@
+// A CPU simulation of a pipelined schedule on W ranks: two threads per rank play its compute
+// and copy streams, buffers are real float arrays, copies are real copies between ranks'
+// buffers, flags and barriers behave as on the GPU (monotonic sequence numbers), and every
+// step is delayed at random to shake out orderings. Each buffer row carries a tag of the call
+// that wrote it and a count of the reads it got, so the simulation reports any read of a row
+// not yet written in this call and any overwrite of a row before all its planned readers read
+// it. Each call's D is compared with the full product.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/schedule.h"
+#include "tpgemm/types.h"
+
+namespace tpgemm::sim {
+
+struct SimOptions {
+  int calls = 3;          // consecutive calls, each with fresh A and a fresh D
+  uint64_t seed = 1;      // data and delays
+  int max_delay_us = 50;  // random delay before each step
+  int slow_rank = -1;     // this rank also waits 2 ms before each step (to expose missing syncs)
+  int wait_timeout_ms = 5000;  // a wait longer than this is reported as a deadlock
+};
+
+// "" when every call of every rank ran without a hazard and produced the right D; else the
+// first problem found.
+std::string simulate(const GemmProblem& p, const std::vector<plan::Schedule>& per_rank, const SimOptions& opt);
+std::string simulate_pipelined(const GemmProblem& p, int world, int chunks, const SimOptions& opt);
+
+}  // namespace tpgemm::sim

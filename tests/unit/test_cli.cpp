@@ -1,0 +1,109 @@
+// tpgemm-bench's command line and shape files.
+#include <gtest/gtest.h>
+
+#include "bench/cli.h"
+#include "bench/shapes.h"
+#include "default_shapes.h"
+#include "tpgemm/error.h"
+
+namespace tpgemm::bench {
+namespace {
+
+BenchConfig parse(std::vector<std::string> args) { return parse_cli(args); }
+
+void expect_rejected(std::vector<std::string> args, const std::string& words) {
+  try {
+    parse_cli(args);
+    FAIL() << "accepted: " << words;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(Cli, DefaultsRunEverythingOnTheSharedShapes) {
+  const BenchConfig c = parse({});
+  EXPECT_EQ(c.ops.size(), 3u);
+  EXPECT_TRUE(c.allreduce);
+  EXPECT_TRUE(c.impls.empty());
+  EXPECT_EQ(c.m, 0);
+  EXPECT_EQ(c.iterations, 40);
+  EXPECT_EQ(c.dtype, DType::kBF16);
+  EXPECT_FALSE(c.check);
+}
+
+TEST(Cli, CutlassStyleFlagsBothSpellings) {
+  const BenchConfig c = parse({"--m=4096", "--n", "8192", "--k=1024", "--l=2", "--alpha=0.5", "--beta", "1", "--iterations=7",
+                               "--warmup-iterations=3", "--eps=0.02", "--op=ag_gemm,gemm_ar", "--impl=pipelined",
+                               "--dtype=fp16", "--b-layout=kn", "--gpus=2", "--check", "--json=out.json"});
+  EXPECT_EQ(c.m, 4096);
+  EXPECT_EQ(c.n, 8192);
+  EXPECT_EQ(c.k, 1024);
+  EXPECT_EQ(c.l, 2);
+  EXPECT_FLOAT_EQ(c.alpha, 0.5f);
+  EXPECT_FLOAT_EQ(c.beta, 1.0f);
+  EXPECT_EQ(c.iterations, 7);
+  EXPECT_EQ(c.warmup_iterations, 3);
+  EXPECT_DOUBLE_EQ(c.eps, 0.02);
+  ASSERT_EQ(c.ops.size(), 2u);
+  EXPECT_EQ(c.ops[1], Op::kGemmAr);
+  EXPECT_FALSE(c.allreduce);
+  ASSERT_EQ(c.impls.size(), 1u);
+  EXPECT_EQ(c.impls[0], Impl::kPipelinedCE);
+  EXPECT_EQ(c.dtype, DType::kFP16);
+  EXPECT_EQ(c.b_layout, BLayout::kKN);
+  EXPECT_EQ(c.gpus, 2);
+  EXPECT_TRUE(c.check);
+  EXPECT_EQ(c.json, "out.json");
+}
+
+TEST(Cli, BaselineMeansNcclForTheAllReduce) {
+  const BenchConfig c = parse({"--op=allreduce", "--impl=baseline,twoshot"});
+  EXPECT_TRUE(c.allreduce);
+  ASSERT_EQ(c.allreduce_impls.size(), 2u);
+  EXPECT_EQ(c.allreduce_impls[0], AllReduceImpl::kNccl);
+  EXPECT_EQ(c.allreduce_impls[1], AllReduceImpl::kTwoShot);
+}
+
+TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
+  expect_rejected({"--m=0", "--n=8", "--k=8"}, "--m=0: expected an integer");
+  expect_rejected({"--m=64"}, "go together");
+  expect_rejected({"--dtype=fp8"}, "--dtype=fp8: expected bf16 or fp16");
+  expect_rejected({"--op=gemm"}, "--op=gemm: expected");
+  expect_rejected({"--impl=fastest"}, "--impl=fastest");
+  expect_rejected({"--gpus=0"}, "--gpus=0");
+  expect_rejected({"--iterations"}, "--iterations: expected a value");
+  expect_rejected({"--frobnicate=1"}, "unknown flag --frobnicate");
+  expect_rejected({"--eps=-1"}, "--eps=-1");
+  expect_rejected({"--alpha=nan"}, "--alpha=nan");
+  expect_rejected({"positional"}, "expected a --flag");
+}
+
+TEST(Shapes, TheBuiltInSetIsTheSharedOne) {
+  const auto s = parse_shapes(kDefaultShapes, "built-in");
+  ASSERT_EQ(s.size(), 15u);
+  EXPECT_EQ(s[0].op, Op::kAgGemm);
+  EXPECT_EQ(s[0].m, 4096);
+  EXPECT_EQ(s.back().op, Op::kGemmAr);
+  EXPECT_EQ(s.back().m, 8192);
+  const auto a = parse_shapes(kDefaultAllReduceSizes, "built-in");
+  ASSERT_EQ(a.size(), 9u);
+  EXPECT_TRUE(a[0].allreduce);
+  EXPECT_EQ(a.back().bytes, int64_t(1) << 30);
+}
+
+TEST(Shapes, ErrorsNameTheLine) {
+  try {
+    parse_shapes("# comment\nag 64 64 64\nrs 64 x 64\n", "mine.txt");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mine.txt:3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("N='x'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_shapes("mm 1 2 3\n", "f"), Error);
+  EXPECT_THROW(parse_shapes("allreduce\n", "f"), Error);
+  EXPECT_THROW(read_shapes_file("/nonexistent/shapes.txt"), Error);
+}
+
+}  // namespace
+}  // namespace tpgemm::bench

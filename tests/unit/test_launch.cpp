@@ -1,0 +1,198 @@
+// The built-in launcher, the torchrun / mpirun environment, and the TCP unique-id exchange,
+// with several real processes on this CPU machine.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "comm/bootstrap.h"
+#include "comm/launcher.h"
+#include "tpgemm/error.h"
+
+namespace tpgemm::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(Launcher, RunsEveryRankAndReportsSuccess) {
+  EXPECT_EQ(run_workers(4, [](int) { return 0; }), 0);
+}
+
+TEST(Launcher, AFailingRankStopsTheOthersPromptly) {
+  const auto t0 = Clock::now();
+  const int rc = run_workers(3, [](int rank) {
+    if (rank == 1) return 7;
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // a peer stuck waiting for rank 1
+    return 0;
+  });
+  EXPECT_EQ(rc, 7);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));
+}
+
+TEST(Launcher, AnExceptionIsAFailure) {
+  EXPECT_EQ(run_workers(2, [](int rank) -> int {
+              if (rank == 0) throw Error(ErrorCode::kInvalidArgument, "boom");
+              return 0;
+            }),
+            1);
+}
+
+TEST(Launcher, OverallTimeoutKillsHungWorkers) {
+  LauncherOptions o;
+  o.timeout_s = 1;
+  o.grace_s = 1;
+  EXPECT_EQ(run_workers(2, [](int) {
+              std::this_thread::sleep_for(std::chrono::seconds(60));
+              return 0;
+            }, o),
+            124);
+}
+
+class EnvGuard {
+ public:
+  EnvGuard() : EnvGuard(std::vector<std::pair<std::string, std::string>>{}) {}
+  explicit EnvGuard(std::vector<std::pair<std::string, std::string>> vars) {
+    for (const char* n : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TPGEMM_BOOTSTRAP_PORT",
+                          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID",
+                          "SLURM_NTASKS", "SLURM_LOCALID", "PMI_RANK", "PMI_SIZE"}) {
+      if (const char* v = std::getenv(n)) saved_.emplace_back(n, v);
+      ::unsetenv(n);
+      cleared_.push_back(n);
+    }
+    for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  ~EnvGuard() {
+    for (const auto& n : cleared_) ::unsetenv(n.c_str());
+    for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> saved_;
+  std::vector<std::string> cleared_;
+};
+
+TEST(LaunchEnv, NoneWithoutALauncher) {
+  EnvGuard g;
+  EXPECT_FALSE(read_launch_env().has_value());
+}
+
+TEST(LaunchEnv, TorchrunVariables) {
+  EnvGuard g({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29500"}});
+  const auto e = read_launch_env();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->rank, 3);
+  EXPECT_EQ(e->world, 8);
+  EXPECT_EQ(e->local_rank, 1);
+  EXPECT_EQ(e->master_addr, "10.1.2.3");
+  EXPECT_EQ(e->port, 29501) << "torchrun's agent holds MASTER_PORT itself";
+}
+
+TEST(LaunchEnv, OpenMpiVariablesAndAnExplicitPort) {
+  EnvGuard g({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+              {"TPGEMM_BOOTSTRAP_PORT", "40000"}});
+  const auto e = read_launch_env();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->world, 2);
+  EXPECT_EQ(e->port, 40000);
+  EXPECT_EQ(e->master_addr, "127.0.0.1");
+}
+
+TEST(LaunchEnv, InconsistentVariablesAreNamed) {
+  {
+    EnvGuard g({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_PORT", "1234"}});
+    try {
+      read_launch_env();
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RANK=4"), std::string::npos) << e.what();
+    }
+  }
+  {
+    EnvGuard g({{"RANK", "0"}, {"PMI_SIZE_UNUSED", ""}});
+    EXPECT_THROW(read_launch_env(), Error);
+  }
+  {
+    EnvGuard g({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+    try {
+      read_launch_env();
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("MASTER_PORT"), std::string::npos) << e.what();
+    }
+  }
+  {
+    EnvGuard g({{"RANK", "zero"}, {"WORLD_SIZE", "2"}});
+    EXPECT_THROW(read_launch_env(), Error);
+  }
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(UniqueIdExchange, EveryRankReceivesRankZerosBytes) {
+  const int port = free_port();
+  std::vector<uint8_t> id(128);
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(i * 37 + 11);
+  const int rc = run_workers(4, [&](int rank) {
+    LaunchEnv e;
+    e.rank = rank;
+    e.world = 4;
+    e.port = port;
+    // Rank 0 starts late: the others must retry, not fail.
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto got = tcp_broadcast(e, rank == 0 ? id : std::vector<uint8_t>{}, id.size(), 10000);
+    return got == id ? 0 : 3;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(UniqueIdExchange, AWorldSizeMismatchFailsOnBothSides) {
+  const int port = free_port();
+  const std::vector<uint8_t> id(128, 1);
+  const int rc = run_workers(2, [&](int rank) {
+    LaunchEnv e;
+    e.rank = rank;
+    e.world = rank == 0 ? 2 : 3;
+    e.port = port;
+    try {
+      tcp_broadcast(e, rank == 0 ? id : std::vector<uint8_t>{}, id.size(), 5000);
+    } catch (const Error& err) {
+      return std::string(err.what()).find("world") != std::string::npos ? 0 : 4;
+    }
+    return 5;  // should have failed
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(UniqueIdExchange, AMissingRankZeroIsATimeoutThatSaysSo) {
+  LaunchEnv e;
+  e.rank = 1;
+  e.world = 2;
+  e.port = free_port();
+  const auto t0 = Clock::now();
+  try {
+    tcp_broadcast(e, {}, 128, 500);
+    FAIL();
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ErrorCode::kTimeout);
+    EXPECT_NE(std::string(err.what()).find("rank 1 waited for rank 0"), std::string::npos) << err.what();
+  }
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace tpgemm::comm

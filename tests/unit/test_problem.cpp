@@ -1,0 +1,153 @@
+// Shape and plan math, argument validation and the planner's choices (pure host logic).
+#include <gtest/gtest.h>
+
+#include "plan/choose.h"
+#include "plan/problem.h"
+
+namespace tpgemm::plan {
+namespace {
+
+GemmProblem ag(int64_t m, int64_t n, int64_t k) {
+  GemmProblem p;
+  p.op = Op::kAgGemm;
+  p.m = m, p.n = n, p.k = k;
+  return p;
+}
+
+TEST(RowBlocks, CoverEveryRowOnceAndStayEven) {
+  for (int64_t m : {1, 7, 16, 1000, 4099})
+    for (int w = 1; w <= 8; ++w) {
+      int64_t next = 0;
+      for (int r = 0; r < w; ++r) {
+        const RowBlock b = rank_block(m, w, r);
+        EXPECT_EQ(b.begin, next);
+        EXPECT_LE(b.rows, max_block_rows(m, w));
+        EXPECT_GE(b.rows, m / w);
+        next = b.begin + b.rows;
+      }
+      EXPECT_EQ(next, m);
+      for (int parts : {1, 2, 3, 5}) {
+        int64_t sum = 0;
+        for (int j = 0; j < parts; ++j) sum += split_rows(m, parts, j).rows;
+        EXPECT_EQ(sum, m);
+      }
+    }
+}
+
+TEST(OperandSizes, FollowTheOpConventions) {
+  GemmProblem p = ag(4096, 8192, 1024);
+  p.l = 2;
+  OperandSizes s = operand_sizes(p, 4);
+  EXPECT_EQ(s.a, 2 * 1024 * 1024);  // the shard
+  EXPECT_EQ(s.b, 2 * 1024 * 8192);
+  EXPECT_EQ(s.d, 2 * 4096 * 8192);
+  EXPECT_EQ(s.c, 0);
+  p.op = Op::kGemmRs;
+  p.has_c = true;
+  s = operand_sizes(p, 4);
+  EXPECT_EQ(s.a, 2 * 4096 * 1024);
+  EXPECT_EQ(s.d, 2 * 1024 * 8192);  // the scattered rows
+  EXPECT_EQ(s.c, s.d);
+  p.op = Op::kGemmAr;
+  EXPECT_EQ(operand_sizes(p, 4).d, 2 * 4096 * 8192);
+}
+
+void expect_error(const Status& s, ErrorCode code, const std::vector<std::string>& words) {
+  EXPECT_EQ(s.code, code) << s.message;
+  for (const auto& w : words) EXPECT_NE(s.message.find(w), std::string::npos) << "'" << w << "' not in: " << s.message;
+}
+
+TEST(ValidateProblem, AcceptsTheSharedShapes) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+    GemmProblem p = ag(16384, 8192, 2048);
+    p.op = op;
+    EXPECT_TRUE(validate_problem(p, 4).ok());
+    EXPECT_TRUE(validate_problem(p, 8).ok());
+  }
+}
+
+TEST(ValidateProblem, NamesArgumentValueAndExpectation) {
+  expect_error(validate_problem(ag(1001, 64, 64), 4), ErrorCode::kInvalidArgument, {"M=1001", "W=4", "divisible"});
+  GemmProblem rs = ag(1002, 64, 64);
+  rs.op = Op::kGemmRs;
+  expect_error(validate_problem(rs, 4), ErrorCode::kInvalidArgument, {"M=1002", "gemm_rs"});
+  GemmProblem ar = rs;
+  ar.op = Op::kGemmAr;
+  EXPECT_TRUE(validate_problem(ar, 4).ok()) << "gemm_ar takes uneven row blocks";
+  expect_error(validate_problem(ag(64, 100, 64), 2), ErrorCode::kUnsupported, {"N=100", "multiple of 8"});
+  expect_error(validate_problem(ag(64, 64, 20), 2), ErrorCode::kUnsupported, {"K=20", "multiple of 8"});
+  expect_error(validate_problem(ag(0, 64, 64), 2), ErrorCode::kInvalidArgument, {"M=0"});
+  GemmProblem b = ag(64, 64, 64);
+  b.beta = 0.5f;
+  expect_error(validate_problem(b, 2), ErrorCode::kInvalidArgument, {"beta=0.5", "C"});
+  GemmProblem d = ag(64, 64, 64);
+  d.dtype = static_cast<DType>(7);
+  expect_error(validate_problem(d, 2), ErrorCode::kUnsupported, {"dtype 7"});
+  GemmProblem l = ag(64, 64, 64);
+  l.b_layout = static_cast<BLayout>(3);
+  expect_error(validate_problem(l, 2), ErrorCode::kUnsupported, {"B layout 3"});
+  expect_error(validate_problem(ag(64, 64, 64), 0), ErrorCode::kInvalidArgument, {"world size 0"});
+}
+
+TEST(ValidateOperands, NullMisalignedAndOverlapping) {
+  GemmProblem p = ag(64, 64, 64);
+  alignas(256) static char mem[1 << 20];
+  Operands ok{mem, mem + 65536, nullptr, mem + 131072};
+  EXPECT_TRUE(validate_operands(p, 2, ok).ok());
+  Operands null_a = ok;
+  null_a.a = nullptr;
+  expect_error(validate_operands(p, 2, null_a), ErrorCode::kInvalidArgument, {"A is null"});
+  Operands mis = ok;
+  mis.b = mem + 65536 + 2;
+  expect_error(validate_operands(p, 2, mis), ErrorCode::kInvalidArgument, {"B=", "16-byte aligned"});
+  Operands overlap = ok;
+  overlap.d = mem + 1024;  // inside A's 4 KiB shard ... A is 32x64x2 bytes
+  expect_error(validate_operands(p, 2, overlap), ErrorCode::kInvalidArgument, {"overlaps A"});
+  p.has_c = true;
+  p.beta = 1.0f;
+  expect_error(validate_operands(p, 2, ok), ErrorCode::kInvalidArgument, {"C is null"});
+  Operands in_place = ok;
+  in_place.c = ok.d;
+  EXPECT_TRUE(validate_operands(p, 2, in_place).ok()) << "C == D is in-place accumulation";
+}
+
+TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
+  GemmProblem p = ag(1024, 1024, 1024);
+  const Topology nvlink{4, true}, split{4, false};
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, nvlink).ok());
+  expect_error(impl_supported(p, Impl::kPipelinedCE, split), ErrorCode::kUnsupported, {"pipelined_ce", "LSA", "baseline"});
+  EXPECT_TRUE(impl_supported(p, Impl::kBaseline, split).ok());
+  expect_error(impl_supported(p, Impl::kGemmOneShot, nvlink), ErrorCode::kUnsupported, {"gemm_ar only"});
+  p.op = Op::kGemmAr;
+  EXPECT_TRUE(impl_supported(p, Impl::kGemmTwoShot, nvlink).ok());
+}
+
+TEST(Choose, BaselineWithoutNvlinkPeersOrAlone) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+    GemmProblem p = ag(16384, 8192, 8192);
+    p.op = op;
+    EXPECT_EQ(choose(p, {4, false}, {}).impl, Impl::kBaseline);
+    EXPECT_EQ(choose(p, {1, true}, {}).impl, Impl::kBaseline);
+  }
+}
+
+TEST(Choose, HonoursAnExplicitImplAndOptions) {
+  GemmProblem p = ag(512, 8192, 8192);
+  PlanOptions o;
+  o.impl = Impl::kPipelinedCE;
+  o.chunks_per_rank = 3;
+  o.comm_sms = 0;
+  const Choice c = choose(p, {4, true}, o);
+  EXPECT_EQ(c.impl, Impl::kPipelinedCE);
+  EXPECT_EQ(c.chunks, 3);
+  EXPECT_EQ(c.comm_sms, 0);
+}
+
+TEST(Choose, AllReduceBySize) {
+  EXPECT_EQ(choose_allreduce(4096, {4, true}), AllReduceImpl::kOneShot);
+  EXPECT_EQ(choose_allreduce(4096, {4, false}), AllReduceImpl::kNccl);
+  EXPECT_EQ(choose_allreduce(int64_t(1) << 30, {4, true}), AllReduceImpl::kNccl);
+}
+
+}  // namespace
+}  // namespace tpgemm::plan

@@ -1,0 +1,154 @@
+#include "bench/cli.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "core/env.h"
+#include "core/format.h"
+#include "tpgemm/error.h"
+
+namespace tpgemm::bench {
+namespace {
+
+Error bad(const std::string& flag, const std::string& value, const std::string& expected) {
+  return Error(ErrorCode::kInvalidArgument, strfmt("%s=%s: expected %s", flag.c_str(), value.c_str(), expected.c_str()));
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    const size_t e = s.find(',', b);
+    out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  return out;
+}
+
+int64_t int_arg(const std::string& flag, const std::string& v, int64_t lo, int64_t hi) {
+  const auto x = parse_int(v);
+  if (!x || *x < lo || *x > hi) throw bad(flag, v, strfmt("an integer in [%lld, %lld]", (long long)lo, (long long)hi));
+  return *x;
+}
+
+double float_arg(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x)) throw bad(flag, v, "a finite number");
+  return x;
+}
+
+}  // namespace
+
+std::string usage() {
+  return R"(usage: tpgemm-bench [flags]
+Times tpgemm's tensor-parallel GEMMs against NCCL+cuBLAS on this machine's GPUs (one process
+per GPU, forked here), or on the ranks torchrun / mpirun started (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT). With no flags: every op, every implementation, the shared shape set,
+all local GPUs.
+
+  --op=LIST              ag_gemm, gemm_rs, gemm_ar, allreduce or all (comma-separated; default all)
+  --impl=LIST            baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, auto; for allreduce
+                         nccl, oneshot, twoshot, auto; or all (default all)
+  --m= --n= --k=         one shape (the per-GPU GEMM is M x N x K; K is the local shard for
+                         gemm_rs / gemm_ar); without them, the shape file
+  --l=                   batch count (default 1)
+  --bytes=               one all-reduce size in bytes per rank
+  --shapes=FILE          shape file ('op M N K' or 'allreduce BYTES' per line; default: the
+                         built-in copy of bench/shapes.txt and bench/allreduce_sizes.txt)
+  --dtype=bf16|fp16      (default bf16)
+  --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
+  --alpha= --beta=       D = alpha * A B + beta * C (beta != 0 adds a random C)
+  --iterations=N         timed runs per case (default 40): median per rank, max over ranks
+  --warmup-iterations=N  untimed runs first (default 10)
+  --check                compare every implementation with a reference GEMM on one GPU over
+                         the same global data; exit 1 if any is off by more than --eps
+  --eps=X                relative error allowed by --check (default 1e-2 bf16, 2e-3 fp16)
+  --gpus=W               ranks to fork on this machine (default: all local GPUs)
+  --chunks=N             pipelined: chunks per rank block (gemm_ar: rounds); 0 = planner's choice
+  --comm-sms=N           SMs the matmuls leave to synchronisation kernels; -1 = planner's choice
+  --timeout-ms=N         bound on every wait for a peer (default: TPGEMM_TIMEOUT_MS or 5000)
+  --json=FILE            write every result row (rank 0)
+  --help
+)";
+}
+
+BenchConfig parse_cli(const std::vector<std::string>& args) {
+  BenchConfig c;
+  std::string ops = "all", impls = "all";
+  for (const auto& a : args) c.command_line += (c.command_line.empty() ? "" : " ") + a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    if (flag.rfind("--", 0) != 0) throw Error(ErrorCode::kInvalidArgument, strfmt("'%s': expected a --flag", flag.c_str()));
+    const size_t eq = flag.find('=');
+    const bool boolean = flag == "--check" || flag == "--help" || flag == "-h";
+    if (eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else if (!boolean) {
+      if (i + 1 >= args.size()) throw Error(ErrorCode::kInvalidArgument, strfmt("%s: expected a value", flag.c_str()));
+      value = args[++i];
+    }
+    if (flag == "--help" || flag == "-h") c.help = true;
+    else if (flag == "--check") c.check = true;
+    else if (flag == "--op") ops = value;
+    else if (flag == "--impl") impls = value;
+    else if (flag == "--m") c.m = int_arg(flag, value, 1, int64_t(1) << 31);
+    else if (flag == "--n") c.n = int_arg(flag, value, 1, int64_t(1) << 31);
+    else if (flag == "--k") c.k = int_arg(flag, value, 1, int64_t(1) << 31);
+    else if (flag == "--l") c.l = int_arg(flag, value, 1, 65535);
+    else if (flag == "--bytes") c.bytes = int_arg(flag, value, 16, int64_t(1) << 40);
+    else if (flag == "--alpha") c.alpha = static_cast<float>(float_arg(flag, value));
+    else if (flag == "--beta") c.beta = static_cast<float>(float_arg(flag, value));
+    else if (flag == "--iterations") c.iterations = static_cast<int>(int_arg(flag, value, 1, 1000000));
+    else if (flag == "--warmup-iterations") c.warmup_iterations = static_cast<int>(int_arg(flag, value, 0, 1000000));
+    else if (flag == "--eps") {
+      c.eps = float_arg(flag, value);
+      if (c.eps <= 0) throw bad(flag, value, "a positive tolerance");
+    } else if (flag == "--gpus") c.gpus = static_cast<int>(int_arg(flag, value, 1, 1024));
+    else if (flag == "--chunks") c.chunks = static_cast<int>(int_arg(flag, value, 0, 64));
+    else if (flag == "--comm-sms") c.comm_sms = static_cast<int>(int_arg(flag, value, -1, 1024));
+    else if (flag == "--timeout-ms") c.timeout_ms = int_arg(flag, value, 1, int64_t(1) << 40);
+    else if (flag == "--shapes") c.shapes_file = value;
+    else if (flag == "--json") c.json = value;
+    else if (flag == "--dtype") {
+      const auto d = parse_dtype(value);
+      if (!d) throw bad(flag, value, "bf16 or fp16");
+      c.dtype = *d;
+    } else if (flag == "--b-layout") {
+      const auto b = parse_b_layout(value);
+      if (!b) throw bad(flag, value, "nk ([N,K] row-major) or kn ([K,N] row-major)");
+      c.b_layout = *b;
+    } else
+      throw Error(ErrorCode::kInvalidArgument, strfmt("unknown flag %s (see --help)", flag.c_str()));
+  }
+  for (const auto& o : split(ops)) {
+    if (o == "all") {
+      c.ops = {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr};
+      c.allreduce = true;
+    } else if (o == "allreduce") c.allreduce = true;
+    else if (const auto op = parse_op(o)) c.ops.push_back(*op);
+    else throw bad("--op", ops, "ag_gemm, gemm_rs, gemm_ar, allreduce or all");
+  }
+  for (const auto& s : split(impls)) {
+    if (s == "all") {
+      c.impls.clear();
+      c.allreduce_impls.clear();
+      break;
+    }
+    const auto i = parse_impl(s);
+    const auto r = s == "baseline" ? std::optional<AllReduceImpl>(AllReduceImpl::kNccl) : parse_allreduce_impl(s);
+    if (!i && !r) throw bad("--impl", impls, "baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, nccl, oneshot, twoshot, auto or all");
+    if (i) c.impls.push_back(*i);
+    if (r) c.allreduce_impls.push_back(*r);
+  }
+  const int given = (c.m > 0) + (c.n > 0) + (c.k > 0);
+  if (given != 0 && given != 3)
+    throw Error(ErrorCode::kInvalidArgument, "--m, --n and --k go together: give all three for one shape, or none for the shape file");
+  if (given == 3 && !c.shapes_file.empty())
+    throw Error(ErrorCode::kInvalidArgument, "--shapes and --m/--n/--k both given: choose one");
+  return c;
+}
+
+}  // namespace tpgemm::bench

@@ -1,0 +1,44 @@
+// tpgemm-bench's command line: CUTLASS's distributed GEMM example flags (--m --n --k --l
+// --alpha --beta --iterations --warmup-iterations --eps) plus tpgemm's own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tpgemm/types.h"
+
+namespace tpgemm::bench {
+
+struct BenchConfig {
+  // What to run.
+  std::vector<Op> ops;          // GEMM ops selected by --op
+  bool allreduce = false;       // --op includes allreduce
+  std::vector<Impl> impls;      // GEMM implementations (--impl); empty = every one that applies
+  std::vector<AllReduceImpl> allreduce_impls;  // likewise for the all-reduce
+  DType dtype = DType::kBF16;
+  BLayout b_layout = BLayout::kNK;
+  // One shape from the flags (all of m, n, k given), else the shape file.
+  int64_t m = 0, n = 0, k = 0, l = 1;
+  int64_t bytes = 0;            // --bytes: one all-reduce size
+  std::string shapes_file;      // empty: the built-in shared shape set
+  float alpha = 1.0f, beta = 0.0f;
+  // How.
+  int iterations = 40;
+  int warmup_iterations = 10;
+  double eps = 0.0;             // 0: the default for the dtype
+  bool check = false;
+  int gpus = 0;                 // 0: every local GPU
+  int chunks = 0;               // pipelined chunks per rank (0: planner's choice)
+  int comm_sms = -1;            // SMs left to communication kernels (-1: planner's choice)
+  int64_t timeout_ms = 0;       // bound on waits for peers (0: TPGEMM_TIMEOUT_MS or 5000)
+  std::string json;             // write the results here (rank 0)
+  bool help = false;
+  std::string command_line;     // as given, for the results file
+};
+
+// Throws Error(InvalidArgument) naming the flag, the value and what was expected.
+BenchConfig parse_cli(const std::vector<std::string>& args);
+std::string usage();
+
+}  // namespace tpgemm::bench

@@ -1,0 +1,36 @@
+// tpgemm-bench's results: one row per (shape, implementation), printed as a table and written
+// as JSON, plus geomean speedups per op and implementation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tpgemm::bench {
+
+struct ResultRow {
+  std::string op;      // ag_gemm, gemm_rs, gemm_ar, allreduce
+  int world = 1;
+  long long m = 0, n = 0, k = 0, l = 1, bytes = 0;
+  std::string dtype;
+  std::string impl;    // as asked
+  std::string chosen;  // what ran (differs for auto)
+  double ms = 0;       // median over iterations, max over ranks
+  double baseline_ms = 0, gemm_ms = 0, comm_ms = 0;  // GEMM ops: the baseline, and its two parts alone
+  double rel_err = -1;  // < 0: not checked
+  bool check_ok = true;
+  std::string note;     // why a row has no time (unsupported, ...)
+
+  double tflops_per_gpu() const;
+  double speedup() const;        // baseline / this
+  double ideal_speedup() const;  // baseline / max(gemm-only, comm-only)
+  double busbw_gbs() const;      // all-reduce: nccl-tests bus bandwidth
+};
+
+std::string table_header(bool allreduce);
+std::string table_row(const ResultRow& r);
+// Geomean of speedup over the baseline per (op, impl), and of torch-style ideal, as text lines.
+std::string summary(const std::vector<ResultRow>& rows);
+std::string to_json(const std::vector<ResultRow>& rows, const std::string& device, const std::string& command,
+                    const std::string& date);
+
+}  // namespace tpgemm::bench

@@ -1,0 +1,321 @@
+// One rank of tpgemm-bench: for every shape, the baseline's parts (GEMM alone, collective
+// alone), then every implementation: checked against a reference on fresh random data with a
+// poisoned output (--check), and timed with CUDA events around each run (median per rank,
+// maximum over ranks), the way shared/peers/torch_peers.py times its peers.
+#include "bench/runner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+
+#include "bench/report.h"
+#include "bench/shapes.h"
+#include "comm/team_state.h"
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "default_shapes.h"
+#include "gemm/lt_matmul.h"
+#include "ops/common/nccl_types.h"
+#include "testing/problem_data.h"
+#include "testing/testing.h"
+#include "tpgemm/tpgemm.h"
+
+namespace tpgemm::bench {
+namespace {
+
+constexpr uint64_t kSeedAllReduce = 4000;
+
+class Runner {
+ public:
+  Runner(const BenchConfig& cfg, const Team& team)
+      : cfg_(cfg), team_(team), t_(*team.state()), root_(team.rank() == 0), stream_(Stream::create()) {
+    cudaDeviceProp prop{};
+    TPGEMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, t_.device));
+    device_ = strfmt("%d x %s", t_.world, prop.name);
+  }
+
+  int run() {
+    const std::vector<ShapeSpec> shapes = selected_shapes();
+    if (root_) std::printf("tpgemm-bench: %s, %s, %zu shapes, %d timed + %d warm-up runs each%s\n", device_.c_str(),
+                           std::string(to_string(cfg_.dtype)).c_str(), shapes.size(), cfg_.iterations,
+                           cfg_.warmup_iterations, cfg_.check ? ", checked" : "");
+    bool printed_gemm_header = false, printed_ar_header = false;
+    for (const ShapeSpec& s : shapes) {
+      if (s.allreduce && !printed_ar_header) print(table_header(true)), printed_ar_header = true;
+      if (!s.allreduce && !printed_gemm_header) print(table_header(false)), printed_gemm_header = true;
+      s.allreduce ? run_allreduce(s) : run_gemm(s);
+    }
+    if (root_) {
+      std::printf("%s", summary(rows_).c_str());
+      if (!cfg_.json.empty()) {
+        char date[64];
+        const std::time_t now = std::time(nullptr);
+        std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+        std::ofstream(cfg_.json) << to_json(rows_, device_, "tpgemm-bench " + cfg_.command_line, date);
+      }
+      std::printf("%s\n", failed_ ? "CHECK FAILED" : (cfg_.check ? "all checks passed" : "done (not checked)"));
+      std::fflush(stdout);
+    }
+    return failed_ ? 1 : 0;
+  }
+
+ private:
+  void print(const std::string& line) {
+    if (root_) std::printf("%s\n", line.c_str()), std::fflush(stdout);
+  }
+
+  std::vector<ShapeSpec> selected_shapes() const {
+    std::vector<ShapeSpec> all;
+    if (cfg_.m > 0)
+      for (Op op : cfg_.ops) all.push_back({false, op, cfg_.m, cfg_.n, cfg_.k, 0});
+    else if (!cfg_.shapes_file.empty())
+      all = read_shapes_file(cfg_.shapes_file);
+    else
+      all = parse_shapes(kDefaultShapes, "built-in bench/shapes.txt");
+    if (cfg_.bytes > 0) all.push_back({true, Op::kAgGemm, 0, 0, 0, cfg_.bytes});
+    else if (cfg_.m == 0 && cfg_.shapes_file.empty())
+      for (const auto& s : parse_shapes(kDefaultAllReduceSizes, "built-in bench/allreduce_sizes.txt")) all.push_back(s);
+    std::vector<ShapeSpec> out;
+    for (const auto& s : all)
+      if (s.allreduce ? cfg_.allreduce : std::find(cfg_.ops.begin(), cfg_.ops.end(), s.op) != cfg_.ops.end()) out.push_back(s);
+    return out;
+  }
+
+  double max_over_ranks(double v) {
+    double m = v;
+    for (const auto& b : t_.allgather(&v, sizeof(v))) m = std::max(m, *reinterpret_cast<const double*>(b.data()));
+    return m;
+  }
+  bool all_ranks(bool v) {
+    const int32_t x = v;
+    for (const auto& b : t_.allgather(&x, sizeof(x)))
+      if (*reinterpret_cast<const int32_t*>(b.data()) == 0) return false;
+    return true;
+  }
+
+  // Median over iterations of one run between two events, maximum over ranks.
+  template <typename F>
+  double time_ms(F&& fn) {
+    for (int i = 0; i < cfg_.warmup_iterations; ++i) fn();
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    team_.check();
+    t_.barrier();
+    const Event start = Event::create(true), stop = Event::create(true);
+    std::vector<float> ts;
+    for (int i = 0; i < cfg_.iterations; ++i) {
+      TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
+      fn();
+      TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
+      TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+      float ms = 0;
+      TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      ts.push_back(ms);
+    }
+    team_.check();
+    std::sort(ts.begin(), ts.end());
+    return max_over_ranks(ts[ts.size() / 2]);
+  }
+
+  // ---- GEMM ops ---------------------------------------------------------------------------
+  static constexpr uint64_t kSeed = 1;  // NOTE [reproducible problem data]
+
+  GemmProblem problem(const ShapeSpec& s) const {
+    GemmProblem p;
+    p.op = s.op;
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.l = cfg_.l;
+    p.dtype = cfg_.dtype;
+    p.b_layout = cfg_.b_layout;
+    p.alpha = cfg_.alpha;
+    p.beta = cfg_.beta;
+    p.has_c = cfg_.beta != 0.0f;
+    return p;
+  }
+
+  // Poison D, run once, compare. Returns the worst relative error over ranks (NaN counts as a failure).
+  double check_once(const testing::RankData& g, const DeviceBuffer& expected, const std::function<void()>& fn, bool* ok) {
+    testing::poison(g.d.get(), operand_sizes(g.p, t_.world).d, g.p.dtype, stream_.get());
+    fn();
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    team_.check();
+    const testing::Diff d = testing::compare_d(g.d.get(), expected, g.p, t_.world, stream_.get());
+    const double eps = cfg_.eps > 0 ? cfg_.eps : testing::default_eps(g.p.dtype);
+    *ok = all_ranks(d.passes(eps));
+    return max_over_ranks(d.nonfinite > 0 ? 1e30 : d.rel_err);
+  }
+
+  std::vector<Impl> gemm_impls(Op op) const {
+    std::vector<Impl> all = {Impl::kBaseline, Impl::kPipelinedCE};
+    if (op == Op::kGemmAr) all.insert(all.end(), {Impl::kGemmOneShot, Impl::kGemmTwoShot});
+    all.push_back(Impl::kAuto);
+    if (cfg_.impls.empty()) return all;
+    std::vector<Impl> out = {Impl::kBaseline};  // always timed: every speedup is relative to it
+    for (Impl i : cfg_.impls)
+      if (i != Impl::kBaseline) out.push_back(i);
+    return out;
+  }
+
+  void run_gemm(const ShapeSpec& s) {
+    const GemmProblem p = problem(s);
+    ResultRow base;
+    base.op = std::string(to_string(p.op));
+    base.world = t_.world;
+    base.m = p.m, base.n = p.n, base.k = p.k, base.l = p.l;
+    base.dtype = std::string(to_string(p.dtype));
+    const Status valid = Plan::can_implement(team_, p, {});
+    if (!valid.ok()) {
+      base.impl = "-";
+      base.note = "skipped: " + valid.message;
+      print(table_row(base));
+      rows_.push_back(base);
+      return;
+    }
+    const testing::RankData g(p, t_.world, t_.rank, kSeed, stream_.get());
+    DeviceBuffer expected;
+    if (cfg_.check)
+      expected = testing::expected_d(p, t_.world, t_.rank, kSeed, testing::RefEngine::kCublasLt, t_.lt, stream_.get());
+    time_parts(g, base);
+
+    for (Impl impl : gemm_impls(p.op)) {
+      ResultRow row = base;
+      row.impl = std::string(to_string(impl));
+      PlanOptions opts;
+      opts.impl = impl;
+      opts.chunks_per_rank = cfg_.chunks;
+      opts.comm_sms = cfg_.comm_sms;
+      std::unique_ptr<Plan> plan;
+      try {
+        plan = std::make_unique<Plan>(team_, p, opts);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kUnsupported) throw;
+        row.note = "unsupported: ";
+        row.note += e.what();
+        print(table_row(row));
+        rows_.push_back(row);
+        continue;
+      }
+      row.chosen = std::string(to_string(plan->impl()));
+      const Operands ops = g.operands();
+      auto fn = [&] { plan->run(ops, stream_.get()); };
+      if (cfg_.check) {
+        bool ok1 = false, ok2 = false;
+        const double e1 = check_once(g, expected, fn, &ok1);
+        row.ms = time_ms(fn);
+        const double e2 = check_once(g, expected, fn, &ok2);  // again after many runs: races show up as a moving error
+        row.rel_err = std::max(e1, e2);
+        row.check_ok = ok1 && ok2;
+        failed_ = failed_ || !row.check_ok;
+      } else {
+        row.ms = time_ms(fn);
+      }
+      if (impl == Impl::kBaseline) base.baseline_ms = row.baseline_ms = row.ms;
+      print(table_row(row));
+      rows_.push_back(row);
+    }
+  }
+
+  // The baseline's two parts alone: the local GEMM (cuBLASLt) and the NCCL collective.
+  void time_parts(const testing::RankData& g, ResultRow& base) {
+    const GemmProblem& p = g.p;
+    const int W = t_.world;
+    const size_t es = dtype_size(p.dtype);
+    const cudaStream_t st = stream_.get();
+    DeviceBuffer a_full(static_cast<size_t>(p.l * p.m * p.k) * es), d_full(static_cast<size_t>(p.l * p.m * p.n) * es);
+    DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
+    const void* a = p.op == Op::kAgGemm ? a_full.get() : g.a.get();  // (ag_gemm: gathered below; values do not matter)
+    if (p.op == Op::kAgGemm) testing::fill_random(a_full.get(), p.dtype, p.l, p.m, p.k, 0, p.m, kSeed, st);
+    const gemm::LtMatmul mm(t_.lt, gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout));
+    base.gemm_ms = time_ms([&] { mm.run(a, g.b.get(), nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st); });
+    const ncclDataType_t type = ops::nccl_type(p.dtype);
+    const int64_t mw = p.m / W;
+    base.comm_ms = time_ms([&] {
+      if (p.op == Op::kAgGemm)
+        TPGEMM_NCCL_CHECK(ncclAllGather(g.a.get(), a_full.get(), static_cast<size_t>(p.l * mw * p.k), type, t_.comm, st));
+      else if (p.op == Op::kGemmRs)
+        TPGEMM_NCCL_CHECK(ncclReduceScatter(d_full.get(), g.d.get(), static_cast<size_t>(p.l * mw * p.n), type, ncclSum, t_.comm, st));
+      else
+        TPGEMM_NCCL_CHECK(ncclAllReduce(d_full.get(), d_full.get(), static_cast<size_t>(p.l * p.m * p.n), type, ncclSum, t_.comm, st));
+    });
+  }
+
+  // ---- All-reduce ------------------------------------------------------------------------
+  void run_allreduce(const ShapeSpec& s) {
+    const DType dt = cfg_.dtype;
+    const size_t es = dtype_size(dt);
+    const int64_t count = s.bytes / static_cast<int64_t>(es);
+    ResultRow base;
+    base.op = "allreduce";
+    base.world = t_.world;
+    base.bytes = s.bytes;
+    base.dtype = std::string(to_string(dt));
+    const cudaStream_t st = stream_.get();
+    DeviceBuffer in(static_cast<size_t>(count) * es), out(static_cast<size_t>(count) * es), ref, tmp;
+    if (cfg_.check) {
+      ref = DeviceBuffer(static_cast<size_t>(count) * sizeof(float));
+      tmp = DeviceBuffer(static_cast<size_t>(count) * es);
+      TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
+      for (int q = 0; q < t_.world; ++q) {
+        testing::fill_random(tmp.get(), dt, 1, 1, count, 0, 1, kSeedAllReduce + q, st);
+        testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dt, st);
+      }
+    }
+    std::vector<AllReduceImpl> impls = cfg_.allreduce_impls;
+    if (impls.empty()) impls = {AllReduceImpl::kNccl, AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot, AllReduceImpl::kAuto};
+    if (std::find(impls.begin(), impls.end(), AllReduceImpl::kNccl) == impls.end()) impls.insert(impls.begin(), AllReduceImpl::kNccl);
+    for (AllReduceImpl impl : impls) {
+      ResultRow row = base;
+      row.impl = std::string(to_string(impl));
+      std::unique_ptr<AllReducePlan> plan;
+      try {
+        plan = std::make_unique<AllReducePlan>(team_, count, dt, impl);
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kUnsupported && e.code() != ErrorCode::kInvalidArgument) throw;
+        row.note = "unsupported: ";
+        row.note += e.what();
+        print(table_row(row));
+        rows_.push_back(row);
+        continue;
+      }
+      row.chosen = std::string(to_string(plan->impl()));
+      // Symmetric implementations read their input in place, as torch's symmetric-memory ops do.
+      void* input = plan->symmetric_input() != nullptr ? plan->symmetric_input() : in.get();
+      auto fill = [&] { testing::fill_random(input, dt, 1, 1, count, 0, 1, kSeedAllReduce + t_.rank, st); };
+      auto fn = [&] { plan->run(input, out.get(), st); };
+      fill();
+      if (cfg_.check) {
+        testing::poison(out.get(), count, dt, st);
+        fn();
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+        team_.check();
+        const testing::Diff d = testing::compare(out.get(), dt, ref.as<float>(), 1, count, count, count, 0, st);
+        row.check_ok = all_ranks(d.passes(cfg_.eps > 0 ? cfg_.eps : testing::default_eps(dt)));
+        row.rel_err = max_over_ranks(d.nonfinite > 0 ? 1e30 : d.rel_err);
+        failed_ = failed_ || !row.check_ok;
+        fill();
+      }
+      row.ms = time_ms(fn);
+      if (impl == AllReduceImpl::kNccl) base.baseline_ms = row.baseline_ms = row.ms;
+      print(table_row(row));
+      rows_.push_back(row);
+    }
+  }
+
+  const BenchConfig& cfg_;
+  const Team& team_;
+  detail::TeamState& t_;
+  bool root_;
+  Stream stream_;
+  std::string device_;
+  std::vector<ResultRow> rows_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+int run_bench(const BenchConfig& cfg, const Team& team) { return Runner(cfg, team).run(); }
+
+}  // namespace tpgemm::bench
