@@ -4,31 +4,42 @@
 # shared shapes at W=4 and W=2 (JSON), and times the PyTorch peers (shared/peers/torch_peers.py)
 # on the same machine in the same call.
 #
-#   scripts/gpu_check.sh [STAGE ...]     stages: build tests bench peers info (default: all)
+#   scripts/gpu_check.sh [STAGE ...]
+#   stages: info build test_cpu test_gpu test_dist bench peers (default: all, in that order)
 #
-# Output goes to $OUT (default ./gpu-results): one log per stage, bench_W*.json, peers_W*.json,
-# and summary.txt. NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and friends).
+# Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
+# $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
+# picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check). NVLink multicast
+# stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-OUT=${OUT:-$ROOT/gpu-results}
+LOGS=$ROOT/gpu-results
 BUILD=${BUILD:-$ROOT/build-gpu}
-mkdir -p "$OUT"
+mkdir -p "$LOGS"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STAGES=${*:-info build tests bench peers}
+STAGES=${*:-info build test_cpu test_gpu test_dist bench peers}
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 WORLDS=${WORLDS:-"4 2"}
 BENCH_ARGS=${BENCH_ARGS:-"--check"}
-SUMMARY=$OUT/summary.txt
+SUMMARY=$LOGS/summary.txt
 : > "$SUMMARY"
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
+pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/results.tgz" -C "$LOGS" . 2>/dev/null && cp "$SUMMARY" "$OUT/summary.txt"; true; }
+# DEADLINE (seconds from the start, optional) bounds the whole run: a stage gets what is left.
 stage() {  # stage NAME TIMEOUT_S COMMAND...
   local name=$1 limit=$2; shift 2
+  if [ -n "${DEADLINE:-}" ]; then
+    local left=$((DEADLINE - SECONDS - 20))
+    [ "$left" -lt 20 ] && { note "$(printf '%-14s skipped: out of time' "$name")"; return 124; }
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
   local t0=$SECONDS
-  timeout --signal=TERM --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  timeout --signal=TERM --kill-after=10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
   local rc=$?
-  note "$(printf '%-14s rc=%-3d %4ds  %s' "$name" "$rc" $((SECONDS - t0)) "$OUT/$name.log")"
+  note "$(printf '%-14s rc=%-3d %4ds  %s' "$name" "$rc" $((SECONDS - t0)) "$LOGS/$name.log")"
+  pack
   return $rc
 }
 
@@ -47,16 +58,15 @@ for s in $STAGES; do
     build)
       stage configure 300 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release &&
       stage build 900 cmake --build "$BUILD" -j "$(nproc)" ;;
-    tests)
-      stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8
-      stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure
-      stage test_dist 1500 ctest --test-dir "$BUILD" -L dist --output-on-failure ;;
+    test_cpu) stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8 ;;
+    test_gpu) stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure ;;
+    test_dist) stage test_dist 1500 ctest --test-dir "$BUILD" -L dist --output-on-failure ;;
     bench)
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || { note "bench W=$w skipped: $GPUS GPUs"; continue; }
         # shellcheck disable=SC2086
-        stage "bench_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" $BENCH_ARGS --json "$OUT/bench_W$w.json"
-        grep -A40 "^geomean" "$OUT/bench_W$w.log" | tee -a "$SUMMARY" > /dev/null
+        stage "bench_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" $BENCH_ARGS --json "$LOGS/bench_W$w.json"
+        grep -A40 "^geomean" "$LOGS/bench_W$w.log" | tee -a "$SUMMARY" > /dev/null
       done ;;
     peers)
       peers=$(find_peers)
@@ -64,11 +74,17 @@ for s in $STAGES; do
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || continue
         stage "peers_W$w" 900 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" "$peers" \
-          bench/shapes.txt --json "$OUT/peers_W$w.json"
+          bench/shapes.txt --json "$LOGS/peers_W$w.json"
         stage "peers_ar_W$w" 600 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" "$peers" \
-          bench/allreduce_sizes.txt --json "$OUT/peers_ar_W$w.json"
+          bench/allreduce_sizes.txt --json "$LOGS/peers_ar_W$w.json"
       done ;;
     *) note "unknown stage $s" ;;
   esac
 done
 note "done $(date -u '+%H:%M:%S UTC')"
+pack
+# The tables, for a reader of the last lines of output.
+for f in "$LOGS"/bench_W*.log "$LOGS"/peers_W*.log "$LOGS"/peers_ar_W*.log; do
+  [ -f "$f" ] && { echo "== $f"; grep -v '^\s*$' "$f" | tail -80; }
+done
+cat "$SUMMARY"
