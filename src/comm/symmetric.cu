@@ -23,27 +23,42 @@ SymmetricBuffer::SymmetricBuffer(std::shared_ptr<detail::TeamState> team, size_t
   TPGEMM_ASSERT(t.all_lsa);
   bytes_ = (std::max<size_t>(bytes, 1) + NCCL_WIN_REQUIRED_ALIGNMENT - 1) / NCCL_WIN_REQUIRED_ALIGNMENT *
            NCCL_WIN_REQUIRED_ALIGNMENT;
-  // Allocate locally first and agree before the collective registration, so that one rank
-  // running out of memory cannot leave the others waiting inside ncclCommWindowRegister.
   Status allocated;
-  const ncclResult_t r = ncclMemAlloc(&local_, bytes_);
-  if (r != ncclSuccess) {
-    local_ = nullptr;
-    allocated = {ErrorCode::kNcclError, strfmt("ncclMemAlloc of %zu bytes for %s on device %d: %s", bytes_, what, t.device,
-                                               ncclGetErrorString(r))};
+  if (t.world == 1) {
+    // A team of one has no peers: plain device memory (NCCL maps no LSA window for it).
+    TPGEMM_CUDA_CHECK(cudaMalloc(&local_, bytes_));
+    plain_ = true;
+  } else {
+    // Allocate locally first and agree before the collective registration, so that one rank
+    // running out of memory cannot leave the others waiting inside ncclCommWindowRegister.
+    const ncclResult_t r = ncclMemAlloc(&local_, bytes_);
+    if (r != ncclSuccess) {
+      local_ = nullptr;
+      allocated = {ErrorCode::kNcclError, strfmt("ncclMemAlloc of %zu bytes for %s on device %d: %s", bytes_, what, t.device,
+                                                 ncclGetErrorString(r))};
+    }
   }
   try {
-    t.agree(allocated, strfmt("symmetric buffer '%s' of %zu bytes", what, bytes_), "allocating symmetric memory");
-    TPGEMM_NCCL_CHECK(ncclCommWindowRegister(t.comm, local_, bytes_, &window_, NCCL_WIN_COLL_SYMMETRIC));
-    TPGEMM_CUDA_CHECK(cudaMalloc(&device_peers_, sizeof(void*) * static_cast<size_t>(t.world)));
-    read_peer_pointers<<<1, 32, 0, t.internal_stream>>>(window_, t.world, device_peers_);
-    TPGEMM_CHECK_LAUNCH();
     peers_.resize(static_cast<size_t>(t.world));
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(peers_.data(), device_peers_, sizeof(void*) * peers_.size(), cudaMemcpyDeviceToHost,
-                                      t.internal_stream));
+    TPGEMM_CUDA_CHECK(cudaMalloc(&device_peers_, sizeof(void*) * peers_.size()));
+    if (plain_) {
+      peers_[0] = local_;
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(device_peers_, peers_.data(), sizeof(void*), cudaMemcpyHostToDevice, t.internal_stream));
+    } else {
+      t.agree(allocated, strfmt("symmetric buffer '%s' of %zu bytes", what, bytes_), "allocating symmetric memory");
+      TPGEMM_NCCL_CHECK(ncclCommWindowRegister(t.comm, local_, bytes_, &window_, NCCL_WIN_COLL_SYMMETRIC));
+      read_peer_pointers<<<1, 32, 0, t.internal_stream>>>(window_, t.world, device_peers_);
+      TPGEMM_CHECK_LAUNCH();
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(peers_.data(), device_peers_, sizeof(void*) * peers_.size(), cudaMemcpyDeviceToHost,
+                                        t.internal_stream));
+      // This rank's own entry is another mapping of the same memory (NCCL's flat LSA space);
+      // keep the allocation's own address for local use.
+    }
     TPGEMM_CUDA_CHECK(cudaMemsetAsync(local_, 0, bytes_, t.internal_stream));
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(t.internal_stream));
-    TPGEMM_ASSERT(peers_[static_cast<size_t>(t.rank)] == local_);
+    for (int q = 0; q < t.world; ++q)
+      if (peers_[static_cast<size_t>(q)] == nullptr)
+        throw Error(ErrorCode::kInternal, strfmt("NCCL gave no address for rank %d's part of window '%s'", q, what));
     t.barrier();  // nobody writes into a peer's buffer before that peer has zeroed it
   } catch (...) {
     release();
@@ -55,7 +70,7 @@ void SymmetricBuffer::release() noexcept {
   if (team_ == nullptr) return;
   if (device_peers_ != nullptr) cudaFree(device_peers_);
   if (window_ != nullptr) ncclCommWindowDeregister(team_->comm, window_);
-  if (local_ != nullptr) ncclMemFree(local_);
+  if (local_ != nullptr) plain_ ? cudaFree(local_) : ncclMemFree(local_);
   device_peers_ = nullptr;
   window_ = nullptr;
   local_ = nullptr;
@@ -74,6 +89,7 @@ SymmetricBuffer& SymmetricBuffer::operator=(SymmetricBuffer&& o) noexcept {
     local_ = std::exchange(o.local_, nullptr);
     bytes_ = std::exchange(o.bytes_, 0);
     window_ = std::exchange(o.window_, nullptr);
+    plain_ = o.plain_;
     peers_ = std::move(o.peers_);
     device_peers_ = std::exchange(o.device_peers_, nullptr);
   }

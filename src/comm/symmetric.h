@@ -41,6 +41,7 @@ class SymmetricBuffer {
   void* local_ = nullptr;
   size_t bytes_ = 0;
   ncclWindow_t window_ = nullptr;
+  bool plain_ = false;  // a team of one: cudaMalloc, no window
   std::vector<void*> peers_;
   void** device_peers_ = nullptr;
 };
