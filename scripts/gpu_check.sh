@@ -5,7 +5,7 @@
 # on the same machine in the same call.
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist bench peers (default: all, in that order)
+#   stages: info build test_cpu test_gpu test_dist bench peers sweep (default: all but sweep)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
@@ -67,6 +67,16 @@ for s in $STAGES; do
         # shellcheck disable=SC2086
         stage "bench_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" $BENCH_ARGS --json "$LOGS/bench_W$w.json"
         grep -A40 "^geomean" "$LOGS/bench_W$w.log" | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    sweep)  # calibration of the planner: every implementation, pipelined at several chunkings
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for c in 1 2 4; do
+          stage "sweep_ar_W${w}_c$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar --chunks "$c" \
+            --shapes bench/ar_sweep.txt --iterations 20 --json "$LOGS/sweep_ar_W${w}_c$c.json"
+        done
+        stage "sweep_agrs_W${w}_c2" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs --impl pipelined \
+          --chunks 2 --iterations 20 --json "$LOGS/sweep_agrs_W${w}_c2.json"
       done ;;
     peers)
       peers=$(find_peers)

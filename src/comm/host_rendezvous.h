@@ -5,9 +5,11 @@
 // would enqueue their half of the collective and wait for it forever (NCCL) or until a
 // timeout. So every rank posts its verdict on its own operands here and waits (bounded) for
 // everyone's before enqueuing anything: if any rank's operands are bad, all ranks throw in
-// the same call, and nothing is enqueued anywhere. This costs a few microseconds of host
-// time per call and no GPU time. Ranks on different hosts have no such segment; there the
-// check is local (documented in the README).
+// the same call, and nothing that touches the caller's memory is enqueued anywhere. This costs
+// a few microseconds of host time per call; an implementation may overlap it with a prologue
+// that writes only its own buffers (OpImpl::prologue: the matmul of gemm_oneshot /
+// gemm_twoshot). Ranks on different hosts have no such segment; there the check is local
+// (documented in the README).
 #pragma once
 
 #include <cstdint>

@@ -20,7 +20,15 @@ struct ImplContext {
 class OpImpl {
  public:
   virtual ~OpImpl() = default;
-  // Operands are already validated on every rank.
+  // Work that writes only tpgemm's own buffers, enqueued once this rank's operands passed
+  // their local check but before the ranks agree (NOTE [collective argument check]): it
+  // overlaps the host rendezvous. If a peer then rejects the call, it has touched nothing of
+  // the caller's, and no peer reads those buffers until the next call's flags say so.
+  virtual void prologue(const Operands& ops, cudaStream_t stream) {
+    (void)ops;
+    (void)stream;
+  }
+  // The rest of the call. Operands are validated on every rank.
   virtual void run(const Operands& ops, cudaStream_t stream) = 0;
 };
 

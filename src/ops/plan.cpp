@@ -79,6 +79,7 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   detail::TeamState& t = *state_->team;
   t.mailbox->throw_if_tripped();
   const Status mine = plan::validate_operands(state_->problem, t.world, operands);
+  if (mine.ok()) state_->impl->prologue(operands, stream);
   t.agree_call(mine, "Plan::run operands");
   state_->impl->run(operands, stream);
 }

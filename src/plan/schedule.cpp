@@ -86,28 +86,30 @@ class Builder {
     x.carveout = carveout;
     s_.steps.push_back(x);
   }
-  void copy(const Region& from, const Region& to) {
+  void copy(const Region& from, const Region& to) { copy(Stream::kCopy, from, to); }
+  void copy(Stream st, const Region& from, const Region& to) {
     if (from.rows == 0) return;
     Step x;
     x.kind = StepKind::kCopy;
-    x.stream = Stream::kCopy;
+    x.stream = st;
     x.src = from;
     x.dst = to;
     s_.steps.push_back(x);
   }
-  void signal(int peer, Flag f, int round) {
+  void signal(int peer, Flag f, int round) { signal(Stream::kCopy, peer, f, round); }
+  void signal(Stream st, int peer, Flag f, int round) {
     Step x;
     x.kind = StepKind::kSignal;
-    x.stream = Stream::kCopy;
+    x.stream = st;
     x.peer = peer;
     x.flag = f;
     x.round = round;
     s_.steps.push_back(x);
   }
-  void wait_signal(int peer, Flag f, int round) {
+  void wait_signal(Stream st, int peer, Flag f, int round) {
     Step x;
     x.kind = StepKind::kWaitSignal;
-    x.stream = Stream::kCopy;
+    x.stream = st;
     x.peer = peer;
     x.flag = f;
     x.round = round;
@@ -215,18 +217,19 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
     if (j == 0 && W > 1) b.wait_event(Stream::kCompute, epoch_bumped);
     b.reduce(region(Buf::kRecv, r, 0, sub.begin, sub.rows), region(Buf::kUserD, r, 0, d_row0, sub.rows), j, ar);
     if (!ar || W == 1) continue;
-    b.join(Stream::kCompute, Stream::kCopy);
-    for (int s = 1; s < W; ++s) b.signal((r + s) % W, Flag::kReady, j);
+    b.join(Stream::kCompute, Stream::kGather);
+    for (int s = 1; s < W; ++s) b.signal(Stream::kGather, (r + s) % W, Flag::kReady, j);
     for (int s = 1; s < W; ++s) {
       const int src = (r + s) % W;
       const RowBlock sblk = rank_block(p.m, W, src);
       const RowBlock ssub = split_rows(sblk.rows, rounds, j);
-      b.wait_signal(src, Flag::kReady, j);
-      b.copy(region(Buf::kReduced, src, 0, ssub.begin, ssub.rows),
+      b.wait_signal(Stream::kGather, src, Flag::kReady, j);
+      b.copy(Stream::kGather, region(Buf::kReduced, src, 0, ssub.begin, ssub.rows),
              region(Buf::kUserD, r, 0, sblk.begin + ssub.begin, ssub.rows));
     }
   }
   if (W > 1) b.join(Stream::kCopy, Stream::kCompute);
+  if (W > 1 && ar) b.join(Stream::kGather, Stream::kCompute);
   // gemm_ar: rows pulled from their owners carry the plain sum; this rank's own C goes on top.
   if (ar && p.has_c)
     for (int s = 1; s < W; ++s) {
@@ -256,35 +259,36 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
                                                i < s.steps.size() ? describe(s.steps[i]).c_str() : "end", why.c_str())};
   };
   std::vector<int> recorded_at(static_cast<size_t>(s.num_events), -1);
-  bool barrier0_seen = s.world == 1;
-  // Steps that read this call's sequence numbers must come after barrier 0 bumps the epoch:
-  // on the copy stream by stream order, on the compute stream through an event.
-  std::vector<bool> event_after_barrier0(static_cast<size_t>(s.num_events), false);
-  bool compute_after_barrier0 = s.world == 1;
-  int64_t last_copy_stream_step = -1;
-  int64_t last_join_wait = -1;  // a compute-stream wait on an event recorded after the last copy-stream step
+  // Happens-after-barrier-0, per stream and per event: barrier 0 of the call bumps the epoch
+  // that every flag value and every reduction reads. The copy stream gets there by stream
+  // order; the others only by waiting on an event recorded after it.
+  bool after_b0[kNumStreams] = {s.world == 1, s.world == 1, s.world == 1};
+  std::vector<bool> event_after_b0(static_cast<size_t>(s.num_events), false);
+  int64_t last_step[kNumStreams] = {-1, -1, -1};
+  std::vector<int64_t> joined(kNumStreams, -1);  // last side-stream step the compute stream has waited for
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& x = s.steps[i];
+    const int st = static_cast<int>(x.stream);
     int64_t rows = 0;
-    if (x.stream == Stream::kCopy) last_copy_stream_step = static_cast<int64_t>(i);
+    last_step[st] = static_cast<int64_t>(i);
     switch (x.kind) {
       case StepKind::kRecord:
         if (x.index < 0 || x.index >= s.num_events || recorded_at[x.index] >= 0) return fail(i, "event recorded twice or out of range");
         recorded_at[x.index] = static_cast<int>(i);
-        event_after_barrier0[x.index] = x.stream == Stream::kCopy ? barrier0_seen : compute_after_barrier0;
+        event_after_b0[x.index] = after_b0[st];
         break;
       case StepKind::kWaitEvent: {
         if (x.index < 0 || x.index >= s.num_events || recorded_at[x.index] < 0)
           return fail(i, "waits on an event not yet recorded in enqueue order (CUDA would not wait at all)");
         const Step& rec = s.steps[recorded_at[x.index]];
         if (rec.stream == x.stream) return fail(i, "waits on an event of its own stream");
-        if (x.stream == Stream::kCompute && event_after_barrier0[x.index]) compute_after_barrier0 = true;
-        if (x.stream == Stream::kCompute && recorded_at[x.index] == last_copy_stream_step)
-          last_join_wait = static_cast<int64_t>(i);
+        if (event_after_b0[x.index]) after_b0[st] = true;
+        if (x.stream == Stream::kCompute && recorded_at[x.index] == last_step[static_cast<int>(rec.stream)])
+          joined[static_cast<int>(rec.stream)] = recorded_at[x.index];
         break;
       }
       case StepKind::kBarrier:
-        if (x.index == 0) barrier0_seen = true;
+        if (x.index == 0) after_b0[st] = true;
         if (x.stream != Stream::kCopy || x.index >= s.num_barriers) return fail(i, "barrier off the copy stream or out of range");
         break;
       case StepKind::kGemm:
@@ -303,14 +307,16 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
         if (x.src.rows != x.dst.rows || x.src.rows == 0) return fail(i, "copy sizes differ or are empty");
         if (buffer_geometry(x.src.buf, p, s.world).cols != buffer_geometry(x.dst.buf, p, s.world).cols)
           return fail(i, "copy between buffers of different row lengths");
-        if (!barrier0_seen && (x.src.rank != s.rank || x.dst.rank != s.rank || is_symmetric(x.dst.buf)))
+        if (!after_b0[st] && (x.src.rank != s.rank || x.dst.rank != s.rank || is_symmetric(x.dst.buf)))
           return fail(i, "touches shared memory before barrier 0");
+        if (x.stream == Stream::kCompute) return fail(i, "copy on the compute stream");
         break;
       case StepKind::kSignal:
       case StepKind::kWaitSignal:
         if (x.peer < 0 || x.peer >= s.world || x.peer == s.rank) return fail(i, "flag of an invalid peer");
         if (x.round < 0 || x.round >= s.rounds) return fail(i, "round out of range");
-        if (!barrier0_seen) return fail(i, "flag step before barrier 0 (the epoch is bumped there)");
+        if (!after_b0[st]) return fail(i, "flag step not ordered after barrier 0 (the epoch is bumped there)");
+        if (x.stream == Stream::kCompute) return fail(i, "flag step on the compute stream");
         break;
       case StepKind::kAddC:
         if (!region_in_bounds(x.dst, p, s.world, &rows) || x.dst.buf != Buf::kUserD || !p.has_c || x.stream != Stream::kCompute)
@@ -321,12 +327,13 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
           return fail(i, "region out of bounds");
         if (x.src.buf != Buf::kRecv || x.dst.buf != Buf::kUserD || x.src.rows != x.dst.rows) return fail(i, "bad reduce regions");
         if (x.stream != Stream::kCompute) return fail(i, "reduce off the compute stream");
-        if (!compute_after_barrier0) return fail(i, "reduce may run before barrier 0 bumps the epoch it reads");
+        if (!after_b0[st]) return fail(i, "reduce may run before barrier 0 bumps the epoch it reads");
         break;
     }
   }
-  if (last_copy_stream_step >= 0 && last_join_wait < last_copy_stream_step)
-    return fail(s.steps.size(), "the copy stream is not joined back into the compute stream at the end");
+  for (int st = 1; st < kNumStreams; ++st)
+    if (last_step[st] >= 0 && joined[st] != last_step[st])
+      return fail(s.steps.size(), strfmt("side stream %d is not joined back into the compute stream at the end", st));
   return Status::Ok();
 }
 
@@ -335,7 +342,7 @@ std::string describe(const Step& x) {
     return strfmt("%s@%d[%d] rows %lld+%lld", std::string(to_string(r.buf)).c_str(), r.rank, r.slot, (long long)r.row0,
                   (long long)r.rows);
   };
-  const char* st = x.stream == Stream::kCompute ? "compute" : "copy";
+  const char* st = x.stream == Stream::kCompute ? "compute" : x.stream == Stream::kCopy ? "copy" : "gather";
   const char* fl = x.flag == Flag::kArrive ? "arrive" : "ready";
   switch (x.kind) {
     case StepKind::kGemm: return strfmt("%s: gemm %s -> %s%s", st, reg(x.src).c_str(), reg(x.dst).c_str(), x.add_c ? " +C" : "");

@@ -1,11 +1,13 @@
 // Pipelined schedules as data. Pure host logic: the GPU executor (src/ops/pipeline) enqueues
-// these steps on CUDA streams; the CPU simulation in tests/unit runs them on W threads.
+// these steps on CUDA streams; the CPU simulation in tests/unit runs them on threads.
 //
 // NOTE [schedule model]
-// Each rank has two in-order streams: kCompute (the caller's stream; cuBLASLt matmuls and
-// reduction kernels) and kCopy (a high-priority side stream; copy-engine transfers over
-// NVLink, flag writes, small synchronisation kernels). Steps are listed in host enqueue
-// order. Ordering between the two streams of one rank is by events only (record / wait);
+// Each rank has up to three in-order streams: kCompute (the caller's stream; cuBLASLt matmuls
+// and reduction kernels), kCopy (a high-priority side stream; copy-engine transfers over
+// NVLink, flag writes, small synchronisation kernels) and kGather (a second such stream for
+// gemm_ar's all-gather, so that pulling round j's reduced rows never delays round j + 1's
+// pushes). Steps are listed in host enqueue order. Ordering between the streams of one rank
+// is by events only (record / wait);
 // ordering between ranks is by barriers and by flags in symmetric memory (signal /
 // wait_signal / reduce). Every cross-rank wait is bounded on the GPU.
 //
@@ -48,7 +50,8 @@ struct BufGeometry {
 // ((slot * L + l) * rows + row) * cols + col.
 BufGeometry buffer_geometry(Buf b, const GemmProblem& p, int world);
 
-enum class Stream : uint8_t { kCompute, kCopy };
+enum class Stream : uint8_t { kCompute, kCopy, kGather };
+constexpr int kNumStreams = 3;
 enum class StepKind : uint8_t { kGemm, kCopy, kBarrier, kSignal, kWaitSignal, kReduce, kAddC, kRecord, kWaitEvent };
 // Families of per-source flags in a plan's signal pad (NOTE [signal pad layout]).
 enum class Flag : uint8_t { kArrive, kReady };
@@ -98,8 +101,9 @@ struct Schedule {
 Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks);
 
 // Static checks of a schedule: every waited event was recorded earlier in enqueue order,
-// regions lie inside their buffers, copies touch this rank's memory on one side, the copy
-// stream is joined back into the compute stream at the end, and barrier 0 comes first.
+// regions lie inside their buffers, copies touch this rank's memory on one side, every side
+// stream is joined back into the compute stream at the end, and nothing that reads this
+// call's sequence numbers can run before barrier 0 bumps the epoch.
 Status check_schedule(const Schedule& s, const GemmProblem& p);
 
 std::string describe(const Step& step);

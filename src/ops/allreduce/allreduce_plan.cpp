@@ -72,9 +72,6 @@ void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
   if (in == nullptr || out == nullptr) mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce %s is null", in == nullptr ? "in" : "out")};
   else if (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
     mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce in=%p out=%p: both must be 16-byte aligned", in, out)};
-  else if (s.impl == AllReduceImpl::kOneShot && s.symm && out == s.symm->input())
-    mine = {ErrorCode::kInvalidArgument, "one-shot all-reduce cannot write its result over symmetric_input(): peers are still "
-                                         "reading it; pass another output buffer (or use twoshot)"};
   t.agree_call(mine, "AllReducePlan::run");
   if (s.impl == AllReduceImpl::kNccl) {
     TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(s.count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));

@@ -18,24 +18,28 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
   buffer_ = comm::SymmetricBuffer(team_, static_cast<size_t>(count) * dtype_size(dtype), "all-reduce input");
   pad_ = comm::SymmetricBuffer(team_, 3 * sizeof(uint64_t) * static_cast<size_t>(t.world), "all-reduce flags");
   control_ = DeviceBuffer(3 * sizeof(uint64_t));
+  if (!two_shot) scratch_ = DeviceBuffer(static_cast<size_t>(count) * dtype_size(dtype));
   TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
   TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void SymmAllReduce::run(void* out, const void* c, float beta, cudaStream_t stream) const {
-  TPGEMM_ASSERT(!(out == input() && (c != nullptr || !two_shot_)));
+  TPGEMM_ASSERT(!(out == input() && c != nullptr));
+  const bool staged = out == input() && !two_shot_;
   SymmAllReduceArgs a;
   a.bufs = buffer_.device_peers();
   a.pads = reinterpret_cast<uint64_t* const*>(pad_.device_peers());
   a.control = control_.as<uint64_t>();
   a.count = count_;
-  a.out = out;
+  a.out = staged ? scratch_.get() : out;
   a.c = c;
   a.beta = beta;
   a.world = team_->world;
   a.env = team_->wait_env();
   if (two_shot_) launch_twoshot(a, dtype_, blocks_, stream);
   else launch_oneshot(a, dtype_, blocks_, stream);
+  if (staged)
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(out, scratch_.get(), scratch_.bytes(), cudaMemcpyDeviceToDevice, stream));
 }
 
 }  // namespace tpgemm::ops

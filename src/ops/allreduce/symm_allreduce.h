@@ -54,7 +54,8 @@ class SymmAllReduce {
   void* input() const { return buffer_.local(); }
   int64_t count() const { return count_; }
   // out = sum over ranks of input() (+ beta * c). input() must be written before, in stream order.
-  // out may be input() only without c (and, for one-shot, never: peers still read it).
+  // out may be input() when c is null (one-shot then reduces into a scratch buffer and copies:
+  // peers are still reading input() while it reduces).
   void run(void* out, const void* c, float beta, cudaStream_t stream) const;
 
  private:
@@ -65,6 +66,7 @@ class SymmAllReduce {
   int blocks_;
   comm::SymmetricBuffer buffer_, pad_;
   DeviceBuffer control_;
+  DeviceBuffer scratch_;  // one-shot in place
 };
 
 }  // namespace tpgemm::ops

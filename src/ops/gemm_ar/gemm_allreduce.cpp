@@ -19,8 +19,13 @@ class GemmAllReduce final : public OpImpl {
         workspace_(gemm::LtMatmul::kWorkspaceBytes),
         matmul_(team_->lt, gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout)) {}
 
-  void run(const Operands& o, cudaStream_t stream) override {
+  // The matmul writes only the symmetric buffer, which no peer reads before this call's start
+  // flag (the previous call's all-reduce ended only once every peer was done with it).
+  void prologue(const Operands& o, cudaStream_t stream) override {
     matmul_.run(o.a, o.b, nullptr, allreduce_.input(), p_.alpha, 0.0f, workspace_.get(), stream);
+  }
+
+  void run(const Operands& o, cudaStream_t stream) override {
     const bool c = p_.has_c && p_.beta != 0.0f;
     allreduce_.run(o.d, c ? o.c : nullptr, p_.beta, stream);
   }

@@ -1,6 +1,6 @@
 // The copy-engine pipelined implementation of all three ops: it enqueues the steps of the
 // schedule src/plan builds (NOTE [schedule model]) on the caller's stream and one
-// high-priority copy stream. Matmuls are cuBLASLt, transfers are cudaMemcpyAsync between
+// high-priority side streams. Matmuls are cuBLASLt, transfers are cudaMemcpyAsync between
 // symmetric buffers over NVLink (no SMs), flags are copy-engine writes, and the only SM work
 // besides the matmuls is a one-block barrier per call and the final reduction.
 #include <map>
@@ -46,6 +46,7 @@ class PipelinedCE final : public OpImpl {
     }
     if (t.world > 1) pad_ = comm::SignalPad(team_, schedule_.num_barriers, plan::kNumFlags, schedule_.rounds, "pipelined flags");
     copy_stream_ = Stream::highest_priority();
+    gather_stream_ = Stream::highest_priority();
     for (int e = 0; e < schedule_.num_events; ++e) events_.push_back(Event::create());
     workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
     for (const Step& s : schedule_.steps)
@@ -57,7 +58,9 @@ class PipelinedCE final : public OpImpl {
   void run(const Operands& o, cudaStream_t stream) override {
     ops_ = o;
     for (const Step& s : schedule_.steps) {
-      const cudaStream_t st = s.stream == plan::Stream::kCompute ? stream : copy_stream_.get();
+      const cudaStream_t st = s.stream == plan::Stream::kCompute ? stream
+                              : s.stream == plan::Stream::kCopy  ? copy_stream_.get()
+                                                                 : gather_stream_.get();
       if (drop_signals_ && (s.kind == StepKind::kBarrier || s.kind == StepKind::kSignal)) continue;
       switch (s.kind) {
         case StepKind::kGemm: {
@@ -175,7 +178,7 @@ class PipelinedCE final : public OpImpl {
   comm::SymmetricBuffer symmetric_[plan::kNumBufs];
   DeviceBuffer local_[plan::kNumBufs];
   comm::SignalPad pad_;
-  Stream copy_stream_;
+  Stream copy_stream_, gather_stream_;
   std::vector<Event> events_;
   DeviceBuffer workspace_;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, int>, gemm::LtMatmul> matmuls_;

@@ -41,7 +41,7 @@ class Sim {
   std::string run() {
     std::vector<std::thread> threads;
     for (int r = 0; r < W_; ++r)
-      for (int st = 0; st < 2; ++st) threads.emplace_back([this, r, st] { stream_thread(r, static_cast<plan::Stream>(st)); });
+      for (int st = 0; st < plan::kNumStreams; ++st) threads.emplace_back([this, r, st] { stream_thread(r, static_cast<plan::Stream>(st)); });
     for (auto& t : threads) t.join();
     if (!error_.empty()) return error_;
     return check_results();

@@ -1,5 +1,5 @@
-// A CPU simulation of a pipelined schedule on W ranks: two threads per rank play its compute
-// and copy streams, buffers are real float arrays, copies are real copies between ranks'
+// A CPU simulation of a pipelined schedule on W ranks: a thread per rank and stream plays that
+// stream, buffers are real float arrays, copies are real copies between ranks'
 // buffers, flags and barriers behave as on the GPU (monotonic sequence numbers), and every
 // step is delayed at random to shake out orderings. Each buffer row carries a tag of the call
 // that wrote it and a count of the reads it got, so the simulation reports any read of a row
