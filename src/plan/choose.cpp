@@ -1,16 +1,38 @@
 #include "plan/choose.h"
 
 namespace tpgemm::plan {
+
+// NOTE [planner rules]
+// Measured on 4 x H200 (NV18 all-to-all) at W = 2 and 4, bf16, by tpgemm-bench over the
+// shared shapes and bench/ar_sweep.txt, every implementation side by side with the baseline
+// (docs/perf.md, bench/results/2026-11-22-*). A rule sends a shape to an overlapped
+// implementation only where it measured faster than the baseline; everything else stays on
+// the baseline, so auto is never knowingly slower than NCCL + cuBLAS.
+//   ag_gemm  pipelined_ce from 256 rows per rank block (W=4, 128 rows: 0.81x); two chunks per
+//            block from 2048 rows (W=4 M=8192: 1.29x against 1.14x with one).
+//   gemm_rs  pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
+//            one chunk (two measured no better).
+//   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=4096: 1.10x, M=2048:
+//            0.98x); below that gemm_oneshot at W=2 (1.02-1.16x), the baseline at W>2 (both
+//            symmetric all-reduce kernels measured 0.6-0.97x of NCCL there).
+// Unmeasured world sizes (W > 4) follow the W = 4 rules.
 namespace {
 
-// Default chunking and carve-out per op, used whenever the options leave them open.
+constexpr int64_t kMiB = int64_t(1) << 20;
+
 Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
   const int64_t block = max_block_rows(p.m, world);
-  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : (p.op == Op::kGemmAr && block >= 1024 ? 2 : 1);
+  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : (p.op == Op::kAgGemm && block >= 2048 ? 2 : 1);
   c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : 2;
   return c;
+}
+
+Impl choose_gemm_ar(const GemmProblem& p, int world) {
+  const int64_t d_bytes_per_rank = p.l * p.m * p.n * 2 / world;
+  if (d_bytes_per_rank >= 16 * kMiB) return Impl::kPipelinedCE;
+  return world == 2 ? Impl::kGemmOneShot : Impl::kBaseline;
 }
 
 }  // namespace
@@ -19,26 +41,23 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   if (options.impl != Impl::kAuto) return fill_defaults(p, topo.world, options.impl, options);
   const bool symmetric = topo.world > 1 && topo.all_lsa_peers;
   if (!symmetric) return fill_defaults(p, topo.world, Impl::kBaseline, options);
-  // First rules, from the overlap arithmetic in docs/perf.md; refined by measurement.
   const int64_t block = max_block_rows(p.m, topo.world);
-  const double d_bytes = static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.l) * 2.0;
   Impl impl = Impl::kBaseline;
   switch (p.op) {
-    case Op::kAgGemm: impl = block >= 512 ? Impl::kPipelinedCE : Impl::kBaseline; break;
+    case Op::kAgGemm:
     case Op::kGemmRs: impl = block >= 256 ? Impl::kPipelinedCE : Impl::kBaseline; break;
-    case Op::kGemmAr:
-      impl = d_bytes <= 1.0 * (1 << 20) ? Impl::kGemmOneShot
-             : d_bytes <= 32.0 * (1 << 20) ? Impl::kGemmTwoShot
-                                           : Impl::kPipelinedCE;
-      break;
+    case Op::kGemmAr: impl = choose_gemm_ar(p, topo.world); break;
   }
   return fill_defaults(p, topo.world, impl, options);
 }
 
+// All-reduce, same measurements: at W=2 one-shot beat NCCL at every size (1.02-1.32x); at W=4
+// one-shot up to 256 KB (1.04-1.10x), two-shot up to 4 MB (1.00-1.04x), NCCL above.
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
   if (topo.world == 1 || !topo.all_lsa_peers) return AllReduceImpl::kNccl;
-  if (bytes <= (int64_t(256) << 10)) return AllReduceImpl::kOneShot;
-  if (bytes <= (int64_t(64) << 20)) return AllReduceImpl::kTwoShot;
+  if (topo.world == 2) return AllReduceImpl::kOneShot;
+  if (bytes <= 256 * 1024) return AllReduceImpl::kOneShot;
+  if (bytes <= 4 * kMiB) return AllReduceImpl::kTwoShot;
   return AllReduceImpl::kNccl;
 }
 

@@ -145,8 +145,30 @@ TEST(Choose, HonoursAnExplicitImplAndOptions) {
 
 TEST(Choose, AllReduceBySize) {
   EXPECT_EQ(choose_allreduce(4096, {4, true}), AllReduceImpl::kOneShot);
+  EXPECT_EQ(choose_allreduce(int64_t(1) << 20, {4, true}), AllReduceImpl::kTwoShot);
   EXPECT_EQ(choose_allreduce(4096, {4, false}), AllReduceImpl::kNccl);
   EXPECT_EQ(choose_allreduce(int64_t(1) << 30, {4, true}), AllReduceImpl::kNccl);
+  EXPECT_EQ(choose_allreduce(int64_t(1) << 30, {2, true}), AllReduceImpl::kOneShot);
+}
+
+// The measured rules of NOTE [planner rules], on the shared shapes.
+TEST(Choose, SharedShapesFollowTheMeasurements) {
+  struct Case { Op op; int64_t m, n, k; int world; Impl want; int chunks; };
+  const Case cases[] = {
+      {Op::kAgGemm, 512, 8192, 8192, 4, Impl::kBaseline, 1},     {Op::kAgGemm, 512, 8192, 8192, 2, Impl::kPipelinedCE, 1},
+      {Op::kAgGemm, 2048, 3584, 8192, 4, Impl::kPipelinedCE, 1}, {Op::kAgGemm, 8192, 8192, 8192, 4, Impl::kPipelinedCE, 2},
+      {Op::kGemmRs, 512, 8192, 2048, 4, Impl::kBaseline, 1},     {Op::kGemmRs, 512, 8192, 2048, 2, Impl::kPipelinedCE, 1},
+      {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kBaseline, 1},
+      {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kBaseline, 1},
+      {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kPipelinedCE, 1},
+  };
+  for (const Case& c : cases) {
+    GemmProblem p = ag(c.m, c.n, c.k);
+    p.op = c.op;
+    const Choice got = choose(p, {c.world, true}, {});
+    EXPECT_EQ(got.impl, c.want) << describe(p) << " W=" << c.world;
+    EXPECT_EQ(got.chunks, c.chunks) << describe(p) << " W=" << c.world;
+  }
 }
 
 }  // namespace
