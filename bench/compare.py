@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Side-by-side table of tpgemm-bench and shared/peers/torch_peers.py results of one device call.
+
+  bench/compare.py BENCH.json PEERS.json [PEERS_AR.json]   -> markdown on stdout
+
+Columns: the peers' NCCL+cuBLAS and torch-symm, tpgemm's baseline (and its ratio to the peers'
+NCCL+cuBLAS: a fair baseline is within 5%), what `auto` ran, its time, its speedup over tpgemm's
+baseline and over torch-symm. Geomeans per op close the table."""
+import json, math, sys
+
+OPS = {"ag_gemm": "ag", "gemm_rs": "rs", "gemm_ar": "ar"}
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def main():
+    bench = json.load(open(sys.argv[1]))
+    peers = json.load(open(sys.argv[2]))
+    rows = bench["rows"]
+    W = rows[0]["W"]
+    peer = {(r["op"], r["M"], r["N"], r["K"], r["impl"]): r["ms"] for r in peers}
+    print(f"{bench['device']}, {bench['date']}; `{bench['command']}`\n")
+    print("| op | M | N | K | NCCL+cuBLAS (torch) ms | tpgemm baseline ms | ratio | auto ran | auto ms | vs baseline | torch-symm ms | vs torch-symm | check |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    per_op = {}
+    for r in rows:
+        if r["op"] == "allreduce" or r["impl"] != "auto":
+            continue
+        base = next(x for x in rows if x["op"] == r["op"] and x["M"] == r["M"] and x["N"] == r["N"] and x["K"] == r["K"] and x["impl"] == "baseline")
+        key = (OPS[r["op"]], r["M"], r["N"], r["K"])
+        nccl = peer.get(key + ("nccl+cublas",))
+        symm = peer.get(key + ("torch-symm",))
+        sp = base["ms"] / r["ms"]
+        vs_symm = symm / r["ms"] if symm else None
+        per_op.setdefault(r["op"], []).append((sp, vs_symm, (symm and nccl) and nccl / symm))
+        print(f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f} | "
+              f"{r['ran']} | {r['ms']:.3f} | {sp:.2f}x | {symm:.3f} | {vs_symm:.2f}x | {r['check']} |" if symm else
+              f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f} | "
+              f"{r['ran']} | {r['ms']:.3f} | {sp:.2f}x | n/a | n/a | {r['check']} |")
+    print()
+    for op, v in per_op.items():
+        line = f"- W={W} {op}: auto geomean {geomean([x[0] for x in v]):.3f}x over the baseline (worst {min(x[0] for x in v):.3f}x)"
+        if any(x[2] for x in v):
+            line += f"; torch-symm geomean {geomean([x[2] for x in v]):.3f}x over the peers' NCCL+cuBLAS"
+            line += f"; auto over torch-symm {geomean([x[1] for x in v]):.3f}x"
+        print(line)
+    if len(sys.argv) > 3:
+        par = json.load(open(sys.argv[3]))
+        pa = {(r["M"], r["impl"]): r["ms"] for r in par}
+        print(f"\n| bytes | NCCL (torch) us | torch one-shot us | torch two-shot us | tpgemm nccl us | oneshot us | twoshot us | auto ran | auto us |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for b in sorted({r["bytes"] for r in rows if r["op"] == "allreduce"}):
+            t = {r["impl"]: r for r in rows if r["op"] == "allreduce" and r["bytes"] == b}
+            f = lambda k: f"{t[k]['ms'] * 1e3:.1f}" if k in t and t[k]["ms"] > 0 else "-"
+            g = lambda k: f"{pa[(b, k)] * 1e3:.1f}" if (b, k) in pa else "-"
+            print(f"| {b} | {g('nccl')} | {g('torch-oneshot')} | {g('torch-twoshot')} | {f('nccl')} | {f('oneshot')} | {f('twoshot')} | {t['auto']['ran']} | {f('auto')} |")
+
+
+if __name__ == "__main__":
+    main()
