@@ -83,6 +83,22 @@ class Runner {
     return out;
   }
 
+  // Makes a plan (collective); if every rank finds it unsupported, records that as the row's
+  // note and returns null. Any other error is real and propagates.
+  template <typename P, typename... Args>
+  std::unique_ptr<P> make_or_report(ResultRow& row, Args&&... args) {
+    try {
+      return std::make_unique<P>(std::forward<Args>(args)...);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kUnsupported) throw;
+      row.note = "unsupported: ";
+      row.note += e.what();
+      print(table_row(row));
+      rows_.push_back(row);
+      return nullptr;
+    }
+  }
+
   double max_over_ranks(double v) {
     double m = v;
     for (const auto& b : t_.allgather(&v, sizeof(v))) m = std::max(m, *reinterpret_cast<const double*>(b.data()));
@@ -187,17 +203,8 @@ class Runner {
       opts.impl = impl;
       opts.chunks_per_rank = cfg_.chunks;
       opts.comm_sms = cfg_.comm_sms;
-      std::unique_ptr<Plan> plan;
-      try {
-        plan = std::make_unique<Plan>(team_, p, opts);
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kUnsupported) throw;
-        row.note = "unsupported: ";
-        row.note += e.what();
-        print(table_row(row));
-        rows_.push_back(row);
-        continue;
-      }
+      auto plan = make_or_report<Plan>(row, team_, p, opts);
+      if (plan == nullptr) continue;
       row.chosen = std::string(to_string(plan->impl()));
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
@@ -269,17 +276,8 @@ class Runner {
     for (AllReduceImpl impl : impls) {
       ResultRow row = base;
       row.impl = std::string(to_string(impl));
-      std::unique_ptr<AllReducePlan> plan;
-      try {
-        plan = std::make_unique<AllReducePlan>(team_, count, dt, impl);
-      } catch (const Error& e) {
-        if (e.code() != ErrorCode::kUnsupported && e.code() != ErrorCode::kInvalidArgument) throw;
-        row.note = "unsupported: ";
-        row.note += e.what();
-        print(table_row(row));
-        rows_.push_back(row);
-        continue;
-      }
+      auto plan = make_or_report<AllReducePlan>(row, team_, count, dt, impl);
+      if (plan == nullptr) continue;
       row.chosen = std::string(to_string(plan->impl()));
       // Symmetric implementations read their input in place, as torch's symmetric-memory ops do.
       void* input = plan->symmetric_input() != nullptr ? plan->symmetric_input() : in.get();
