@@ -13,9 +13,14 @@ struct TeamState;
 }
 
 struct TeamOptions {
-  // Bound on every wait for a peer: device flags, barriers, the per-call host rendezvous.
+  // Bound on every wait for a peer on the GPU (flags, barriers). Those waits start only once
+  // every rank has entered the call, so they cover GPU-side skew only.
   // 0 = TPGEMM_TIMEOUT_MS from the environment, else 5000 ms.
   int64_t timeout_ms = 0;
+  // Bound on the per-call host rendezvous, which waits for the slowest rank's host to reach
+  // the same call (a rank busy with I/O or a slow data loader is not an error).
+  // 0 = TPGEMM_HOST_TIMEOUT_MS from the environment, else 300000 ms.
+  int64_t host_timeout_ms = 0;
 };
 
 class Team {

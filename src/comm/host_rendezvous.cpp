@@ -91,7 +91,10 @@ void HostRendezvous::agree(const Status& mine, const char* what, int64_t timeout
                            "call #%llu. Every rank must make the same tpgemm calls in the same order.",
                            rank_, (long long)timeout_ms, q, (unsigned long long)call, what, q,
                            (unsigned long long)seg_->slots[q].arrived.load()));
-      std::this_thread::yield();
+      // Spin briefly (ranks usually arrive within microseconds), then back off so that a rank
+      // waiting for a slow peer's host does not burn a core.
+      if (waited > std::chrono::milliseconds(1)) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      else std::this_thread::yield();
     }
   }
   if (!mine.ok()) throw Error(mine);

@@ -49,7 +49,7 @@ TeamState::~TeamState() {
   if (owns_comm && comm != nullptr) failed ? ncclCommAbort(comm) : ncclCommDestroy(comm);
 }
 
-void TeamState::init(ncclComm_t c, bool owns, int64_t timeout_ms_option) {
+void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
   comm = c;
   owns_comm = owns;
   TPGEMM_NCCL_CHECK(ncclCommUserRank(comm, &rank));
@@ -67,7 +67,9 @@ void TeamState::init(ncclComm_t c, bool owns, int64_t timeout_ms_option) {
                 strfmt("tpgemm was built with NCCL %d.%d headers but libnccl reports version code %d: NCCL's device ABI "
                        "changes between minor versions, so use a libnccl %d.%d.x", NCCL_MAJOR, NCCL_MINOR, version,
                        NCCL_MAJOR, NCCL_MINOR));
-  timeout_ms = timeout_ms_option > 0 ? timeout_ms_option : env_int("TPGEMM_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(5000);
+  timeout_ms = options.timeout_ms > 0 ? options.timeout_ms : env_int("TPGEMM_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(5000);
+  host_timeout_ms = options.host_timeout_ms > 0 ? options.host_timeout_ms
+                                                : env_int("TPGEMM_HOST_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(300000);
   const ncclTeam_t lsa = ncclTeamLsa(comm);
   lsa_size = lsa.nRanks > 0 ? lsa.nRanks : 1;
   all_lsa = lsa_size == world;
@@ -158,7 +160,7 @@ void TeamState::agree(const Status& mine, const std::string& descriptor, const c
 }
 
 void TeamState::agree_call(const Status& mine, const char* what) {
-  if (rendezvous != nullptr) rendezvous->agree(mine, what, timeout_ms);
+  if (rendezvous != nullptr) rendezvous->agree(mine, what, host_timeout_ms);
   else if (!mine.ok()) throw Error(mine);
 }
 
@@ -194,7 +196,7 @@ Team Team::from_unique_id(const ncclUniqueId& id, int rank, int world_size, int 
   TPGEMM_NCCL_CHECK(ncclCommInitRank(&comm, world_size, id, rank));
   auto s = std::make_shared<detail::TeamState>();
   try {
-    s->init(comm, true, options.timeout_ms);
+    s->init(comm, true, options);
   } catch (...) {
     if (s->comm == nullptr) ncclCommDestroy(comm);
     throw;
@@ -217,7 +219,7 @@ Team Team::from_env(const TeamOptions& options) {
 Team Team::from_comm(ncclComm_t comm, const TeamOptions& options) {
   if (comm == nullptr) throw Error(ErrorCode::kInvalidArgument, "from_comm: the communicator is null");
   auto s = std::make_shared<detail::TeamState>();
-  s->init(comm, false, options.timeout_ms);
+  s->init(comm, false, options);
   return Team(std::move(s));
 }
 

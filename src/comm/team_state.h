@@ -14,6 +14,7 @@
 #include "comm/host_rendezvous.h"
 #include "comm/timeout.h"
 #include "tpgemm/error.h"
+#include "tpgemm/team.h"
 
 namespace tpgemm::detail {
 
@@ -26,7 +27,8 @@ struct TeamState {
   int lsa_size = 1;
   bool all_lsa = false;
   int num_sms = 0;
-  int64_t timeout_ms = 5000;
+  int64_t timeout_ms = 5000;        // device waits
+  int64_t host_timeout_ms = 300000;  // the per-call host rendezvous
   cublasLtHandle_t lt = nullptr;
   cudaStream_t internal_stream = nullptr;  // team-internal collectives (plan creation, barriers)
   uint8_t* scratch = nullptr;              // device staging for those collectives
@@ -39,7 +41,7 @@ struct TeamState {
   ~TeamState();
 
   // Fills everything from an initialised communicator (collective).
-  void init(ncclComm_t c, bool owns, int64_t timeout_ms_option);
+  void init(ncclComm_t c, bool owns, const TeamOptions& options);
 
   comm::WaitEnv wait_env() const { return mailbox->env(rank, timeout_ms); }
   void check() const;

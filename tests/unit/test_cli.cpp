@@ -77,6 +77,7 @@ TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--eps=-1"}, "--eps=-1");
   expect_rejected({"--alpha=nan"}, "--alpha=nan");
   expect_rejected({"positional"}, "expected a --flag");
+  expect_rejected({"--bytes=1000"}, "--bytes=1000: expected a multiple of 16");
 }
 
 TEST(Shapes, TheBuiltInSetIsTheSharedOne) {

@@ -98,7 +98,10 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     else if (flag == "--n") c.n = int_arg(flag, value, 1, int64_t(1) << 31);
     else if (flag == "--k") c.k = int_arg(flag, value, 1, int64_t(1) << 31);
     else if (flag == "--l") c.l = int_arg(flag, value, 1, 65535);
-    else if (flag == "--bytes") c.bytes = int_arg(flag, value, 16, int64_t(1) << 40);
+    else if (flag == "--bytes") {
+      c.bytes = int_arg(flag, value, 16, int64_t(1) << 40);
+      if (c.bytes % 16 != 0) throw bad(flag, value, "a multiple of 16 bytes (the all-reduce moves 16-byte vectors)");
+    }
     else if (flag == "--alpha") c.alpha = static_cast<float>(float_arg(flag, value));
     else if (flag == "--beta") c.beta = static_cast<float>(float_arg(flag, value));
     else if (flag == "--iterations") c.iterations = static_cast<int>(int_arg(flag, value, 1, 1000000));
