@@ -1,5 +1,6 @@
 #include "plan/problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -22,7 +23,7 @@ namespace {
 Status invalid(std::string msg) { return {ErrorCode::kInvalidArgument, std::move(msg)}; }
 Status unsupported(std::string msg) { return {ErrorCode::kUnsupported, std::move(msg)}; }
 
-// Largest extent we accept: keeps every element offset well inside int64 and cuBLASLt's limits.
+// Largest single extent we accept (products are bounded separately in validate_problem).
 constexpr int64_t kMaxExtent = int64_t(1) << 31;
 
 bool overlaps(const void* p, int64_t bytes_p, const void* q, int64_t bytes_q) {
@@ -60,6 +61,13 @@ Status validate_problem(const GemmProblem& p, int world) {
   for (const auto& e : extents)
     if (e.v < 1 || e.v > kMaxExtent)
       return invalid(strfmt("%s=%lld: expected 1 <= %s <= 2^31", e.name, (long long)e.v, e.name));
+  if (p.l > 65535) return invalid(strfmt("L=%lld: expected at most 65535 batch entries", (long long)p.l));
+  // Every operand's element count must stay far inside int64 (and cuBLASLt's 64-bit strides).
+  const double l = static_cast<double>(p.l), m = static_cast<double>(p.m), n = static_cast<double>(p.n),
+               k = static_cast<double>(p.k);
+  if (std::max({l * m * k, l * k * n, l * m * n}) > 0x1p50)
+    return invalid(strfmt("M=%lld N=%lld K=%lld L=%lld: an operand of more than 2^50 elements", (long long)p.m,
+                          (long long)p.n, (long long)p.k, (long long)p.l));
   if (p.n % 8 != 0)
     return unsupported(strfmt("N=%lld: expected a multiple of 8 (rows of D must be 16-byte multiples)", (long long)p.n));
   if (p.k % 8 != 0)
@@ -88,7 +96,15 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops) {
                             a.name, a.ptr));
   }
   for (const Arg& a : {args[0], args[1], args[2]}) {
-    if (a.name[0] == 'C' && (!p.has_c || a.ptr == ops.d)) continue;  // C == D: in-place, allowed
+    if (a.name[0] == 'C' && !p.has_c) continue;
+    if (a.name[0] == 'C' && a.ptr == ops.d) {
+      // In place is safe where each element of C is read before its D is written: ag_gemm's
+      // matmul epilogue. gemm_rs and gemm_ar write D (the reduced sum) before they add C.
+      if (p.op == Op::kAgGemm) continue;
+      return invalid(strfmt("C == D (in place) with %s: D receives the reduced sum before C is added, so C must be "
+                            "a separate buffer (in place is supported for ag_gemm)",
+                            std::string(to_string(p.op)).c_str()));
+    }
     if (overlaps(ops.d, args[3].bytes, a.ptr, a.bytes))
       return invalid(strfmt("D=%p (%lld bytes) overlaps %s=%p (%lld bytes): the output must not alias an input",
                             ops.d, (long long)args[3].bytes, a.name, a.ptr, (long long)a.bytes));

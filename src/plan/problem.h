@@ -30,7 +30,7 @@ int64_t d_rows(const GemmProblem& p, int world);
 Status validate_problem(const GemmProblem& p, int world);
 
 // Checks of one call's pointers: non-null, 16-byte aligned, D not overlapping A, B or C
-// (C == D exactly is allowed: in-place accumulation).
+// (C == D exactly is allowed for ag_gemm: in-place accumulation).
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops);
 
 // What a team can do, as the planner sees it.

@@ -87,6 +87,11 @@ TEST(ValidateProblem, NamesArgumentValueAndExpectation) {
   l.b_layout = static_cast<BLayout>(3);
   expect_error(validate_problem(l, 2), ErrorCode::kUnsupported, {"B layout 3"});
   expect_error(validate_problem(ag(64, 64, 64), 0), ErrorCode::kInvalidArgument, {"world size 0"});
+  GemmProblem big = ag(int64_t(1) << 30, int64_t(1) << 30, 64);
+  expect_error(validate_problem(big, 1), ErrorCode::kInvalidArgument, {"2^50"});
+  GemmProblem batches = ag(64, 64, 64);
+  batches.l = 70000;
+  expect_error(validate_problem(batches, 1), ErrorCode::kInvalidArgument, {"L=70000"});
 }
 
 TEST(ValidateOperands, NullMisalignedAndOverlapping) {
@@ -109,6 +114,10 @@ TEST(ValidateOperands, NullMisalignedAndOverlapping) {
   Operands in_place = ok;
   in_place.c = ok.d;
   EXPECT_TRUE(validate_operands(p, 2, in_place).ok()) << "C == D is in-place accumulation";
+  for (Op op : {Op::kGemmRs, Op::kGemmAr}) {
+    p.op = op;
+    expect_error(validate_operands(p, 2, in_place), ErrorCode::kInvalidArgument, {"C == D", "separate buffer"});
+  }
 }
 
 TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
