@@ -35,9 +35,13 @@ class Error : public std::runtime_error {
   Error(ErrorCode code, const std::string& message);
   explicit Error(const Status& status) : Error(status.code, status.message) {}
   ErrorCode code() const { return code_; }
+  // The message without the "tpgemm <Code>: " prefix that what() carries.
+  const std::string& message() const { return message_; }
+  Status status() const { return {code_, message_}; }
 
  private:
   ErrorCode code_;
+  std::string message_;
 };
 
 // Throws Error(status) unless status is ok.

@@ -26,6 +26,10 @@ struct alignas(64) RankSlot {
 struct HostRendezvous::Segment {
   uint64_t magic;
   int32_t world;
+  // Set once a rank gave up waiting: every later agree() on any rank throws, so that a rank
+  // arriving late never enqueues a collective its peers have abandoned.
+  std::atomic<int32_t> failed;
+  char failure[244];
   RankSlot slots[1];  // world of them
 };
 
@@ -72,6 +76,11 @@ std::string HostRendezvous::unique_name() {
 void HostRendezvous::agree(const Status& mine, const char* what, int64_t timeout_ms) {
   if (seg_->magic != kMagic || seg_->world != world_)
     throw Error(ErrorCode::kInternal, strfmt("rank %d: the rendezvous segment %s is not initialised", rank_, name_.c_str()));
+  auto abandoned = [&] {
+    return Error(ErrorCode::kPeerFailure, strfmt("rank %d: the team gave up on an earlier collective call: %s", rank_,
+                                                 seg_->failure));
+  };
+  if (seg_->failed.load(std::memory_order_acquire) != 0) throw abandoned();
   const uint64_t call = ++calls_;
   const int parity = static_cast<int>(call & 1);
   RankSlot& me = seg_->slots[rank_];
@@ -84,13 +93,18 @@ void HostRendezvous::agree(const Status& mine, const char* what, int64_t timeout
     int spins = 0;
     while (seg_->slots[q].arrived.load(std::memory_order_acquire) < call) {
       if (++spins < 1000) continue;
+      if (seg_->failed.load(std::memory_order_acquire) != 0) throw abandoned();
       const auto waited = std::chrono::steady_clock::now() - t0;
-      if (waited > std::chrono::milliseconds(timeout_ms))
-        throw Error(ErrorCode::kTimeout,
-                    strfmt("rank %d waited %lld ms for rank %d to reach collective call #%llu (%s); rank %d is still at "
-                           "call #%llu. Every rank must make the same tpgemm calls in the same order.",
-                           rank_, (long long)timeout_ms, q, (unsigned long long)call, what, q,
-                           (unsigned long long)seg_->slots[q].arrived.load()));
+      if (waited > std::chrono::milliseconds(timeout_ms)) {
+        const std::string why =
+            strfmt("rank %d waited %lld ms for rank %d to reach collective call #%llu (%s); rank %d is still at call "
+                   "#%llu. Every rank must make the same tpgemm calls in the same order.",
+                   rank_, (long long)timeout_ms, q, (unsigned long long)call, what, q,
+                   (unsigned long long)seg_->slots[q].arrived.load());
+        std::snprintf(seg_->failure, sizeof(seg_->failure), "%s", why.c_str());
+        seg_->failed.store(1, std::memory_order_release);
+        throw Error(ErrorCode::kTimeout, why);
+      }
       // Spin briefly (ranks usually arrive within microseconds), then back off so that a rank
       // waiting for a slow peer's host does not burn a core.
       if (waited > std::chrono::milliseconds(1)) std::this_thread::sleep_for(std::chrono::microseconds(20));

@@ -39,10 +39,13 @@ SignalPad::SignalPad(std::shared_ptr<detail::TeamState> team, int num_barriers, 
                      const char* what)
     : team_(std::move(team)), num_barriers_(num_barriers), rounds_(rounds) {
   TPGEMM_ASSERT(team_->world <= 32 && rounds >= 1);
+  // NOTE [collective construction]: the local word set first, agreed on, then the symmetric pad.
+  team_->agree_local("allocating a signal pad's control words", [&] {
+    control_ = DeviceBuffer(sizeof(uint64_t) * (1 + static_cast<size_t>(rounds)));
+    TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
+  });
   const size_t groups = static_cast<size_t>(num_barriers + num_families);
   pad_ = SymmetricBuffer(team_, std::max<size_t>(groups, 1) * team_->world * sizeof(uint64_t), what);
-  control_ = DeviceBuffer(sizeof(uint64_t) * (1 + static_cast<size_t>(rounds)));
-  TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
 }
 
 int SignalPad::world() const { return team_->world; }

@@ -23,29 +23,31 @@ SymmetricBuffer::SymmetricBuffer(std::shared_ptr<detail::TeamState> team, size_t
   TPGEMM_ASSERT(t.all_lsa);
   bytes_ = (std::max<size_t>(bytes, 1) + NCCL_WIN_REQUIRED_ALIGNMENT - 1) / NCCL_WIN_REQUIRED_ALIGNMENT *
            NCCL_WIN_REQUIRED_ALIGNMENT;
+  peers_.resize(static_cast<size_t>(t.world));
+  // Allocate everything local first and agree before the collective registration, so that one
+  // rank running out of memory cannot leave the others waiting inside ncclCommWindowRegister.
   Status allocated;
-  if (t.world == 1) {
+  if (cudaMalloc(&device_peers_, sizeof(void*) * peers_.size()) != cudaSuccess) {
+    device_peers_ = nullptr;
+    allocated = {ErrorCode::kCudaError, strfmt("cudaMalloc of the peer table for %s on device %d failed", what, t.device)};
+  } else if (t.world == 1) {
     // A team of one has no peers: plain device memory (NCCL maps no LSA window for it).
-    TPGEMM_CUDA_CHECK(cudaMalloc(&local_, bytes_));
     plain_ = true;
-  } else {
-    // Allocate locally first and agree before the collective registration, so that one rank
-    // running out of memory cannot leave the others waiting inside ncclCommWindowRegister.
-    const ncclResult_t r = ncclMemAlloc(&local_, bytes_);
-    if (r != ncclSuccess) {
+    if (cudaMalloc(&local_, bytes_) != cudaSuccess) {
       local_ = nullptr;
-      allocated = {ErrorCode::kNcclError, strfmt("ncclMemAlloc of %zu bytes for %s on device %d: %s", bytes_, what, t.device,
-                                                 ncclGetErrorString(r))};
+      allocated = {ErrorCode::kCudaError, strfmt("cudaMalloc of %zu bytes for %s on device %d failed", bytes_, what, t.device)};
     }
+  } else if (const ncclResult_t r = ncclMemAlloc(&local_, bytes_); r != ncclSuccess) {
+    local_ = nullptr;
+    allocated = {ErrorCode::kNcclError, strfmt("ncclMemAlloc of %zu bytes for %s on device %d: %s", bytes_, what, t.device,
+                                               ncclGetErrorString(r))};
   }
   try {
-    peers_.resize(static_cast<size_t>(t.world));
-    TPGEMM_CUDA_CHECK(cudaMalloc(&device_peers_, sizeof(void*) * peers_.size()));
+    t.agree(allocated, strfmt("symmetric buffer '%s' of %zu bytes", what, bytes_), "allocating symmetric memory");
     if (plain_) {
       peers_[0] = local_;
       TPGEMM_CUDA_CHECK(cudaMemcpyAsync(device_peers_, peers_.data(), sizeof(void*), cudaMemcpyHostToDevice, t.internal_stream));
     } else {
-      t.agree(allocated, strfmt("symmetric buffer '%s' of %zu bytes", what, bytes_), "allocating symmetric memory");
       TPGEMM_NCCL_CHECK(ncclCommWindowRegister(t.comm, local_, bytes_, &window_, NCCL_WIN_COLL_SYMMETRIC));
       read_peer_pointers<<<1, 32, 0, t.internal_stream>>>(window_, t.world, device_peers_);
       TPGEMM_CHECK_LAUNCH();

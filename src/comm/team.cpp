@@ -33,14 +33,7 @@ void copy_str(char (&dst)[N], const std::string& s) {
 
 TeamState::~TeamState() {
   rendezvous.reset();
-  const bool failed = mailbox != nullptr && [&] {
-    try {
-      mailbox->throw_if_tripped();
-      return false;
-    } catch (const Error&) {
-      return true;
-    }
-  }();
+  const bool failed = mailbox != nullptr && !mailbox->status().ok();
   mailbox.reset();
   if (lt != nullptr) cublasLtDestroy(lt);
   if (scratch != nullptr) cudaFree(scratch);
@@ -92,7 +85,7 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
       try {
         rendezvous = std::make_unique<comm::HostRendezvous>(name, rank, world, true);
       } catch (const Error& e) {
-        created = {e.code(), e.what()};
+        created = e.status();
       }
     }
     agree(created, "", "creating the host rendezvous segment");
@@ -102,10 +95,15 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
       try {
         rendezvous = std::make_unique<comm::HostRendezvous>(name, rank, world, false);
       } catch (const Error& e) {
-        opened = {e.code(), e.what()};
+        opened = e.status();
       }
     }
-    agree(opened, "", "opening the host rendezvous segment");
+    try {
+      agree(opened, "", "opening the host rendezvous segment");
+    } catch (...) {
+      if (rank == 0) rendezvous->unlink();  // leave nothing behind in /dev/shm
+      throw;
+    }
     if (rank == 0) rendezvous->unlink();
   }
 }
@@ -159,6 +157,16 @@ void TeamState::agree(const Status& mine, const std::string& descriptor, const c
                                                   v[r].message));
 }
 
+void TeamState::agree_local(const char* what, const std::function<void()>& work) {
+  Status mine;
+  try {
+    work();
+  } catch (const Error& e) {
+    mine = e.status();
+  }
+  agree(mine, "", what);
+}
+
 void TeamState::agree_call(const Status& mine, const char* what) {
   if (rendezvous != nullptr) rendezvous->agree(mine, what, host_timeout_ms);
   else if (!mine.ok()) throw Error(mine);
@@ -195,12 +203,7 @@ Team Team::from_unique_id(const ncclUniqueId& id, int rank, int world_size, int 
   ncclComm_t comm = nullptr;
   TPGEMM_NCCL_CHECK(ncclCommInitRank(&comm, world_size, id, rank));
   auto s = std::make_shared<detail::TeamState>();
-  try {
-    s->init(comm, true, options);
-  } catch (...) {
-    if (s->comm == nullptr) ncclCommDestroy(comm);
-    throw;
-  }
+  s->init(comm, true, options);  // on failure ~TeamState destroys the communicator
   return Team(std::move(s));
 }
 

@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,12 @@ struct TeamState {
   // it is about to do; if the descriptions differ, or any verdict is bad, every rank throws
   // (the bad rank its own error, the others PeerFailure naming it).
   void agree(const Status& mine, const std::string& descriptor, const char* what);
+
+  // Runs `work` (local allocations and the like), then agrees on its outcome: a failure on any
+  // rank throws on every rank. NOTE [collective construction]: a plan's constructor does all
+  // its local work under one agree_local() before any collective step, so that no rank can
+  // fail alone while its peers wait inside a collective.
+  void agree_local(const char* what, const std::function<void()>& work);
 
   // The per-call check of NOTE [collective argument check].
   void agree_call(const Status& mine, const char* what);

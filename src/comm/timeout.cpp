@@ -45,16 +45,16 @@ WaitEnv TimeoutMailbox::env(int rank, int64_t timeout_ms) const {
   return e;
 }
 
-void TimeoutMailbox::throw_if_tripped() const {
-  if (*reinterpret_cast<volatile int32_t*>(&host_->code) == 0) return;
+Status TimeoutMailbox::status() const {
+  if (*reinterpret_cast<volatile int32_t*>(&host_->code) == 0) return Status::Ok();
   const TimeoutRecord r = *host_;
-  throw Error(ErrorCode::kTimeout,
+  return Status{ErrorCode::kTimeout,
               strfmt("rank %d waited %.1f ms on the GPU for rank %d: %s (%s %d), expected a flag >= %llu and saw %llu. "
                      "Rank %d never got there (crashed, stopped early, or made a different call). This team is now "
                      "unusable: destroy it and create a new one.",
                      r.rank, static_cast<double>(r.waited_ns) * 1e-6, r.peer, to_string(static_cast<WaitSite>(r.site)),
                      static_cast<WaitSite>(r.site) == WaitSite::kBarrier ? "barrier" : "round", r.index,
-                     (unsigned long long)r.expected, (unsigned long long)r.seen, r.peer));
+                     (unsigned long long)r.expected, (unsigned long long)r.seen, r.peer)};
 }
 
 }  // namespace tpgemm::comm

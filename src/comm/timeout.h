@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "comm/device/wait_env.h"
+#include "tpgemm/error.h"
 
 namespace tpgemm::comm {
 
@@ -15,8 +16,9 @@ class TimeoutMailbox {
   TimeoutMailbox& operator=(const TimeoutMailbox&) = delete;
 
   WaitEnv env(int rank, int64_t timeout_ms) const;
-  // Throws Error(Timeout) describing the first failed wait, if any.
-  void throw_if_tripped() const;
+  // Error(Timeout) describing the first failed wait, if any; Ok otherwise.
+  Status status() const;
+  void throw_if_tripped() const { throw_if_error(status()); }
 
  private:
   TimeoutRecord* host_ = nullptr;

@@ -17,7 +17,7 @@ std::string_view to_string(ErrorCode code) {
 }
 
 Error::Error(ErrorCode code, const std::string& message)
-    : std::runtime_error("tpgemm " + std::string(to_string(code)) + ": " + message), code_(code) {}
+    : std::runtime_error("tpgemm " + std::string(to_string(code)) + ": " + message), code_(code), message_(message) {}
 
 void throw_if_error(const Status& status) {
   if (!status.ok()) throw Error(status);

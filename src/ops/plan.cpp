@@ -53,21 +53,29 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
 Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
   const auto& t = team.state();
   TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
-  t->check();
-  const Status local = detail::check_locally(*t, problem, options);
-  plan::Choice choice;
-  if (local.ok()) choice = plan::choose(problem, detail::topology(*t), options);
-  // The descriptor includes the resolved choice: ranks that would pick different schedules
-  // (say, different options) are caught here rather than deadlocking later.
-  const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d", std::string(to_string(choice.impl)).c_str(),
-                                                             choice.chunks, choice.comm_sms);
-  t->agree(local, local.ok() ? descriptor : describe(problem), "the plan");
-  state_ = std::make_unique<detail::PlanState>();
-  state_->team = t;
-  state_->problem = problem;
-  state_->choice = choice;
-  state_->impl = detail::make_impl({t, problem, choice});
-  t->barrier();  // every rank's workspace is ready before any call can touch it
+  // A failed team is this rank's verdict too: its peers learn it here instead of waiting.
+  Status local = t->mailbox->status();
+  if (local.ok()) local = detail::check_locally(*t, problem, options);
+  // Ranks compare what they were asked for; the choice below is a function of it.
+  const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d",
+                                                             std::string(to_string(options.impl)).c_str(),
+                                                             options.chunks_per_rank, options.comm_sms);
+  t->agree(local, descriptor, "the plan");
+  auto state = std::make_unique<detail::PlanState>();
+  state->team = t;
+  state->problem = problem;
+  state->choice = plan::choose(problem, detail::topology(*t), options);
+  // NOTE [collective construction]: every implementation agrees on its local work before its
+  // collective steps, so a failure inside make_impl is either every rank's or caught here by
+  // the one rank it happened on; either way all ranks meet in this last agree.
+  Status built;
+  try {
+    state->impl = detail::make_impl({t, problem, state->choice});
+  } catch (const Error& e) {
+    built = e.status();
+  }
+  t->agree(built, descriptor, "building the plan");  // also: every rank's workspace is ready
+  state_ = std::move(state);
 }
 
 Plan::~Plan() = default;
@@ -77,8 +85,8 @@ Plan& Plan::operator=(Plan&&) noexcept = default;
 void Plan::run(const Operands& operands, cudaStream_t stream) {
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from Plan");
   detail::TeamState& t = *state_->team;
-  t.mailbox->throw_if_tripped();
-  const Status mine = plan::validate_operands(state_->problem, t.world, operands);
+  Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
+  if (mine.ok()) mine = plan::validate_operands(state_->problem, t.world, operands);
   if (mine.ok()) state_->impl->prologue(operands, stream);
   t.agree_call(mine, "Plan::run operands");
   state_->impl->run(operands, stream);

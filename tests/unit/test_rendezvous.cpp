@@ -55,13 +55,24 @@ TEST(HostRendezvous, OneBadRankMakesEveryRankThrowInTheSameCall) {
 
 TEST(HostRendezvous, AnAbsentRankIsATimeoutNamingIt) {
   EXPECT_EQ(with_rendezvous(3, [](int rank, HostRendezvous& r) {
-              if (rank == 1) return 0;  // never calls
+              if (rank == 1) {
+                // Arrives long after the others gave up: it must not go on alone.
+                std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+                try {
+                  r.agree(Status::Ok(), "call", 300);
+                  return 22;
+                } catch (const Error& e) {
+                  return e.code() == ErrorCode::kPeerFailure && std::string(e.what()).find("gave up") != std::string::npos ? 0 : 23;
+                }
+              }
               try {
                 r.agree(Status::Ok(), "call", 300);
                 return 20;
               } catch (const Error& e) {
                 const std::string m = e.what();
-                return e.code() == ErrorCode::kTimeout && m.find("for rank 1") != std::string::npos ? 0 : 21;
+                // The first to run out reports Timeout; one that finds the team abandoned, PeerFailure.
+                const bool code_ok = e.code() == ErrorCode::kTimeout || e.code() == ErrorCode::kPeerFailure;
+                return code_ok && m.find("for rank 1") != std::string::npos ? 0 : 21;
               }
             }),
             0);

@@ -34,29 +34,44 @@ Status check_allreduce(const TeamState& t, int64_t count, DType dtype, AllReduce
   return Status::Ok();
 }
 
+Status check_allreduce_operands(const void* in, const void* out) {
+  if (in == nullptr || out == nullptr)
+    return {ErrorCode::kInvalidArgument, strfmt("all-reduce %s is null: expected a device pointer", in == nullptr ? "in" : "out")};
+  if (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
+    return {ErrorCode::kInvalidArgument, strfmt("all-reduce in=%p out=%p: both must be 16-byte aligned", in, out)};
+  return Status::Ok();
+}
+
 }  // namespace
 }  // namespace detail
 
 AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllReduceImpl impl) {
   const auto& t = team.state();
   TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
-  t->check();
-  const Status local = detail::check_allreduce(*t, count, dtype, impl);
+  Status local = t->mailbox->status();
+  if (local.ok()) local = detail::check_allreduce(*t, count, dtype, impl);
+  const std::string descriptor = strfmt("allreduce count=%lld %s impl=%s", (long long)count,
+                                        std::string(to_string(dtype)).c_str(), std::string(to_string(impl)).c_str());
+  t->agree(local, descriptor, "the all-reduce plan");
   AllReduceImpl chosen = impl;
-  if (local.ok() && impl == AllReduceImpl::kAuto)
+  if (impl == AllReduceImpl::kAuto)
     chosen = plan::choose_allreduce(count * static_cast<int64_t>(dtype_size(dtype)), {t->world, t->all_lsa});
-  if (local.ok() && t->world == 1) chosen = AllReduceImpl::kNccl;  // nothing to exchange
-  t->agree(local, strfmt("allreduce count=%lld %s impl=%s", (long long)count, std::string(to_string(dtype)).c_str(),
-                         std::string(to_string(chosen)).c_str()),
-           "the all-reduce plan");
-  state_ = std::make_unique<detail::AllReduceState>();
-  state_->team = t;
-  state_->count = count;
-  state_->dtype = dtype;
-  state_->impl = chosen;
-  if (chosen != AllReduceImpl::kNccl)
-    state_->symm = std::make_unique<ops::SymmAllReduce>(t, count, dtype, chosen == AllReduceImpl::kTwoShot);
-  t->barrier();
+  if (t->world == 1) chosen = AllReduceImpl::kNccl;  // nothing to exchange
+  auto state = std::make_unique<detail::AllReduceState>();
+  state->team = t;
+  state->count = count;
+  state->dtype = dtype;
+  state->impl = chosen;
+  Status built;  // NOTE [collective construction]
+  try {
+    if (chosen != AllReduceImpl::kNccl)
+      state->symm = std::make_unique<ops::SymmAllReduce>(t, count, dtype, chosen == AllReduceImpl::kTwoShot,
+                                                         /*in_place=*/true);
+  } catch (const Error& e) {
+    built = e.status();
+  }
+  t->agree(built, descriptor, "building the all-reduce plan");
+  state_ = std::move(state);
 }
 
 AllReducePlan::~AllReducePlan() = default;
@@ -66,12 +81,9 @@ AllReducePlan& AllReducePlan::operator=(AllReducePlan&&) noexcept = default;
 void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
   detail::AllReduceState& s = *state_;
   detail::TeamState& t = *s.team;
-  t.mailbox->throw_if_tripped();
   const size_t bytes = static_cast<size_t>(s.count) * dtype_size(s.dtype);
-  Status mine;
-  if (in == nullptr || out == nullptr) mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce %s is null", in == nullptr ? "in" : "out")};
-  else if (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
-    mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce in=%p out=%p: both must be 16-byte aligned", in, out)};
+  Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
+  if (mine.ok()) mine = detail::check_allreduce_operands(in, out);
   t.agree_call(mine, "AllReducePlan::run");
   if (s.impl == AllReduceImpl::kNccl) {
     TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(s.count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));

@@ -37,6 +37,7 @@ struct SymmAllReduceArgs {
   uint64_t* control = nullptr;      // this rank's [epoch, phase-1 blocks, finished blocks]
   int64_t count = 0;                // elements, a multiple of 8
   void* out = nullptr;
+  bool out_is_input = false;        // two-shot in place: phase 1's sum is already the result
   const void* c = nullptr;          // optional: out = sum + beta * c (c is this rank's own)
   float beta = 0.0f;
   int world = 1;
@@ -49,13 +50,14 @@ int twoshot_max_blocks(DType dtype, int num_sms);  // co-resident blocks: two-sh
 
 class SymmAllReduce {
  public:
-  // Collective. `two_shot` picks the algorithm.
-  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot);
+  // Collective. `two_shot` picks the algorithm; `in_place` allows out == input() (one-shot then
+  // needs a scratch buffer of the input's size).
+  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot, bool in_place);
   void* input() const { return buffer_.local(); }
   int64_t count() const { return count_; }
   // out = sum over ranks of input() (+ beta * c). input() must be written before, in stream order.
-  // out may be input() when c is null (one-shot then reduces into a scratch buffer and copies:
-  // peers are still reading input() while it reduces).
+  // out may be input() when c is null and the plan was made in_place (one-shot then reduces into
+  // a scratch buffer and copies: peers are still reading input() while it reduces).
   void run(void* out, const void* c, float beta, cudaStream_t stream) const;
 
  private:

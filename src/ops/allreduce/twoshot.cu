@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduc
     float acc[8] = {};
     for (int q = 0; q < a.world; ++q) add8(bufs[q] + v * 8, acc);
     store8(bufs[me] + v * 8, acc);
-    if (out != bufs[me]) {
+    if (!a.out_is_input) {
       add_beta_c<T>(a, v * 8, acc);
       store8(out + v * 8, acc);
     }

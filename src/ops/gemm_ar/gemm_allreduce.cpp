@@ -15,9 +15,13 @@ class GemmAllReduce final : public OpImpl {
   explicit GemmAllReduce(const ImplContext& ctx)
       : team_(ctx.team),
         p_(ctx.problem),
-        allreduce_(team_, p_.l * p_.m * p_.n, p_.dtype, ctx.choice.impl == Impl::kGemmTwoShot),
-        workspace_(gemm::LtMatmul::kWorkspaceBytes),
-        matmul_(team_->lt, gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout)) {}
+        allreduce_(team_, p_.l * p_.m * p_.n, p_.dtype, ctx.choice.impl == Impl::kGemmTwoShot, /*in_place=*/false) {
+    // Local work after the symmetric allocation, so agreed on separately (NOTE [collective construction]).
+    team_->agree_local("allocating the matmul's workspace", [&] {
+      workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
+      matmul_ = gemm::LtMatmul(team_->lt, gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout));
+    });
+  }
 
   // The matmul writes only the symmetric buffer, which no peer reads before this call's start
   // flag (the previous call's all-reduce ended only once every peer was done with it).

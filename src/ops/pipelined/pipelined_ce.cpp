@@ -1,8 +1,8 @@
 // The copy-engine pipelined implementation of all three ops: it enqueues the steps of the
-// schedule src/plan builds (NOTE [schedule model]) on the caller's stream and one
+// schedule src/plan builds (NOTE [schedule model]) on the caller's stream and one or two
 // high-priority side streams. Matmuls are cuBLASLt, transfers are cudaMemcpyAsync between
-// symmetric buffers over NVLink (no SMs), flags are copy-engine writes, and the only SM work
-// besides the matmuls is a one-block barrier per call and the final reduction.
+// symmetric buffers over NVLink (no SMs), flags are copy-engine writes; the SM work besides the
+// matmuls is small: one-block barrier and flag-wait kernels, the reduction, and the add-C pass.
 #include <map>
 #include <tuple>
 
@@ -30,27 +30,41 @@ class PipelinedCE final : public OpImpl {
  public:
   explicit PipelinedCE(const ImplContext& ctx)
       : team_(ctx.team), p_(ctx.problem), choice_(ctx.choice), es_(static_cast<int64_t>(dtype_size(p_.dtype))) {
-    const TeamState& t = *team_;
-    schedule_ = plan::build_pipelined(p_, t.world, t.rank, choice_.chunks);
-    throw_if_error(plan::check_schedule(schedule_, p_));
+    TeamState& t = *team_;
     TPGEMM_ASSERT(t.world <= 32);
-    // Buffers, in the same order on every rank (symmetric allocation is collective).
-    for (int b = 0; b < plan::kNumBufs; ++b) {
-      const Buf buf = static_cast<Buf>(b);
-      const plan::BufGeometry g = plan::buffer_geometry(buf, p_, t.world);
-      const size_t bytes = static_cast<size_t>(g.slots * p_.l * g.rows * g.cols * es_);
-      if (b <= static_cast<int>(Buf::kUserD) || bytes == 0) continue;
-      if (plan::is_symmetric(buf) && t.world > 1)
-        symmetric_[b] = comm::SymmetricBuffer(team_, bytes, std::string(plan::to_string(buf)).c_str());
-      else local_[b] = DeviceBuffer(bytes);
-    }
+    // NOTE [collective construction]: everything local first (the schedule, cuBLASLt plans,
+    // local buffers, streams), agreed on by all ranks; then the symmetric buffers, which are
+    // collective and fail on every rank alike.
+    bool used[plan::kNumBufs] = {};
+    t.agree_local("building the pipelined schedule and its local workspace", [&] {
+      schedule_ = plan::build_pipelined(p_, t.world, t.rank, choice_.chunks);
+      throw_if_error(plan::check_schedule(schedule_, p_));
+      bool gather = false;
+      for (const Step& s : schedule_.steps) {
+        if (s.kind == StepKind::kGemm || s.kind == StepKind::kCopy)
+          used[static_cast<int>(s.src.buf)] = used[static_cast<int>(s.dst.buf)] = true;
+        if (s.kind == StepKind::kReduce) {
+          used[static_cast<int>(Buf::kRecv)] = true;
+          if (s.to_reduced && t.world > 1) used[static_cast<int>(Buf::kReduced)] = true;
+        }
+        gather = gather || s.stream == plan::Stream::kGather;
+      }
+      for (int b = static_cast<int>(Buf::kShard); b < plan::kNumBufs; ++b)
+        if (used[b] && !(plan::is_symmetric(static_cast<Buf>(b)) && t.world > 1))
+          local_[b] = DeviceBuffer(bytes_of(static_cast<Buf>(b)));
+      copy_stream_ = Stream::highest_priority();
+      if (gather) gather_stream_ = Stream::highest_priority();
+      for (int e = 0; e < schedule_.num_events; ++e) events_.push_back(Event::create());
+      workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
+      for (const Step& s : schedule_.steps)
+        if (s.kind == StepKind::kGemm) matmul_for(s);  // plan every matmul now, not in run()
+    });
+    // Symmetric buffers, in the same order on every rank.
+    for (int b = static_cast<int>(Buf::kShard); b < plan::kNumBufs; ++b)
+      if (used[b] && plan::is_symmetric(static_cast<Buf>(b)) && t.world > 1)
+        symmetric_[b] =
+            comm::SymmetricBuffer(team_, bytes_of(static_cast<Buf>(b)), std::string(plan::to_string(static_cast<Buf>(b))).c_str());
     if (t.world > 1) pad_ = comm::SignalPad(team_, schedule_.num_barriers, plan::kNumFlags, schedule_.rounds, "pipelined flags");
-    copy_stream_ = Stream::highest_priority();
-    gather_stream_ = Stream::highest_priority();
-    for (int e = 0; e < schedule_.num_events; ++e) events_.push_back(Event::create());
-    workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
-    for (const Step& s : schedule_.steps)
-      if (s.kind == StepKind::kGemm) matmul_for(s);  // plan every matmul now, not in run()
     // Test hook: this rank never raises its flags, so its peers' bounded waits must fire.
     drop_signals_ = env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == t.rank;
   }
@@ -93,6 +107,11 @@ class PipelinedCE final : public OpImpl {
     char* ptr;
     int64_t batch_stride;  // elements
   };
+
+  size_t bytes_of(Buf b) const {
+    const plan::BufGeometry g = plan::buffer_geometry(b, p_, team_->world);
+    return static_cast<size_t>(g.slots * p_.l * g.rows * g.cols * es_);
+  }
 
   // NOTE [pipelined buffers] row spaces, turned into addresses.
   Ptr address(const Region& r) const {
