@@ -13,5 +13,5 @@ if [ ${#need[@]} -gt 0 ]; then
   SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need[@]}"
 fi
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-command -v nvcc >/dev/null || { echo "setup: nvcc not found: install the CUDA toolkit (13.0) first" >&2; exit 1; }
+command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] ||
+  { echo "setup: nvcc not found: install the CUDA toolkit (13.0) first" >&2; exit 1; }

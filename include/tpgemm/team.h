@@ -54,7 +54,8 @@ class Team {
   // stream you ran on. Once a wait has failed the team stays failed; make a new one.
   void check() const;
 
-  // A host-side barrier of all ranks (through NCCL; synchronises this rank's device).
+  // A barrier of all ranks' hosts (an NCCL all-gather on a stream of the team's own; it does
+  // not wait for work on your streams).
   void barrier() const;
 
   const std::shared_ptr<detail::TeamState>& state() const { return state_; }

@@ -180,8 +180,9 @@ std::optional<LaunchEnv> read_launch_env() {
   const auto world = env_int_any(kWorld, &world_var);
   if (!rank && !world) return std::nullopt;
   if (!rank || !world)
-    throw Error(ErrorCode::kInvalidArgument, strfmt("%s is set but %s is not: a launcher sets both the rank and the world size",
-                                                    rank ? rank_var : world_var, rank ? "WORLD_SIZE" : "RANK"));
+    throw Error(ErrorCode::kInvalidArgument,
+                strfmt("%s is set but none of %s is: a launcher sets both the rank and the world size", rank ? rank_var : world_var,
+                       rank ? "WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, PMI_SIZE" : "RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK"));
   if (*world < 1 || *rank >= *world)
     throw Error(ErrorCode::kInvalidArgument, strfmt("%s=%lld with %s=%lld: expected 0 <= rank < world size", rank_var,
                                                     (long long)*rank, world_var, (long long)*world));

@@ -30,7 +30,7 @@ Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptio
 }
 
 Impl choose_gemm_ar(const GemmProblem& p, int world) {
-  const int64_t d_bytes_per_rank = p.l * p.m * p.n * 2 / world;
+  const int64_t d_bytes_per_rank = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype)) / world;
   if (d_bytes_per_rank >= 16 * kMiB) return Impl::kPipelinedCE;
   return world == 2 ? Impl::kGemmOneShot : Impl::kBaseline;
 }

@@ -1,4 +1,4 @@
-// Pipelined schedules as data. Pure host logic: the GPU executor (src/ops/pipeline) enqueues
+// Pipelined schedules as data. Pure host logic: the GPU executor (src/ops/pipelined) enqueues
 // these steps on CUDA streams; the CPU simulation in tests/unit runs them on threads.
 //
 // NOTE [schedule model]

@@ -103,6 +103,7 @@ TEST(Shapes, ErrorsNameTheLine) {
   }
   EXPECT_THROW(parse_shapes("mm 1 2 3\n", "f"), Error);
   EXPECT_THROW(parse_shapes("allreduce\n", "f"), Error);
+  EXPECT_THROW(parse_shapes("allreduce 4097\n", "f"), Error);
   EXPECT_THROW(read_shapes_file("/nonexistent/shapes.txt"), Error);
 }
 

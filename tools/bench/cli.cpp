@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "bench/shapes.h"
 #include "core/env.h"
 #include "core/format.h"
 #include "tpgemm/error.h"
@@ -100,7 +101,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     else if (flag == "--l") c.l = int_arg(flag, value, 1, 65535);
     else if (flag == "--bytes") {
       c.bytes = int_arg(flag, value, 16, int64_t(1) << 40);
-      if (c.bytes % 16 != 0) throw bad(flag, value, "a multiple of 16 bytes (the all-reduce moves 16-byte vectors)");
+      if (!valid_allreduce_bytes(c.bytes)) throw bad(flag, value, "a multiple of 16 bytes (the all-reduce moves 16-byte vectors)");
     }
     else if (flag == "--alpha") c.alpha = static_cast<float>(float_arg(flag, value));
     else if (flag == "--beta") c.beta = static_cast<float>(float_arg(flag, value));

@@ -44,7 +44,7 @@ std::string table_row(const ResultRow& r) {
 
 std::string summary(const std::vector<ResultRow>& rows) {
   struct Acc {
-    double log_sum = 0, log_ideal = 0;
+    double log_sum = 0;
     int n = 0;
     double worst = 1e30;
   };
@@ -53,7 +53,6 @@ std::string summary(const std::vector<ResultRow>& rows) {
     if (r.ms <= 0 || r.speedup() <= 0) continue;
     Acc& a = acc[strfmt("%-9s W=%d %-13s", r.op.c_str(), r.world, r.impl.c_str())];
     a.log_sum += std::log(r.speedup());
-    a.log_ideal += r.ideal_speedup() > 0 ? std::log(r.ideal_speedup()) : 0.0;
     a.n += 1;
     a.worst = std::min(a.worst, r.speedup());
   }

@@ -28,7 +28,7 @@ struct ResultRow {
 
 std::string table_header(bool allreduce);
 std::string table_row(const ResultRow& r);
-// Geomean of speedup over the baseline per (op, impl), and of torch-style ideal, as text lines.
+// Geomean of the speedup over the baseline per (op, W, impl), with the worst shape, as text lines.
 std::string summary(const std::vector<ResultRow>& rows);
 std::string to_json(const std::vector<ResultRow>& rows, const std::string& device, const std::string& command,
                     const std::string& date);

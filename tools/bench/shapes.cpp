@@ -9,6 +9,8 @@
 
 namespace tpgemm::bench {
 
+bool valid_allreduce_bytes(int64_t bytes) { return bytes >= 16 && bytes % 16 == 0; }
+
 std::vector<ShapeSpec> parse_shapes(const std::string& text, const std::string& origin) {
   std::vector<ShapeSpec> out;
   std::istringstream in(text);
@@ -32,6 +34,7 @@ std::vector<ShapeSpec> parse_shapes(const std::string& text, const std::string& 
       if (w.size() != 2) throw bad("expected 'allreduce BYTES'");
       spec.allreduce = true;
       spec.bytes = number(w[1], "BYTES");
+      if (!valid_allreduce_bytes(spec.bytes)) throw bad("BYTES: expected a multiple of 16 (16-byte vectors)");
     } else {
       const auto op = parse_op(w[0]);
       if (!op) throw bad(strfmt("unknown op '%s': expected ag, rs, ar (or ag_gemm, gemm_rs, gemm_ar) or allreduce", w[0].c_str()));

@@ -17,6 +17,9 @@ struct ShapeSpec {
   int64_t bytes = 0;
 };
 
+// The all-reduce moves 16-byte vectors: a size must be a positive multiple of 16 bytes.
+bool valid_allreduce_bytes(int64_t bytes);
+
 // Throws Error(InvalidArgument) naming `origin` and the line for anything malformed.
 std::vector<ShapeSpec> parse_shapes(const std::string& text, const std::string& origin);
 std::vector<ShapeSpec> read_shapes_file(const std::string& path);
