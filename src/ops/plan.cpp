@@ -67,14 +67,9 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   state->choice = plan::choose(problem, detail::topology(*t), options);
   // NOTE [collective construction]: every implementation agrees on its local work before its
   // collective steps, so a failure inside make_impl is either every rank's or caught here by
-  // the one rank it happened on; either way all ranks meet in this last agree.
-  Status built;
-  try {
-    state->impl = detail::make_impl({t, problem, state->choice});
-  } catch (const Error& e) {
-    built = e.status();
-  }
-  t->agree(built, descriptor, "building the plan");  // also: every rank's workspace is ready
+  // the one rank it happened on; either way all ranks meet in this last agree, which also
+  // means every rank's workspace is ready before any call can touch it.
+  t->agree_local("building the plan", [&] { state->impl = detail::make_impl({t, problem, state->choice}); });
   state_ = std::move(state);
 }
 

@@ -62,15 +62,11 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   state->count = count;
   state->dtype = dtype;
   state->impl = chosen;
-  Status built;  // NOTE [collective construction]
-  try {
+  t->agree_local("building the all-reduce plan", [&] {  // NOTE [collective construction]
     if (chosen != AllReduceImpl::kNccl)
       state->symm = std::make_unique<ops::SymmAllReduce>(t, count, dtype, chosen == AllReduceImpl::kTwoShot,
                                                          /*in_place=*/true);
-  } catch (const Error& e) {
-    built = e.status();
-  }
-  t->agree(built, descriptor, "building the all-reduce plan");
+  });
   state_ = std::move(state);
 }
 
