@@ -50,14 +50,22 @@ def main():
     if len(sys.argv) > 3:
         par = json.load(open(sys.argv[3]))
         pa = {(r["M"], r["impl"]): r["ms"] for r in par}
-        print(f"\n| bytes | NCCL (torch) us | torch one-shot us | torch two-shot us | tpgemm nccl us | oneshot us | twoshot us | auto ran | auto us |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        # Per call: each call timed alone and synchronised (how torch_peers.py times); back to back:
+        # nccl-tests' method; graph: replayed from a CUDA graph, no host work per call.
+        print("\n| bytes | NCCL (torch) call us | torch two-shot call us | tpgemm nccl call us | auto call us "
+              "| nccl us | oneshot us | twoshot us | auto ran | auto us | nccl / auto | auto busbw GB/s "
+              "| nccl graph us | auto graph us | nccl / auto (graph) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for b in sorted({r["bytes"] for r in rows if r["op"] == "allreduce"}):
             t = {r["impl"]: r for r in rows if r["op"] == "allreduce" and r["bytes"] == b}
-            f = lambda k: f"{t[k]['ms'] * 1e3:.1f}" if k in t and t[k]["ms"] > 0 else "-"
+            f = lambda k, key="ms": f"{t[k][key] * 1e3:.1f}" if k in t and t[k].get(key, 0) > 0 else "-"
             g = lambda k: f"{pa[(b, k)] * 1e3:.1f}" if (b, k) in pa else "-"
-            print(f"| {b} | {g('nccl')} | {g('torch-oneshot')} | {g('torch-twoshot')} | {f('nccl')} | {f('oneshot')} | {f('twoshot')} | {t['auto']['ran']} | {f('auto')} |")
-
+            a = t["auto"]
+            ratio = t["nccl"]["ms"] / a["ms"] if a["ms"] > 0 else 0
+            gratio = t["nccl"].get("graph_ms", 0) / a["graph_ms"] if a.get("graph_ms", 0) > 0 else 0
+            print(f"| {b} | {g('nccl')} | {g('torch-twoshot')} | {f('nccl', 'call_ms')} | {f('auto', 'call_ms')} "
+                  f"| {f('nccl')} | {f('oneshot')} | {f('twoshot')} | {a['ran']} | {f('auto')} | {ratio:.2f}x | {a['busbw_gbs']:.0f} "
+                  f"| {f('nccl', 'graph_ms')} | {f('auto', 'graph_ms')} | {gratio:.2f}x |")
 
 if __name__ == "__main__":
     main()

@@ -25,12 +25,10 @@ class AllReducePlan {
   AllReducePlan(AllReducePlan&&) noexcept;
   AllReducePlan& operator=(AllReducePlan&&) noexcept;
 
-  // out = sum over ranks of in. `in` may be symmetric_input() (no staging copy) or any
-  // device buffer (copied into symmetric memory first). `out` may equal `in`.
+  // out = sum over ranks of in: any device buffers of `count` elements, 16-byte aligned;
+  // `out` may equal `in`. The symmetric kernels copy `in` into their own symmetric buffer as
+  // they start (part of the kernel, so there is nothing to register or write beforehand).
   void run(const void* in, void* out, cudaStream_t stream);
-
-  // This rank's symmetric input buffer (count elements); null for the NCCL implementation.
-  void* symmetric_input() const;
   AllReduceImpl impl() const;
   int64_t count() const;
 

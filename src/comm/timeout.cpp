@@ -14,7 +14,6 @@ const char* to_string(WaitSite s) {
     case WaitSite::kReadyFlag: return "reduced rows to be ready";
     case WaitSite::kAllReduceStart: return "all-reduce input to be ready";
     case WaitSite::kAllReduceMiddle: return "a reduced all-reduce slice";
-    case WaitSite::kAllReduceEnd: return "a peer to finish reading the all-reduce buffer";
   }
   return "?";
 }

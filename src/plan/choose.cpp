@@ -13,8 +13,9 @@ namespace tpgemm::plan {
 //   gemm_rs  pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
 //            one chunk (two measured no better).
 //   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=4096: 1.10x, M=2048:
-//            0.98x); below that gemm_oneshot at W=2 (1.02-1.16x), the baseline at W>2 (both
-//            symmetric all-reduce kernels measured 0.6-0.97x of NCCL there).
+//            0.98x); below that the matmul then the all-reduce the rule below picks for D's
+//            size (W=4: gemm_oneshot 1.03x at M=16, gemm_twoshot 1.13x at M=128; NCCL's
+//            baseline at M=1024, 16 MB, where neither kernel beats NCCL).
 // Unmeasured world sizes (W > 4) follow the W = 4 rules.
 namespace {
 
@@ -29,10 +30,14 @@ Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptio
   return c;
 }
 
-Impl choose_gemm_ar(const GemmProblem& p, int world) {
-  const int64_t d_bytes_per_rank = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype)) / world;
-  if (d_bytes_per_rank >= 16 * kMiB) return Impl::kPipelinedCE;
-  return world == 2 ? Impl::kGemmOneShot : Impl::kBaseline;
+Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
+  const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
+  if (d_bytes / topo.world >= 16 * kMiB) return Impl::kPipelinedCE;
+  switch (choose_allreduce(d_bytes, topo)) {
+    case AllReduceImpl::kOneShot: return Impl::kGemmOneShot;
+    case AllReduceImpl::kTwoShot: return Impl::kGemmTwoShot;
+    default: return Impl::kBaseline;
+  }
 }
 
 }  // namespace
@@ -46,16 +51,17 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   switch (p.op) {
     case Op::kAgGemm:
     case Op::kGemmRs: impl = block >= 256 ? Impl::kPipelinedCE : Impl::kBaseline; break;
-    case Op::kGemmAr: impl = choose_gemm_ar(p, topo.world); break;
+    case Op::kGemmAr: impl = choose_gemm_ar(p, topo); break;
   }
   return fill_defaults(p, topo.world, impl, options);
 }
 
-// All-reduce, same measurements: at W=2 one-shot beat NCCL at every size (1.02-1.32x); at W=4
-// one-shot up to 256 KB (1.04-1.10x), two-shot up to 4 MB (1.00-1.04x), NCCL above.
+// All-reduce, timed back to back and from CUDA graphs (bench/results/2026-11-22-allreduce):
+// at W=2 one-shot beats NCCL up to 64 MB (1.02-1.35x) and loses above (0.87-0.96x); at W=4
+// one-shot up to 256 KB (1.04-1.36x), two-shot up to 4 MB (0.97-1.19x), NCCL above.
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
   if (topo.world == 1 || !topo.all_lsa_peers) return AllReduceImpl::kNccl;
-  if (topo.world == 2) return AllReduceImpl::kOneShot;
+  if (topo.world == 2) return bytes <= 64 * kMiB ? AllReduceImpl::kOneShot : AllReduceImpl::kNccl;
   if (bytes <= 256 * 1024) return AllReduceImpl::kOneShot;
   if (bytes <= 4 * kMiB) return AllReduceImpl::kTwoShot;
   return AllReduceImpl::kNccl;

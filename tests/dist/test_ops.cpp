@@ -3,6 +3,8 @@
 // CUDA graph replays; the all-reduce kernels.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
@@ -118,7 +120,7 @@ TEST_P(Dist, AllReduceKernelsMatchTheSum) {
                           testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dt, st);
                         }
                         for (int rep = 0; rep < 3; ++rep) {
-                          void* in = plan.symmetric_input() != nullptr && rep % 2 == 0 ? plan.symmetric_input() : own.get();
+                          void* in = own.get();
                           testing::fill_random(in, dt, 1, 1, count, 0, 1, 77 + team.rank() + count, st);
                           void* dst = in_place ? in : out.get();
                           if (!in_place) testing::poison(dst, count, dt, st);
@@ -134,6 +136,56 @@ TEST_P(Dist, AllReduceKernelsMatchTheSum) {
                       RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,
                                   s.message.c_str());
                     }
+            }),
+            0);
+}
+
+// NOTE [all-reduce flags]: calls back to back on a stream, nothing synchronised between them, a
+// fresh input each time and the same input buffer reused: a rank that ran ahead must not
+// overwrite the staging half a slower peer is still reading.
+TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              Stream stream = Stream::create();
+              const cudaStream_t st = stream.get();
+              constexpr int kCalls = 6;
+              const DType dt = DType::kBF16;
+              for (int64_t count : {int64_t(8 * 37), int64_t(1) << 20})
+                for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
+                  const Status s = testsupport::caught([&] {
+                    AllReducePlan plan(team, count, dt, impl);
+                    DeviceBuffer in(count * 2), tmp(count * 2);
+                    std::vector<DeviceBuffer> outs, refs;
+                    for (int call = 0; call < kCalls; ++call) {
+                      outs.emplace_back(count * 2);
+                      refs.emplace_back(count * sizeof(float));
+                      testing::poison(outs.back().get(), count, dt, st);
+                      TPGEMM_CUDA_CHECK(cudaMemsetAsync(refs.back().get(), 0, refs.back().bytes(), st));
+                      for (int q = 0; q < team.world_size(); ++q) {
+                        testing::fill_random(tmp.get(), dt, 1, 1, count, 0, 1, 1000 * call + q, st);
+                        testing::reference_add(refs.back().as<float>(), tmp.get(), 1.0f, count, dt, st);
+                      }
+                    }
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                    team.barrier();
+                    for (int call = 0; call < kCalls; ++call) {
+                      testing::fill_random(in.get(), dt, 1, 1, count, 0, 1, 1000 * call + team.rank(), st);
+                      plan.run(in.get(), call % 2 == 0 ? outs[call].get() : in.get(), st);
+                      if (call % 2 == 1)  // in place: keep the result before the next fill
+                        TPGEMM_CUDA_CHECK(cudaMemcpyAsync(outs[call].get(), in.get(), count * 2, cudaMemcpyDeviceToDevice, st));
+                    }
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                    team.check();
+                    for (int call = 0; call < kCalls; ++call) {
+                      const auto d = testing::compare(outs[call].get(), dt, refs[call].as<float>(), 1, count, count, count, 0, st);
+                      RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld call %d: rel_err %.2e, %lld non-finite",
+                                  std::string(to_string(impl)).c_str(), (long long)count, call, d.rel_err, (long long)d.nonfinite);
+                    }
+                  });
+                  RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,
+                              s.message.c_str());
+                }
             }),
             0);
 }

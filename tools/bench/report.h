@@ -14,7 +14,9 @@ struct ResultRow {
   std::string dtype;
   std::string impl;    // as asked
   std::string chosen;  // what ran (differs for auto)
-  double ms = 0;       // median over iterations, max over ranks
+  double ms = 0;       // median over iterations, max over ranks (all-reduce: back to back, as nccl-tests)
+  double call_ms = 0;  // all-reduce: each call timed alone and synchronised, as the GEMM ops are
+  double graph_ms = 0; // all-reduce: calls replayed from one CUDA graph (no host work per call)
   double baseline_ms = 0, gemm_ms = 0, comm_ms = 0;  // GEMM ops: the baseline, and its two parts alone
   double rel_err = -1;  // < 0: not checked
   bool check_ok = true;

@@ -13,7 +13,6 @@ enum class WaitSite : int32_t {
   kReadyFlag,        // a peer's reduced rows are ready to pull (index = round)
   kAllReduceStart,   // a peer's all-reduce input is ready
   kAllReduceMiddle,  // two-shot: a peer's reduced slice is ready
-  kAllReduceEnd,     // a peer has finished reading my all-reduce buffer
 };
 const char* to_string(WaitSite s);
 

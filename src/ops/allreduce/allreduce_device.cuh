@@ -7,49 +7,95 @@
 
 namespace tpgemm::ops {
 
-enum AllReduceGroup : int { kStartGroup = 0, kMiddleGroup = 1, kEndGroup = 2 };
+enum AllReduceGroup : int { kStartGroup = 0, kMiddleGroup = 1 };
 constexpr int kAllReduceThreads = 512;
 
-// This call's epoch. Every block reads it before any block could publish the next one
-// (only the last block to finish does, in finish()).
-__device__ __forceinline__ uint64_t call_epoch(const SymmAllReduceArgs& a) {
-  return *reinterpret_cast<volatile uint64_t*>(a.control) + 1;
+// Block b's call number for this call (its counter + 1), broadcast to the block. Only block b
+// touches calls[b]: it stores the new value in end_call().
+__device__ __forceinline__ uint64_t begin_call(const SymmAllReduceArgs& a) {
+  __shared__ uint64_t e;
+  if (threadIdx.x == 0) e = a.calls[blockIdx.x] + 1;
+  __syncthreads();
+  return e;
+}
+__device__ __forceinline__ void end_call(const SymmAllReduceArgs& a, uint64_t e) {
+  if (threadIdx.x == 0) a.calls[blockIdx.x] = e;
 }
 
-// Threads 0..W-1 of the calling block raise `group` in every peer's pad, one flag each.
+__device__ __forceinline__ uint64_t* flag(const SymmAllReduceArgs& a, int owner, int group, int source) {
+  return a.pads[owner] + (static_cast<int64_t>(group) * gridDim.x + blockIdx.x) * a.world + source;
+}
+
+// After the block's stores so far: threads 0..W-1 raise `group` for this block in every peer's
+// pad. (The CTA barrier orders the other threads' stores before the sys-scope release.)
 __device__ __forceinline__ void raise_all(const SymmAllReduceArgs& a, int group, uint64_t value) {
+  __syncthreads();
   const int q = threadIdx.x;
-  if (q < a.world && q != a.env.rank) comm::st_release_sys(a.pads[q] + group * a.world + a.env.rank, value);
+  if (q < a.world && q != a.env.rank) comm::st_release_sys(flag(a, q, group, a.env.rank), value);
 }
 
-// Threads 0..W-1 wait for `group` from every peer, then the block syncs. False, for the whole
-// block alike, if a wait on this GPU has failed.
+// Threads 0..W-1 wait for `group` of this block from every peer, then the block syncs. False,
+// for the whole block alike, if a wait on this GPU has failed.
 __device__ __forceinline__ bool await_all(const SymmAllReduceArgs& a, int group, uint64_t value, comm::WaitSite site) {
   const int q = threadIdx.x;
-  if (q < a.world && q != a.env.rank)
-    comm::wait_geq(a.pads[a.env.rank] + group * a.world + q, value, a.env, q, site, group);
+  if (q < a.world && q != a.env.rank) comm::wait_geq(flag(a, a.env.rank, group, q), value, a.env, q, site, group);
   return __syncthreads_and(!comm::tripped(a.env));
 }
 
-// Counts this block into control[slot] (monotonic); true for the block that completes call e.
-__device__ __forceinline__ bool arrive_block(const SymmAllReduceArgs& a, int slot, uint64_t e) {
-  __shared__ bool last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence_system();  // this block's stores are visible (to peers too) before it is counted
-    last = atomicAdd(reinterpret_cast<unsigned long long*>(a.control + slot), 1ull) + 1 == e * gridDim.x;
+// Copies vectors v, v + stride, ... below `end` of `from` to `to` (16-byte vectors, kUnroll in flight).
+template <int kUnroll>
+__device__ __forceinline__ void copy_vectors(const uint4* from, uint4* to, int64_t v, int64_t stride, int64_t end) {
+  for (; v < end; v += stride * kUnroll) {
+    uint4 x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (v + u * stride < end) x[u] = from[v + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (v + u * stride < end) to[v + u * stride] = x[u];
   }
-  __syncthreads();
-  return last;
 }
 
-// The end protocol: the last block to finish tells every peer this rank is done reading their
-// buffers, waits until they all say the same, and publishes the epoch for the next call.
-__device__ __forceinline__ void finish(const SymmAllReduceArgs& a, uint64_t e) {
-  if (!arrive_block(a, 2, e)) return;
-  raise_all(a, kEndGroup, e);
-  await_all(a, kEndGroup, e, comm::WaitSite::kAllReduceEnd);
-  if (threadIdx.x == 0) *reinterpret_cast<volatile uint64_t*>(a.control) = e;
+// Unrolling: vectors per thread per loop trip. With the world size known at compile time (kW > 0)
+// all kW x kUnroll loads of a trip are in flight before the first add; kW == 0 serves any other
+// world size, one load at a time.
+template <int kW>
+constexpr int kUnrollFor = kW == 0 ? 1 : (kW <= 4 ? 4 : 2);
+
+// acc[u] = sum over ranks q = 0..W-1, in that order (fp32), of vector v + u * stride of bufs[q],
+// for each u whose vector is below `end` (the others are left zero).
+template <typename T, int kW, int kUnroll>
+__device__ __forceinline__ void sum_ranks(const T* const* bufs, int world, int64_t v, int64_t stride, int64_t end,
+                                          float (&acc)[kUnroll][8]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[u][i] = 0.0f;
+  if constexpr (kW > 0) {
+    uint4 raw[kUnroll][kW];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int q = 0; q < kW; ++q)
+        raw[u][q] = v + u * stride < end ? *reinterpret_cast<const uint4*>(bufs[q] + (v + u * stride) * 8) : uint4{};
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int q = 0; q < kW; ++q) add_raw8<T>(raw[u][q], acc[u]);
+  } else {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (v + u * stride < end)
+        for (int q = 0; q < world; ++q) add8(bufs[q] + (v + u * stride) * 8, acc[u]);
+  }
+}
+
+// acc rounded to T and widened again: the value a peer reads back from a stored sum.
+template <typename T>
+__device__ __forceinline__ void round8(float (&acc)[8]) {
+  alignas(16) T tmp[8];
+  store8(tmp, acc);
+  load8(tmp, acc);
 }
 
 template <typename T>

@@ -64,8 +64,7 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   state->impl = chosen;
   t->agree_local("building the all-reduce plan", [&] {  // NOTE [collective construction]
     if (chosen != AllReduceImpl::kNccl)
-      state->symm = std::make_unique<ops::SymmAllReduce>(t, count, dtype, chosen == AllReduceImpl::kTwoShot,
-                                                         /*in_place=*/true);
+      state->symm = std::make_unique<ops::SymmAllReduce>(t, count, dtype, chosen == AllReduceImpl::kTwoShot);
   });
   state_ = std::move(state);
 }
@@ -77,7 +76,6 @@ AllReducePlan& AllReducePlan::operator=(AllReducePlan&&) noexcept = default;
 void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
   detail::AllReduceState& s = *state_;
   detail::TeamState& t = *s.team;
-  const size_t bytes = static_cast<size_t>(s.count) * dtype_size(s.dtype);
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
   if (mine.ok()) mine = detail::check_allreduce_operands(in, out);
   t.agree_call(mine, "AllReducePlan::run");
@@ -85,12 +83,9 @@ void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
     TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(s.count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
     return;
   }
-  if (in != s.symm->input())
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(s.symm->input(), in, bytes, cudaMemcpyDeviceToDevice, stream));
-  s.symm->run(out, nullptr, 0.0f, stream);
+  s.symm->run(in, out, nullptr, 0.0f, stream);  // copies `in` into symmetric memory itself
 }
 
-void* AllReducePlan::symmetric_input() const { return state_->symm ? state_->symm->input() : nullptr; }
 AllReduceImpl AllReducePlan::impl() const { return state_->impl; }
 int64_t AllReducePlan::count() const { return state_->count; }
 

@@ -23,6 +23,19 @@ struct Pair<__half> {
   static __device__ __forceinline__ type from_float2(float2 f) { return __float22half2_rn(f); }
 };
 
+// Widens one raw 16-byte vector and adds it to acc. Loading and widening are separate steps so
+// that a kernel can issue all its loads before the first add (latency-bound over NVLink).
+template <typename T>
+__device__ __forceinline__ void add_raw8(const uint4& v, float (&acc)[8]) {
+  const auto* h = reinterpret_cast<const typename Pair<T>::type*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = Pair<T>::to_float2(h[i]);
+    acc[2 * i] += x.x;
+    acc[2 * i + 1] += x.y;
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
   const uint4 v = *reinterpret_cast<const uint4*>(p);

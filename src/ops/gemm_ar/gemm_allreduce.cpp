@@ -1,7 +1,7 @@
-// GEMM + AllReduce for small and mid-sized M: the matmul writes its partial product straight
-// into symmetric memory, then tpgemm's one-shot or two-shot all-reduce sums it into D (and
-// adds this rank's beta * C). No staging copy, and a far shorter all-reduce than NCCL's
-// for messages of a few MB (docs/perf.md).
+// GEMM + AllReduce for small and mid-sized M: the matmul writes its partial product into a
+// private buffer, then tpgemm's one-shot or two-shot all-reduce (which copies it into symmetric
+// memory as it starts) sums it into D and adds this rank's beta * C. A far shorter all-reduce
+// than NCCL's for messages of a few MB (docs/perf.md).
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
 #include "ops/allreduce/symm_allreduce.h"
@@ -15,30 +15,31 @@ class GemmAllReduce final : public OpImpl {
   explicit GemmAllReduce(const ImplContext& ctx)
       : team_(ctx.team),
         p_(ctx.problem),
-        allreduce_(team_, p_.l * p_.m * p_.n, p_.dtype, ctx.choice.impl == Impl::kGemmTwoShot, /*in_place=*/false) {
+        allreduce_(team_, p_.l * p_.m * p_.n, p_.dtype, ctx.choice.impl == Impl::kGemmTwoShot) {
     // Local work after the symmetric allocation, so agreed on separately (NOTE [collective construction]).
     team_->agree_local("allocating the matmul's workspace", [&] {
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
+      partial_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype));
       matmul_ = gemm::LtMatmul(team_->lt, gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout));
     });
   }
 
-  // The matmul writes only the symmetric buffer, which no peer reads before this call's start
-  // flag (the previous call's all-reduce ended only once every peer was done with it).
+  // The matmul writes only this plan's own buffer (nothing the caller owns before the call is
+  // agreed on), which the previous call's all-reduce has finished reading (stream order).
   void prologue(const Operands& o, cudaStream_t stream) override {
-    matmul_.run(o.a, o.b, nullptr, allreduce_.input(), p_.alpha, 0.0f, workspace_.get(), stream);
+    matmul_.run(o.a, o.b, nullptr, partial_.get(), p_.alpha, 0.0f, workspace_.get(), stream);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
     const bool c = p_.has_c && p_.beta != 0.0f;
-    allreduce_.run(o.d, c ? o.c : nullptr, p_.beta, stream);
+    allreduce_.run(partial_.get(), o.d, c ? o.c : nullptr, p_.beta, stream);
   }
 
  private:
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
   ops::SymmAllReduce allreduce_;
-  DeviceBuffer workspace_;
+  DeviceBuffer workspace_, partial_;
   gemm::LtMatmul matmul_;
 };
 
