@@ -12,10 +12,9 @@ namespace tpgemm::plan {
 //            block from 2048 rows (W=4 M=8192: 1.29x against 1.14x with one).
 //   gemm_rs  pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
 //            one chunk (two measured no better).
-//   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=4096: 1.10x, M=2048:
-//            0.98x); below that the matmul then the all-reduce the rule below picks for D's
-//            size (W=4: gemm_oneshot 1.03x at M=16, gemm_twoshot 1.13x at M=128; NCCL's
-//            baseline at M=1024, 16 MB, where neither kernel beats NCCL).
+//   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=8192: 1.21x); below
+//            that the matmul then the all-reduce the rule below picks for D's size (W=4:
+//            gemm_twoshot 1.11x at M=16, 1.30x at M=128, 1.05x at M=1024).
 // Unmeasured world sizes (W > 4) follow the W = 4 rules.
 namespace {
 
@@ -57,13 +56,14 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
 }
 
 // All-reduce, timed back to back and from CUDA graphs (bench/results/2026-11-22-allreduce):
-// at W=2 one-shot beats NCCL up to 64 MB (1.02-1.35x) and loses above (0.87-0.96x); at W=4
-// one-shot up to 256 KB (1.04-1.36x), two-shot up to 4 MB (0.97-1.19x), NCCL above.
+// at W=2 one-shot is the fastest up to 256 KB (1.7-2.2x NCCL), two-shot up to 256 MB
+// (1.09-1.72x) and NCCL above (two-shot 0.97x at 1 GB); at W=4 one-shot up to 64 KB
+// (1.7-1.9x), two-shot up to 16 MB (1.15-1.57x), NCCL above (two-shot 0.88x at 64 MB).
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
   if (topo.world == 1 || !topo.all_lsa_peers) return AllReduceImpl::kNccl;
-  if (topo.world == 2) return bytes <= 64 * kMiB ? AllReduceImpl::kOneShot : AllReduceImpl::kNccl;
-  if (bytes <= 256 * 1024) return AllReduceImpl::kOneShot;
-  if (bytes <= 4 * kMiB) return AllReduceImpl::kTwoShot;
+  const bool two = topo.world == 2;
+  if (bytes <= (two ? 256 : 64) * 1024) return AllReduceImpl::kOneShot;
+  if (bytes <= (two ? 256 : 16) * kMiB) return AllReduceImpl::kTwoShot;
   return AllReduceImpl::kNccl;
 }
 

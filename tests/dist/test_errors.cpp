@@ -13,6 +13,8 @@
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
 #include "testing/problem_data.h"
+#include "testing/testing.h"
+#include "tpgemm/allreduce.h"
 
 namespace tpgemm {
 namespace {
@@ -191,6 +193,37 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
     ::unsetenv("TPGEMM_TEST_DROP_SIGNALS_RANK");
     EXPECT_EQ(rc, 0) << to_string(op);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << to_string(op);
+  }
+}
+
+// The same for the all-reduce kernels, whose data is their own flag: a rank that stores nothing
+// into its peers leaves them polling empty lanes until the timeout names it.
+TEST(DistErrors, ARankThatSendsNoAllReduceDataMakesPeersTimeOutNamingIt) {
+  TPGEMM_REQUIRE_GPUS(2);
+  for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
+    ::setenv("TPGEMM_TEST_DROP_SIGNALS_RANK", "1", 1);
+    TeamOptions to;
+    to.timeout_ms = 1000;
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = testsupport::run_on_ranks(2, [impl](const Team& team) {
+      Stream stream = Stream::create();
+      const int64_t count = 8 * 1000;
+      AllReducePlan plan(team, count, DType::kBF16, impl);
+      DeviceBuffer in(count * 2), out(count * 2);
+      testing::fill_random(in.get(), DType::kBF16, 1, 1, count, 0, 1, 5 + team.rank(), stream.get());
+      const Status s = caught([&] {
+        plan.run(in.get(), out.get(), stream.get());
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+        team.check();
+      });
+      if (team.rank() == 0)
+        RANK_EXPECT(s.code == ErrorCode::kTimeout && has(s, "rank 0 waited") && has(s, "for rank 1"), "%s", s.message.c_str());
+      std::fflush(stderr);
+      std::_Exit(testsupport::rank_failures() == 0 ? 0 : 1);
+    }, to);
+    ::unsetenv("TPGEMM_TEST_DROP_SIGNALS_RANK");
+    EXPECT_EQ(rc, 0) << to_string(impl);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << to_string(impl);
   }
 }
 

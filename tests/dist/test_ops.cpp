@@ -140,7 +140,7 @@ TEST_P(Dist, AllReduceKernelsMatchTheSum) {
             0);
 }
 
-// NOTE [all-reduce flags]: calls back to back on a stream, nothing synchronised between them, a
+// NOTE [two staging halves]: calls back to back on a stream, nothing synchronised between them, a
 // fresh input each time and the same input buffer reused: a rank that ran ahead must not
 // overwrite the staging half a slower peer is still reading.
 TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {

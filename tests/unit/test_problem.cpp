@@ -154,10 +154,12 @@ TEST(Choose, HonoursAnExplicitImplAndOptions) {
 
 TEST(Choose, AllReduceBySize) {
   EXPECT_EQ(choose_allreduce(4096, {4, true}), AllReduceImpl::kOneShot);
-  EXPECT_EQ(choose_allreduce(int64_t(1) << 20, {4, true}), AllReduceImpl::kTwoShot);
+  EXPECT_EQ(choose_allreduce(256 * 1024, {4, true}), AllReduceImpl::kTwoShot);
+  EXPECT_EQ(choose_allreduce(256 * 1024, {2, true}), AllReduceImpl::kOneShot);
+  EXPECT_EQ(choose_allreduce(int64_t(16) << 20, {4, true}), AllReduceImpl::kTwoShot);
   EXPECT_EQ(choose_allreduce(4096, {4, false}), AllReduceImpl::kNccl);
-  EXPECT_EQ(choose_allreduce(int64_t(1) << 30, {4, true}), AllReduceImpl::kNccl);
-  EXPECT_EQ(choose_allreduce(int64_t(64) << 20, {2, true}), AllReduceImpl::kOneShot);
+  EXPECT_EQ(choose_allreduce(int64_t(64) << 20, {4, true}), AllReduceImpl::kNccl);
+  EXPECT_EQ(choose_allreduce(int64_t(256) << 20, {2, true}), AllReduceImpl::kTwoShot);
   EXPECT_EQ(choose_allreduce(int64_t(1) << 30, {2, true}), AllReduceImpl::kNccl);
 }
 
@@ -168,9 +170,9 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kAgGemm, 512, 8192, 8192, 4, Impl::kBaseline, 1},     {Op::kAgGemm, 512, 8192, 8192, 2, Impl::kPipelinedCE, 1},
       {Op::kAgGemm, 2048, 3584, 8192, 4, Impl::kPipelinedCE, 1}, {Op::kAgGemm, 8192, 8192, 8192, 4, Impl::kPipelinedCE, 2},
       {Op::kGemmRs, 512, 8192, 2048, 4, Impl::kBaseline, 1},     {Op::kGemmRs, 512, 8192, 2048, 2, Impl::kPipelinedCE, 1},
-      {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
+      {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmTwoShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kBaseline, 1},
-      {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kBaseline, 1},
+      {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kGemmTwoShot, 1},
       {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kPipelinedCE, 1},
   };
   for (const Case& c : cases) {

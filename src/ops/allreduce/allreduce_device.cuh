@@ -1,4 +1,4 @@
-// Device pieces the one-shot and two-shot kernels share (NOTE [all-reduce flags]).
+// Device pieces the one-shot and two-shot kernels share (NOTE [empty lanes]).
 #pragma once
 
 #include "comm/device/sync.cuh"
@@ -7,7 +7,6 @@
 
 namespace tpgemm::ops {
 
-enum AllReduceGroup : int { kStartGroup = 0, kMiddleGroup = 1 };
 constexpr int kAllReduceThreads = 512;
 
 // Block b's call number for this call (its counter + 1), broadcast to the block. Only block b
@@ -22,51 +21,82 @@ __device__ __forceinline__ void end_call(const SymmAllReduceArgs& a, uint64_t e)
   if (threadIdx.x == 0) a.calls[blockIdx.x] = e;
 }
 
-__device__ __forceinline__ uint64_t* flag(const SymmAllReduceArgs& a, int owner, int group, int source) {
-  return a.pads[owner] + (static_cast<int64_t>(group) * gridDim.x + blockIdx.x) * a.world + source;
-}
+// ---- NOTE [empty lanes] ------------------------------------------------------------------
+// Empty is the bit pattern 0x0000 (+0.0) in a 16-bit lane, what a fresh symmetric buffer
+// holds. A sender writes +0.0 as -0.0 (0x8000), equal in value; the receiver, which empties
+// each vector once it has read it, writes -0.0 results out as +0.0, so every rank's output is
+// bitwise the same. A 16-bit lane is written whole, so a lane that is not empty holds its final
+// value even if the 16-byte store lands in pieces.
 
-// After the block's stores so far: threads 0..W-1 raise `group` for this block in every peer's
-// pad. (The CTA barrier orders the other threads' stores before the sys-scope release.)
-__device__ __forceinline__ void raise_all(const SymmAllReduceArgs& a, int group, uint64_t value) {
-  __syncthreads();
-  const int q = threadIdx.x;
-  if (q < a.world && q != a.env.rank) comm::st_release_sys(flag(a, q, group, a.env.rank), value);
-}
-
-// Threads 0..W-1 wait for `group` of this block from every peer, then the block syncs. False,
-// for the whole block alike, if a wait on this GPU has failed.
-__device__ __forceinline__ bool await_all(const SymmAllReduceArgs& a, int group, uint64_t value, comm::WaitSite site) {
-  const int q = threadIdx.x;
-  if (q < a.world && q != a.env.rank) comm::wait_geq(flag(a, a.env.rank, group, q), value, a.env, q, site, group);
-  return __syncthreads_and(!comm::tripped(a.env));
-}
-
-// Copies vectors v, v + stride, ... below `end` of `from` to `to` (16-byte vectors, kUnroll in flight).
-template <int kUnroll>
-__device__ __forceinline__ void copy_vectors(const uint4* from, uint4* to, int64_t v, int64_t stride, int64_t end) {
-  for (; v < end; v += stride * kUnroll) {
-    uint4 x[kUnroll];
+__device__ __forceinline__ bool any_lane_empty(const uint4& v) {
+  bool empty = false;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (v + u * stride < end) x[u] = from[v + u * stride];
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t w = (&v.x)[i];
+    empty |= (w & 0xffffu) == 0u || (w >> 16) == 0u;
+  }
+  return empty;
+}
+
+// +0.0 lanes as -0.0, so that no lane sent looks empty.
+__device__ __forceinline__ uint4 never_empty(uint4 v) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (v + u * stride < end) to[v + u * stride] = x[u];
+  for (int i = 0; i < 4; ++i) {
+    uint32_t& w = (&v.x)[i];
+    if ((w & 0xffffu) == 0u) w |= 0x8000u;
+    if ((w >> 16) == 0u) w |= 0x80000000u;
+  }
+  return v;
+}
+
+// -0.0 lanes back to +0.0 (the inverse of never_empty on zeros).
+__device__ __forceinline__ uint4 plain_zeros(uint4 v) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t& w = (&v.x)[i];
+    if ((w & 0xffffu) == 0x8000u) w &= 0xffff0000u;
+    if ((w >> 16) == 0x8000u) w &= 0x0000ffffu;
+  }
+  return v;
+}
+
+// Peers store into this memory behind the cache's back: read it from L2 every time.
+__device__ __forceinline__ uint4 ld_volatile(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// `v` holds a first read of *p; polls *p until no lane is empty. False (after reporting, or
+// once another wait on this GPU failed) if peer `q` did not fill it within the timeout.
+__device__ __forceinline__ bool wait_filled(const uint4* p, uint4& v, const comm::WaitEnv& env, int q,
+                                            comm::WaitSite site) {
+  if (!any_lane_empty(v)) return true;
+  const uint64_t t0 = comm::global_timer_ns();
+  for (uint32_t spin = 1;; ++spin) {
+    v = ld_volatile(p);
+    if (!any_lane_empty(v)) return true;
+    if ((spin & 63) == 0) {
+      if (comm::tripped(env)) return false;
+      const uint64_t waited = comm::global_timer_ns() - t0;
+      if (waited > env.timeout_ns) {
+        comm::report_timeout(env, q, site, 0, 1, 0, waited);
+        return false;
+      }
+    }
   }
 }
 
-// Unrolling: vectors per thread per loop trip. With the world size known at compile time (kW > 0)
-// all kW x kUnroll loads of a trip are in flight before the first add; kW == 0 serves any other
-// world size, one load at a time.
-template <int kW>
-constexpr int kUnrollFor = kW == 0 ? 1 : (kW <= 4 ? 4 : 2);
-
-// acc[u] = sum over ranks q = 0..W-1, in that order (fp32), of vector v + u * stride of bufs[q],
-// for each u whose vector is below `end` (the others are left zero).
+// acc[u] = sum over slots q = 0..W-1, in that order (fp32), of vector v + u * stride of
+// slot[q] (vectors), for each u whose vector is below `end`, waiting for each to fill and
+// emptying it after. kW > 0: W known at compile time, all kW x kUnroll first reads in flight
+// at once; kW == 0: any W, one at a time. False if a wait failed.
 template <typename T, int kW, int kUnroll>
-__device__ __forceinline__ void sum_ranks(const T* const* bufs, int world, int64_t v, int64_t stride, int64_t end,
-                                          float (&acc)[kUnroll][8]) {
+__device__ __forceinline__ bool sum_slots(uint4* const* slot, int world, int64_t v, int64_t stride, int64_t end,
+                                          const comm::WaitEnv& env, comm::WaitSite site, float (&acc)[kUnroll][8]) {
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
@@ -77,26 +107,32 @@ __device__ __forceinline__ void sum_ranks(const T* const* bufs, int world, int64
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int q = 0; q < kW; ++q)
-        raw[u][q] = v + u * stride < end ? *reinterpret_cast<const uint4*>(bufs[q] + (v + u * stride) * 8) : uint4{};
+        if (v + u * stride < end) raw[u][q] = ld_volatile(slot[q] + v + u * stride);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int q = 0; q < kW; ++q) add_raw8<T>(raw[u][q], acc[u]);
+      for (int q = 0; q < kW; ++q)
+        if (v + u * stride < end) {
+          if (!wait_filled(slot[q] + v + u * stride, raw[u][q], env, q, site)) return false;
+          add_raw8<T>(raw[u][q], acc[u]);
+          slot[q][v + u * stride] = uint4{};
+        }
   } else {
-#pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      if (v + u * stride < end)
-        for (int q = 0; q < world; ++q) add8(bufs[q] + (v + u * stride) * 8, acc[u]);
+      for (int q = 0; q < world && v + u * stride < end; ++q) {
+        uint4* p = slot[q] + v + u * stride;
+        uint4 x = ld_volatile(p);
+        if (!wait_filled(p, x, env, q, site)) return false;
+        add_raw8<T>(x, acc[u]);
+        *p = uint4{};
+      }
   }
+  return true;
 }
 
-// acc rounded to T and widened again: the value a peer reads back from a stored sum.
-template <typename T>
-__device__ __forceinline__ void round8(float (&acc)[8]) {
-  alignas(16) T tmp[8];
-  store8(tmp, acc);
-  load8(tmp, acc);
-}
+// Vectors in flight per thread: W x kUnroll polls without spilling registers.
+template <int kW>
+constexpr int kUnrollFor = kW > 0 && kW <= 4 ? 2 : 1;
 
 template <typename T>
 __device__ __forceinline__ void add_beta_c(const SymmAllReduceArgs& a, int64_t off, float (&acc)[8]) {
@@ -105,6 +141,20 @@ __device__ __forceinline__ void add_beta_c(const SymmAllReduceArgs& a, int64_t o
   load8(static_cast<const T*>(a.c) + off, x);
 #pragma unroll
   for (int i = 0; i < 8; ++i) acc[i] += a.beta * x[i];
+}
+
+// out[v] = the rounded sum (+ beta * c, rounded again), with -0.0 lanes as +0.0.
+template <typename T>
+__device__ __forceinline__ void write_out(const SymmAllReduceArgs& a, int64_t v, uint4 sum) {
+  uint4* out = static_cast<uint4*>(a.out);
+  if (a.c == nullptr) {
+    out[v] = plain_zeros(sum);
+    return;
+  }
+  float acc[8] = {};
+  add_raw8<T>(sum, acc);
+  add_beta_c<T>(a, v * 8, acc);
+  out[v] = plain_zeros(pack8<T>(acc));
 }
 
 }  // namespace tpgemm::ops

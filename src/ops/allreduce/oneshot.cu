@@ -1,40 +1,47 @@
-// One-shot all-reduce: every rank reads all W buffers over NVLink and reduces them itself.
-// Lowest latency (one flag round trip before the data moves); moves (W - 1) x the data into
-// each GPU, so it suits small messages. NOTE [all-reduce flags].
-#include <algorithm>
-
+// One-shot all-reduce: every rank stores its input into slot `rank` of every rank's staging
+// buffer (NVLink stores: no round trip, no fence, no flag: NOTE [empty lanes]) and sums the W
+// slots of its own buffer as they fill. The latency is one store flight; each GPU sends
+// (W - 1) x the data, so it suits small messages.
 #include "core/check.h"
 #include "ops/allreduce/allreduce_device.cuh"
 
 namespace tpgemm::ops {
 namespace {
 
+// Staging, per half (NOTE [two staging halves]): W slots of `count` elements, slot q written
+// by rank q.
 template <typename T, int kW>
 __global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(SymmAllReduceArgs a) {
-  __shared__ const T* halves[32];
+  __shared__ uint4* slot_at[32];  // my slot in every rank's staging half
+  __shared__ uint4* slots[32];    // every slot of my own staging half
   if (comm::tripped(a.env)) return;
   const uint64_t e = begin_call(a);
-  const int64_t half = (e & 1) * a.count;  // this call's half of every staging buffer
-  if (threadIdx.x < a.world) halves[threadIdx.x] = static_cast<const T*>(a.stage[threadIdx.x]) + half;
-  constexpr int kU = kUnrollFor<kW>;
+  const int me = a.env.rank;
+  const int world = kW > 0 ? kW : a.world;
   const int64_t vecs = a.count / 8;
+  const int64_t half = (e & 1) * world * vecs;
+  if (threadIdx.x < world) {
+    const int q = threadIdx.x;
+    slot_at[q] = static_cast<uint4*>(a.stage[q]) + half + me * vecs;
+    slots[q] = static_cast<uint4*>(a.stage[me]) + half + q * vecs;
+  }
+  __syncthreads();
+  constexpr int kU = kUnrollFor<kW>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  T* mine = static_cast<T*>(a.stage[a.env.rank]) + half;
-  copy_vectors<kU>(static_cast<const uint4*>(a.in), reinterpret_cast<uint4*>(mine), first, stride, vecs);
-  raise_all(a, kStartGroup, e);
-  if (!await_all(a, kStartGroup, e, comm::WaitSite::kAllReduceStart)) return;
+  const uint4* in = static_cast<const uint4*>(a.in);
 
-  T* out = static_cast<T*>(a.out);
+  for (int64_t v = first; v < vecs; v += stride) {
+    const uint4 x = never_empty(in[v]);
+    for (int q = 0; q < world; ++q)
+      if (q == me || !a.drop_sends) slot_at[q][v] = x;
+  }
   for (int64_t v = first; v < vecs; v += stride * kU) {
     float acc[kU][8];
-    sum_ranks<T, kW, kU>(halves, a.world, v, stride, vecs, acc);
+    if (!sum_slots<T, kW, kU>(slots, world, v, stride, vecs, a.env, comm::WaitSite::kAllReduceStart, acc)) return;
 #pragma unroll
     for (int u = 0; u < kU; ++u)
-      if (v + u * stride < vecs) {
-        add_beta_c<T>(a, (v + u * stride) * 8, acc[u]);
-        store8(out + (v + u * stride) * 8, acc[u]);
-      }
+      if (v + u * stride < vecs) write_out<T>(a, v + u * stride, pack8<T>(acc[u]));
   }
   end_call(a, e);
 }
@@ -60,5 +67,7 @@ void launch_oneshot(const SymmAllReduceArgs& a, DType dtype, int blocks, cudaStr
   void* params[] = {&args};
   TPGEMM_CUDA_CHECK(cudaLaunchKernel(oneshot_fn(dtype, a.world), dim3(blocks), dim3(kAllReduceThreads), params, 0, stream));
 }
+
+int64_t oneshot_stage_elems(int64_t count, int world) { return 2 * int64_t(world) * count; }
 
 }  // namespace tpgemm::ops

@@ -4,6 +4,7 @@
 
 #include "comm/team_state.h"
 #include "core/check.h"
+#include "core/env.h"
 
 namespace tpgemm::ops {
 
@@ -15,6 +16,7 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
     : team_(std::move(team)), count_(count), dtype_(dtype), two_shot_(two_shot) {
   detail::TeamState& t = *team_;
   TPGEMM_ASSERT(count % 8 == 0 && t.world <= 32 && t.all_lsa);
+  drop_sends_ = env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == t.rank;
   // One vector per thread per block, up to what fits at once: two-shot's unit is a slice.
   const int64_t vecs = two_shot ? (count / 8 + t.world - 1) / t.world : count / 8;
   const int64_t wanted = std::max<int64_t>(1, (vecs + kThreads - 1) / kThreads);
@@ -24,9 +26,12 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
     calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
     TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
   });
-  stage_ = comm::SymmetricBuffer(team_, 2 * static_cast<size_t>(count) * dtype_size(dtype), "all-reduce staging");
-  pad_ = comm::SymmetricBuffer(team_, 2 * sizeof(uint64_t) * static_cast<size_t>(blocks_) * static_cast<size_t>(t.world),
-                               "all-reduce flags");
+  // Block b of every rank must handle the same vectors (NOTE [two staging halves]): the
+  // smallest block count any rank can run.
+  for (const auto& theirs : t.allgather(&blocks_, sizeof(blocks_)))
+    blocks_ = std::min(blocks_, *reinterpret_cast<const int*>(theirs.data()));
+  const int64_t stage = two_shot ? twoshot_stage_elems(count, t.world) : oneshot_stage_elems(count, t.world);
+  stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(stage) * dtype_size(dtype), "all-reduce staging");  // empty: zeros
 }
 
 void SymmAllReduce::run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const {
@@ -34,13 +39,13 @@ void SymmAllReduce::run(const void* in, void* out, const void* c, float beta, cu
   SymmAllReduceArgs a;
   a.in = in;
   a.stage = stage_.device_peers();
-  a.pads = reinterpret_cast<uint64_t* const*>(pad_.device_peers());
   a.calls = calls_.as<uint64_t>();
   a.count = count_;
   a.out = out;
   a.c = c;
   a.beta = beta;
   a.world = team_->world;
+  a.drop_sends = drop_sends_;
   a.env = team_->wait_env();
   if (two_shot_) launch_twoshot(a, dtype_, blocks_, stream);
   else launch_oneshot(a, dtype_, blocks_, stream);

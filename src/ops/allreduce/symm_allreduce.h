@@ -1,24 +1,21 @@
 // All-reduce over symmetric memory, the building block of GEMM+AllReduce's latency paths
-// (shared/seeds/symm-mem-recipes-readme.txt):
-//   one-shot: every rank reads every peer's whole buffer and reduces it itself;
-//   two-shot: rank r reduces slice r of every buffer (reduce-scatter), then every rank reads
-//             each reduced slice from its owner (all-gather).
+// (shared/seeds/symm-mem-recipes-readme.txt). Every NVLink transfer is a store into a peer's
+// staging buffer, and the data is its own flag (NOTE [empty lanes], allreduce_device.cuh):
+//   one-shot: every rank stores its input into a slot of every rank's staging and sums the W
+//             slots of its own as they fill;
+//   two-shot: every rank stores slice q into a slot of rank q's staging, rank q sums them and
+//             stores the sum into every rank's gather area, which each rank copies out.
 // fp32 accumulation in rank order 0..W-1: every rank gets bitwise the same sum, every run.
+// Staging per rank: one-shot 2 W x the message, two-shot about 4 x.
 //
-// NOTE [all-reduce flags]
-// The work is split into fixed per-block portions, the same on every rank (block b of every
-// rank handles the same vectors), so block b only ever waits for block b of its peers: there
-// is no grid-wide barrier, and no cooperative launch.
-//   1. Block b copies its portion of the caller's input into the symmetric staging buffer's
-//      half for this call (call parity), then raises start[b] in every peer's pad.
-//   2. It waits for start[b] from every peer, and reduces (one-shot: its portion of every
-//      rank's half; two-shot: the part of its portion in slice `rank`, written back in place).
-//   3. Two-shot: raises middle[b], waits for it from every peer, reads the other slices.
-// No end barrier: a rank writes a half again only two calls later, after it has seen every
-// peer's start[b] of the call in between, which a peer raises only once its kernel of the
-// call before (the last reader of that half) has ended (stream order).
-// Flags hold block b's call number (a per-block counter in local memory): monotonic, so
-// nothing is ever reset and CUDA-graph replays need nothing special.
+// NOTE [two staging halves]
+// Call e uses half e % 2 of the staging buffer; block b's call number e is a per-block counter
+// in local memory (so CUDA-graph replays need nothing special). The work is split into fixed
+// per-block portions, the same on every rank, so block b only ever waits for block b of its
+// peers: no grid-wide barrier, no cooperative launch, no end barrier. A reader empties each
+// vector it consumed. A peer stores into half e % 2 again only in call e + 2, which it reaches
+// once its call e + 1 has read data I stored in my call e + 1, which began after my call e (and
+// its emptying) ended: stream order, then causality.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -39,14 +36,14 @@ namespace tpgemm::ops {
 
 struct SymmAllReduceArgs {
   const void* in = nullptr;         // this rank's input (any device memory; may be `out`)
-  void* const* stage = nullptr;     // every rank's staging buffer, 2 halves of `count` (device table)
-  uint64_t* const* pads = nullptr;  // every rank's flags [group][block][source rank] (device table)
+  void* const* stage = nullptr;     // every rank's staging buffer, 2 halves (device table)
   uint64_t* calls = nullptr;        // this rank's per-block call counters
   int64_t count = 0;                // elements, a multiple of 8
   void* out = nullptr;
   const void* c = nullptr;          // optional: out = sum + beta * c (c is this rank's own)
   float beta = 0.0f;
   int world = 1;
+  bool drop_sends = false;          // test hook: store nothing into peers (they must time out)
   comm::WaitEnv env;
 };
 
@@ -54,6 +51,9 @@ void launch_oneshot(const SymmAllReduceArgs& a, DType dtype, int blocks, cudaStr
 void launch_twoshot(const SymmAllReduceArgs& a, DType dtype, int blocks, cudaStream_t stream);  // twoshot.cu
 const void* oneshot_fn(DType dtype, int world);  // the kernel launch_oneshot runs
 const void* twoshot_fn(DType dtype, int world);  // the kernel launch_twoshot runs
+// Elements of symmetric staging each rank needs (two halves).
+int64_t oneshot_stage_elems(int64_t count, int world);  // oneshot.cu: W slots of count
+int64_t twoshot_stage_elems(int64_t count, int world);  // twoshot.cu: W slice slots + count
 // Blocks of the kernel that fit on the GPU at once: block b waits for block b of each peer,
 // so every block must be resident (a bounded wait reports it if a peer's never runs).
 int allreduce_max_blocks(DType dtype, int world, bool two_shot, int num_sms);  // twoshot.cu
@@ -64,7 +64,7 @@ class SymmAllReduce {
   SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot);
   int64_t count() const { return count_; }
   // out = sum over ranks of in (+ beta * c), count elements. `out` may equal `in`; `c` may not
-  // alias `out`. Successive calls on one stream (NOTE [all-reduce flags]).
+  // alias `out`. Successive calls on one stream (NOTE [two staging halves]).
   void run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const;
 
  private:
@@ -73,7 +73,8 @@ class SymmAllReduce {
   DType dtype_;
   bool two_shot_;
   int blocks_;
-  comm::SymmetricBuffer stage_, pad_;
+  bool drop_sends_;  // TPGEMM_TEST_DROP_SIGNALS_RANK names this rank
+  comm::SymmetricBuffer stage_;
   DeviceBuffer calls_;
 };
 

@@ -1,7 +1,8 @@
-// Two-shot all-reduce: rank r reduces slice r of all W buffers into its own staging buffer
-// (reduce-scatter), then every rank reads each reduced slice from its owner (all-gather).
-// Each GPU takes in 2 (W - 1) / W of the data, like a ring, in two flag round trips.
-// NOTE [all-reduce flags]: block b handles the same vectors of every slice on every rank.
+// Two-shot all-reduce: every rank stores slice q of its input into slot `rank` of rank q's
+// staging buffer (reduce-scatter); rank q sums the W slots of its slice as they fill and stores
+// the sum into every peer's gather area (all-gather); each rank copies the gather area out as
+// it fills. Every NVLink transfer is a store and no flag is needed (NOTE [empty lanes]); each
+// GPU sends 2 (W - 1) / W of the data, like a ring, in two store flights.
 #include <algorithm>
 
 #include "core/check.h"
@@ -11,67 +12,72 @@ namespace tpgemm::ops {
 namespace {
 
 struct Slice {
-  int64_t begin, end;  // in vectors of 8
+  int64_t begin, end;  // in vectors
 };
+__host__ __device__ __forceinline__ int64_t slice_vecs(int64_t vecs, int world) { return (vecs + world - 1) / world; }
 __device__ __forceinline__ Slice slice_of(int64_t vecs, int world, int q) {
-  const int64_t per = (vecs + world - 1) / world;
+  const int64_t per = slice_vecs(vecs, world);
   return {min(vecs, q * per), min(vecs, (q + 1) * per)};
 }
 
+// Staging, per half (NOTE [two staging halves]), in vectors: W scatter slots of one slice each
+// (slot s written by rank s), then the gather area of all `vecs` (slice q written by rank q).
+// Block b handles the same vectors of every slice on every rank, so it only ever waits for
+// block b of its peers.
 template <typename T, int kW>
 __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduceArgs a) {
-  __shared__ T* halves[32];
+  __shared__ uint4* stage[32];  // every rank's staging half
+  __shared__ uint4* slots[32];  // my scatter slots, indexed by the vector's place in the whole buffer
   if (comm::tripped(a.env)) return;
   const uint64_t e = begin_call(a);
-  const int64_t half = (e & 1) * a.count;  // this call's half of every staging buffer
   const int me = a.env.rank;
-  if (threadIdx.x < a.world) halves[threadIdx.x] = static_cast<T*>(a.stage[threadIdx.x]) + half;
-  constexpr int kU = kUnrollFor<kW>;
+  const int world = kW > 0 ? kW : a.world;
   const int64_t vecs = a.count / 8;
+  const int64_t per = slice_vecs(vecs, world);
+  const Slice own = slice_of(vecs, world, me);
+  if (threadIdx.x < world) {
+    const int q = threadIdx.x;
+    stage[q] = static_cast<uint4*>(a.stage[q]) + (e & 1) * (world * per + vecs);
+  }
+  __syncthreads();
+  if (threadIdx.x < world) slots[threadIdx.x] = stage[me] + threadIdx.x * per - own.begin;
+  __syncthreads();
+  constexpr int kU = kUnrollFor<kW>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  T* mine = static_cast<T*>(a.stage[me]) + half;
-  for (int q = 0; q < a.world; ++q) {  // my portion of every slice
-    const Slice sl = slice_of(vecs, a.world, q);
-    copy_vectors<kU>(static_cast<const uint4*>(a.in), reinterpret_cast<uint4*>(mine), sl.begin + first, stride, sl.end);
-  }
-  raise_all(a, kStartGroup, e);
-  if (!await_all(a, kStartGroup, e, comm::WaitSite::kAllReduceStart)) return;
+  const uint4* in = static_cast<const uint4*>(a.in);
 
-  // Phase 1: reduce my portion of slice `me` of every rank into my staging buffer, in place
-  // (only this block reads those vectors of my buffer before the middle flag).
-  T* out = static_cast<T*>(a.out);
-  const Slice own = slice_of(vecs, a.world, me);
+  // Scatter: my portion of slice q into slot `me` of rank q.
+  for (int s = 1; s <= world; ++s) {
+    const int q = (me + s) % world;  // my own slice last
+    const Slice sl = slice_of(vecs, world, q);
+    uint4* slot = stage[q] + me * per - sl.begin;
+    if (q != me && a.drop_sends) continue;
+    for (int64_t v = sl.begin + first; v < sl.end; v += stride) slot[v] = never_empty(in[v]);
+  }
+  // Reduce my portion of my slice; the sum to every peer's gather area and to my output.
   for (int64_t v = own.begin + first; v < own.end; v += stride * kU) {
     float acc[kU][8];
-    sum_ranks<T, kW, kU>(halves, a.world, v, stride, own.end, acc);
+    if (!sum_slots<T, kW, kU>(slots, world, v, stride, own.end, a.env, comm::WaitSite::kAllReduceStart, acc)) return;
 #pragma unroll
     for (int u = 0; u < kU; ++u)
       if (v + u * stride < own.end) {
-        const int64_t off = (v + u * stride) * 8;
-        store8(mine + off, acc[u]);
-        round8<T>(acc[u]);  // out gets what the peers will read, plus beta * c, on every slice alike
-        add_beta_c<T>(a, off, acc[u]);
-        store8(out + off, acc[u]);
+        const uint4 sum = never_empty(pack8<T>(acc[u]));
+        for (int q = 0; q < world; ++q)
+          if (q != me && !a.drop_sends) stage[q][world * per + v + u * stride] = sum;
+        write_out<T>(a, v + u * stride, sum);
       }
   }
-  raise_all(a, kMiddleGroup, e);
-  if (!await_all(a, kMiddleGroup, e, comm::WaitSite::kAllReduceMiddle)) return;
-
-  // Phase 2: my portion of every other slice, from its owner, kU vectors in flight per thread.
-  for (int s = 1; s < a.world; ++s) {
-    const int q = (me + s) % a.world;
-    const Slice sl = slice_of(vecs, a.world, q);
-    if (a.c == nullptr) {
-      copy_vectors<kU>(reinterpret_cast<const uint4*>(halves[q]), reinterpret_cast<uint4*>(out), sl.begin + first, stride,
-                       sl.end);
-      continue;
-    }
+  // Gather: my portion of every other slice, from my gather area as it fills.
+  uint4* gathered = stage[me] + world * per;
+  for (int s = 1; s < world; ++s) {
+    const int q = (me + s) % world;
+    const Slice sl = slice_of(vecs, world, q);
     for (int64_t v = sl.begin + first; v < sl.end; v += stride) {
-      float acc[8];
-      load8(halves[q] + v * 8, acc);
-      add_beta_c<T>(a, v * 8, acc);
-      store8(out + v * 8, acc);
+      uint4 x = ld_volatile(gathered + v);
+      if (!wait_filled(gathered + v, x, a.env, q, comm::WaitSite::kAllReduceMiddle)) return;
+      gathered[v] = uint4{};
+      write_out<T>(a, v, x);
     }
   }
   end_call(a, e);
@@ -97,6 +103,10 @@ void launch_twoshot(const SymmAllReduceArgs& a, DType dtype, int blocks, cudaStr
   SymmAllReduceArgs args = a;
   void* params[] = {&args};
   TPGEMM_CUDA_CHECK(cudaLaunchKernel(twoshot_fn(dtype, a.world), dim3(blocks), dim3(kAllReduceThreads), params, 0, stream));
+}
+
+int64_t twoshot_stage_elems(int64_t count, int world) {
+  return 2 * (world * slice_vecs(count / 8, world) + count / 8) * 8;
 }
 
 int allreduce_max_blocks(DType dtype, int world, bool two_shot, int num_sms) {

@@ -56,13 +56,19 @@ __device__ __forceinline__ void add8(const T* p, float (&acc)[8]) {
   for (int i = 0; i < 8; ++i) acc[i] += f[i];
 }
 
+// Eight floats rounded to T, as one raw 16-byte vector.
 template <typename T>
-__device__ __forceinline__ void store8(T* p, const float (&f)[8]) {
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
   uint4 v;
   auto* h = reinterpret_cast<typename Pair<T>::type*>(&v);
 #pragma unroll
   for (int i = 0; i < 4; ++i) h[i] = Pair<T>::from_float2(make_float2(f[2 * i], f[2 * i + 1]));
-  *reinterpret_cast<uint4*>(p) = v;
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float (&f)[8]) {
+  *reinterpret_cast<uint4*>(p) = pack8<T>(f);
 }
 
 }  // namespace tpgemm::ops
