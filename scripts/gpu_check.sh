@@ -5,8 +5,7 @@
 # on the same machine in the same call.
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist bench peers sweep sweep_symm_ar
-#   (default: all but the sweeps, which calibrate the planner)
+#   stages: info build test_cpu test_gpu test_dist bench peers sweep (default: all but sweep)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
@@ -78,18 +77,6 @@ for s in $STAGES; do
         done
         stage "sweep_agrs_W${w}_c2" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs --impl pipelined \
           --chunks 2 --iterations 20 --json "$LOGS/sweep_agrs_W${w}_c2.json"
-      done ;;
-    sweep_symm_ar)  # calibration of chunked gemm_oneshot / gemm_twoshot: chunks x SMs left to the all-reduce
-      for w in $WORLDS; do
-        [ "$w" -le "$GPUS" ] || continue
-        for c in 1 2 4; do
-          for s in 8 16 32; do
-            [ "$c" = 1 ] && [ "$s" != 16 ] && continue
-            stage "sweep_symm_ar_W${w}_c${c}_s$s" 120 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar \
-              --impl gemm_oneshot,gemm_twoshot --chunks "$c" --comm-sms "$s" --iterations 20 \
-              --json "$LOGS/sweep_symm_ar_W${w}_c${c}_s$s.json"
-          done
-        done
       done ;;
     peers)
       peers=$(find_peers)

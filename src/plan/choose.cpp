@@ -25,10 +25,7 @@ Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptio
   c.impl = impl;
   const int64_t block = max_block_rows(p.m, world);
   c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : (p.op == Op::kAgGemm && block >= 2048 ? 2 : 1);
-  // Copy-engine schedules need SMs only for flag kernels; chunked gemm_*shot runs its
-  // all-reduce kernel beside the next matmul.
-  const bool symmetric_ar = impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
-  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : (symmetric_ar ? 16 : 2);
+  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : 2;
   return c;
 }
 

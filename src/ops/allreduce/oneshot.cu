@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(SymmAllReduc
   const int me = a.env.rank;
   const int world = kW > 0 ? kW : a.world;
   const int64_t vecs = a.count / 8;
-  const int64_t half = (e & 1) * world * (a.capacity / 8);
+  const int64_t half = (e & 1) * world * vecs;
   if (threadIdx.x < world) {
     const int q = threadIdx.x;
     slot_at[q] = static_cast<uint4*>(a.stage[q]) + half + me * vecs;

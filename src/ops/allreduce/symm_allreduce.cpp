@@ -12,8 +12,7 @@ namespace {
 constexpr int kThreads = 512;  // kAllReduceThreads (allreduce_device.cuh)
 }
 
-SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot,
-                             int max_blocks)
+SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot)
     : team_(std::move(team)), count_(count), dtype_(dtype), two_shot_(two_shot) {
   detail::TeamState& t = *team_;
   TPGEMM_ASSERT(count % 8 == 0 && t.world <= 32 && t.all_lsa);
@@ -24,7 +23,6 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
   // NOTE [collective construction]: local work first, agreed on, then the symmetric buffers.
   t.agree_local("allocating the all-reduce's local workspace", [&] {
     blocks_ = static_cast<int>(std::min<int64_t>(wanted, allreduce_max_blocks(dtype, t.world, two_shot, t.num_sms)));
-    if (max_blocks > 0) blocks_ = std::min(blocks_, max_blocks);
     calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
     TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
   });
@@ -36,15 +34,13 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
   stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(stage) * dtype_size(dtype), "all-reduce staging");  // empty: zeros
 }
 
-void SymmAllReduce::run(const void* in, void* out, const void* c, float beta, cudaStream_t stream, int64_t count) const {
-  if (count < 0) count = count_;
-  TPGEMM_ASSERT(in != nullptr && out != nullptr && c != out && count % 8 == 0 && count <= count_);
+void SymmAllReduce::run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const {
+  TPGEMM_ASSERT(in != nullptr && out != nullptr && c != out);
   SymmAllReduceArgs a;
   a.in = in;
   a.stage = stage_.device_peers();
   a.calls = calls_.as<uint64_t>();
-  a.count = count;
-  a.capacity = count_;
+  a.count = count_;
   a.out = out;
   a.c = c;
   a.beta = beta;

@@ -38,8 +38,7 @@ struct SymmAllReduceArgs {
   const void* in = nullptr;         // this rank's input (any device memory; may be `out`)
   void* const* stage = nullptr;     // every rank's staging buffer, 2 halves (device table)
   uint64_t* calls = nullptr;        // this rank's per-block call counters
-  int64_t count = 0;                // elements of this call, a multiple of 8
-  int64_t capacity = 0;             // elements the plan was made for (the staging halves' size)
+  int64_t count = 0;                // elements, a multiple of 8
   void* out = nullptr;
   const void* c = nullptr;          // optional: out = sum + beta * c (c is this rank's own)
   float beta = 0.0f;
@@ -61,14 +60,12 @@ int allreduce_max_blocks(DType dtype, int world, bool two_shot, int num_sms);  /
 
 class SymmAllReduce {
  public:
-  // Collective. `two_shot` picks the algorithm; `max_blocks` > 0 caps the grid (to leave SMs
-  // to matmuls running beside it).
-  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot, int max_blocks = 0);
+  // Collective. `two_shot` picks the algorithm.
+  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot);
   int64_t count() const { return count_; }
-  // out = sum over ranks of in (+ beta * c), `count` elements (every rank the same, a multiple
-  // of 8 up to the plan's; -1: the plan's). `out` may equal `in`; `c` may not alias `out`.
-  // Successive calls on one stream (NOTE [two staging halves]).
-  void run(const void* in, void* out, const void* c, float beta, cudaStream_t stream, int64_t count = -1) const;
+  // out = sum over ranks of in (+ beta * c), count elements. `out` may equal `in`; `c` may not
+  // alias `out`. Successive calls on one stream (NOTE [two staging halves]).
+  void run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const;
 
  private:
   std::shared_ptr<detail::TeamState> team_;

@@ -37,8 +37,7 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduc
   const Slice own = slice_of(vecs, world, me);
   if (threadIdx.x < world) {
     const int q = threadIdx.x;
-    const int64_t cap = a.capacity / 8;  // the halves' layout is the plan's; within one, this call's
-    stage[q] = static_cast<uint4*>(a.stage[q]) + (e & 1) * (world * slice_vecs(cap, world) + cap);
+    stage[q] = static_cast<uint4*>(a.stage[q]) + (e & 1) * (world * per + vecs);
   }
   __syncthreads();
   if (threadIdx.x < world) slots[threadIdx.x] = stage[me] + threadIdx.x * per - own.begin;
