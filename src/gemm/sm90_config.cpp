@@ -1,0 +1,115 @@
+#include "gemm/sm90_config.h"
+
+#include <algorithm>
+#include <climits>
+#include <iterator>
+
+#include "core/format.h"
+
+namespace tpgemm::gemm::sm90 {
+namespace {
+
+// NOTE [sm90 configs]: the order is that of the kernel tables in sm90_gemm.cpp. rate and
+// tile_overhead are first estimates (operand reuse per tile; whether the epilogue hides under
+// another tile's mainloop), to be replaced by measurements of `tpgemm-bench --op gemm`, which
+// times every configuration.
+constexpr ConfigInfo kConfigs[] = {
+    {"coop_128x256_c2x1", 128, 256, 64, 2, 1, Schedule::kCooperative, 1.00, 3.0},
+    {"coop_256x128_c1x2", 256, 128, 64, 1, 2, Schedule::kCooperative, 1.00, 3.0},
+    {"pingpong_128x128_c1x2", 128, 128, 64, 1, 2, Schedule::kPingpong, 0.93, 1.0},
+    {"streamk_128x256_c2x1", 128, 256, 64, 2, 1, Schedule::kStreamK, 1.00, 3.0},
+};
+
+// Stream-K pays for partial sums through global memory and their ordered reduction: a fixed
+// cost in k-blocks, and a margin by which it must beat the best persistent configuration.
+constexpr double kStreamKFixup = 4.0;
+constexpr double kStreamKMargin = 0.95;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+std::span<const ConfigInfo> configs() { return kConfigs; }
+
+std::optional<int> find_config(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(kConfigs)); ++i)
+    if (name == kConfigs[i].name) return i;
+  return std::nullopt;
+}
+
+std::string config_names() {
+  std::string out;
+  for (const ConfigInfo& c : kConfigs) out += (out.empty() ? "" : ", ") + std::string(c.name);
+  return out;
+}
+
+Status check_shape(const MatmulShape& s) {
+  auto no = [](ErrorCode code, const std::string& msg) { return Status{code, "sm90 GEMM core: " + msg}; };
+  const auto ll = [](int64_t v) { return static_cast<long long>(v); };
+  if (s.out_fp32) return no(ErrorCode::kUnsupported, "fp32 output is not supported (D is written in the input type)");
+  if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1)
+    return no(ErrorCode::kInvalidArgument, strfmt("M=%lld N=%lld K=%lld L=%lld: each must be >= 1", ll(s.m), ll(s.n),
+                                                  ll(s.k), ll(s.batch)));
+  if (s.m > INT_MAX || s.n > INT_MAX || s.k > INT_MAX || s.batch > INT_MAX)
+    return no(ErrorCode::kUnsupported, "M, N, K and L must each fit in 32 bits (CUTLASS's problem shape)");
+  // TMA moves rows that start on 16-byte boundaries: every row stride (and so K for A, N for D)
+  // is a multiple of 8 elements.
+  if (s.k % 8 != 0)
+    return no(ErrorCode::kUnsupported, strfmt("K=%lld: must be a multiple of 8 (TMA needs 16-byte aligned rows)", ll(s.k)));
+  if (s.n % 8 != 0)
+    return no(ErrorCode::kUnsupported, strfmt("N=%lld: must be a multiple of 8 (TMA needs 16-byte aligned rows)", ll(s.n)));
+  const int64_t b_row = s.b_layout == BLayout::kNK ? s.k : s.n;
+  struct Ld { const char* name; int64_t ld, row; bool used; };
+  for (const Ld x : {Ld{"lda", s.lda, s.k, true}, Ld{"ldb", s.ldb, b_row, true}, Ld{"ldc", s.ldc, s.n, s.has_c},
+                     Ld{"ldd", s.ldd, s.n, true}}) {
+    if (!x.used) continue;
+    if (x.ld < x.row || x.ld % 8 != 0)
+      return no(ErrorCode::kInvalidArgument, strfmt("%s=%lld: must be >= the row length %lld and a multiple of 8",
+                                                    x.name, ll(x.ld), ll(x.row)));
+  }
+  if (s.batch > 1)
+    for (const Ld x : {Ld{"stride_a", s.stride_a, 0, true}, Ld{"stride_b", s.stride_b, 0, true},
+                       Ld{"stride_c", s.stride_c, 0, s.has_c}, Ld{"stride_d", s.stride_d, 0, true}})
+      if (x.used && (x.ld < 0 || x.ld % 8 != 0))
+        return no(ErrorCode::kInvalidArgument, strfmt("%s=%lld: batch strides must be non-negative multiples of 8",
+                                                      x.name, ll(x.ld)));
+  return Status::Ok();
+}
+
+// NOTE [sm90 config rule]
+// Each configuration is a persistent kernel: ctas = the SMs, rounded down to whole clusters,
+// loop over the output tiles. The cost of one is the busiest CTA's time, in k-blocks (64 deep)
+// of a 128x256 tile:
+//   persistent: ceil(tiles / ctas) * (k_blocks + tile_overhead) * area / rate
+//   stream-K:   (ceil(tiles * k_blocks / ctas) + ceil(tiles / ctas) * tile_overhead) * area / rate
+//               + kStreamKFixup  (the k-blocks of all tiles are spread evenly over the CTAs)
+// where area = tile_m * tile_n / (128 * 256). The cheapest persistent configuration wins (ties:
+// table order); stream-K replaces it only below kStreamKMargin of its cost. So the choice turns
+// on how the tile grid quantizes into waves of `ctas`, which is what differs between shapes.
+double estimated_cost(const ConfigInfo& c, int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count) {
+  const int cluster = c.cluster_m * c.cluster_n;
+  const int64_t ctas = std::max<int64_t>(cluster, sm_count / cluster * cluster);
+  const int64_t tiles = ceil_div(m, c.tile_m) * ceil_div(n, c.tile_n) * batch;
+  const int64_t kb = ceil_div(k, c.tile_k);
+  const double area = static_cast<double>(c.tile_m) * c.tile_n / (128.0 * 256.0);
+  if (c.schedule == Schedule::kStreamK)
+    return (static_cast<double>(ceil_div(tiles * kb, ctas)) + static_cast<double>(ceil_div(tiles, ctas)) * c.tile_overhead) *
+               area / c.rate + kStreamKFixup;
+  return static_cast<double>(ceil_div(tiles, ctas)) * (static_cast<double>(kb) + c.tile_overhead) * area / c.rate;
+}
+
+int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count) {
+  int best = -1, best_sk = -1;
+  double cost = 0, cost_sk = 0;
+  for (int i = 0; i < static_cast<int>(std::size(kConfigs)); ++i) {
+    const double e = estimated_cost(kConfigs[i], m, n, k, batch, sm_count);
+    if (kConfigs[i].schedule == Schedule::kStreamK) {
+      if (best_sk < 0 || e < cost_sk) best_sk = i, cost_sk = e;
+    } else if (best < 0 || e < cost) {
+      best = i, cost = e;
+    }
+  }
+  return best_sk >= 0 && cost_sk < kStreamKMargin * cost ? best_sk : best;
+}
+
+}  // namespace tpgemm::gemm::sm90

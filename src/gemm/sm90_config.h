@@ -1,0 +1,41 @@
+// The Hopper GEMM core's configurations, what it supports, and the rule that picks a
+// configuration per shape: pure host logic (no CUDA), shared by Sm90Gemm, tpgemm-bench and the
+// CPU tests. NOTE [sm90 config rule] in sm90_config.cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "gemm/lt_matmul.h"
+#include "tpgemm/error.h"
+
+namespace tpgemm::gemm::sm90 {
+
+enum class Schedule { kCooperative, kPingpong, kStreamK };
+
+struct ConfigInfo {
+  const char* name;
+  int tile_m, tile_n, tile_k;
+  int cluster_m, cluster_n;
+  Schedule schedule;
+  double rate;           // mainloop throughput relative to coop_128x256_c2x1
+  double tile_overhead;  // per-tile time not hidden under the mainloop, in 64-deep k-blocks
+};
+
+// Every configuration compiled, in the order of the kernel tables (src/gemm/sm90_gemm.cpp).
+std::span<const ConfigInfo> configs();
+std::optional<int> find_config(std::string_view name);
+std::string config_names();  // "a, b, c" for messages
+
+// Ok, or Unsupported / InvalidArgument naming the field, its value and the requirement.
+Status check_shape(const MatmulShape& s);
+
+// The rule (deterministic): index into configs().
+int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count);
+// Its cost model: the busiest CTA's time in k-blocks of a 128x256 tile.
+double estimated_cost(const ConfigInfo& c, int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count);
+
+}  // namespace tpgemm::gemm::sm90

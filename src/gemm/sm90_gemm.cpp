@@ -1,0 +1,94 @@
+#include "gemm/sm90_gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+
+#include "core/check.h"
+#include "core/env.h"
+#include "gemm/sm90_config.h"
+
+namespace tpgemm::gemm {
+namespace sm90 {
+// One per src/gemm/sm90/<config>.cu, in the order of sm90_config.cpp's table.
+extern const KernelTable kCoop128x256C2x1, kCoop256x128C1x2, kPingpong128x128C1x2, kStreamK128x256C2x1;
+}  // namespace sm90
+
+namespace {
+
+const sm90::KernelTable* const kTables[] = {&sm90::kCoop128x256C2x1, &sm90::kCoop256x128C1x2,
+                                            &sm90::kPingpong128x128C1x2, &sm90::kStreamK128x256C2x1};
+
+int pick_config(const MatmulShape& s, std::string_view asked, int sm_count) {
+  std::string name(asked);
+  const char* origin = "config";
+  if (name.empty()) {
+    if (const auto env = env_string("TPGEMM_SM90_CONFIG")) name = *env, origin = "TPGEMM_SM90_CONFIG";
+  }
+  if (name.empty()) return sm90::choose_config(s.m, s.n, s.k, s.batch, sm_count);
+  const auto i = sm90::find_config(name);
+  if (!i)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("sm90 GEMM core: %s='%s': expected one of %s", origin, name.c_str(),
+                                                    sm90::config_names().c_str()));
+  return *i;
+}
+
+}  // namespace
+
+bool Sm90Gemm::supports(const MatmulShape& shape, std::string* why) {
+  const Status st = sm90::check_shape(shape);
+  if (!st.ok() && why != nullptr) *why = st.message;
+  return st.ok();
+}
+
+Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) : shape_(s) {
+  throw_if_error(sm90::check_shape(s));
+  TPGEMM_ASSERT(std::size(kTables) == sm90::configs().size());
+  int device = 0, sms = 0;
+  TPGEMM_CUDA_CHECK(cudaGetDevice(&device));
+  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (s.sm_count > 0) sms = std::min(sms, s.sm_count);  // leave the rest to communication kernels
+  config_ = pick_config(s, config_name, sms);
+  kernel_ = &kTables[config_]->fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
+  TPGEMM_ASSERT(kernel_->run != nullptr);
+
+  sm90::Args& x = base_;
+  x.m = static_cast<int>(s.m), x.n = static_cast<int>(s.n), x.k = static_cast<int>(s.k), x.l = static_cast<int>(s.batch);
+  x.lda = s.lda, x.ldb = s.ldb, x.ldd = s.ldd;
+  x.ldc = s.has_c ? s.ldc : s.ldd;  // without C, D stands in for it (never read: beta = 0)
+  x.stride_a = s.stride_a, x.stride_b = s.stride_b, x.stride_d = s.stride_d;
+  x.stride_c = s.has_c ? s.stride_c : s.stride_d;
+  x.device = device;
+  x.sm_count = sms;
+  x.swizzle = static_cast<int>(env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(1));
+  x.max_active_clusters = kernel_->prepare();
+  if (!kernel_->implementable(x))
+    throw Error(ErrorCode::kUnsupported, strfmt("sm90 GEMM core: %s cannot run M=%lld N=%lld K=%lld L=%lld (%s, B %s)",
+                                                config(), (long long)s.m, (long long)s.n, (long long)s.k,
+                                                (long long)s.batch, std::string(to_string(s.dtype)).c_str(),
+                                                std::string(to_string(s.b_layout)).c_str()));
+  workspace_bytes_ = kernel_->workspace_bytes(x);
+}
+
+const char* Sm90Gemm::config() const { return config_ < 0 ? "none" : sm90::configs()[config_].name; }
+
+void Sm90Gemm::run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
+                   cudaStream_t stream) const {
+  if (kernel_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "Sm90Gemm::run on a default-constructed plan");
+  sm90::Args x = base_;
+  x.a = a, x.b = b, x.d = d;
+  x.c = shape_.has_c ? c : d;
+  x.alpha = alpha;
+  x.beta = shape_.has_c ? beta : 0.0f;
+  // TMA faults on misaligned global addresses: refuse here, with the operand's name.
+  for (const auto& [name, p] : {std::pair{"A", x.a}, std::pair{"B", x.b}, std::pair{"C", x.c}, std::pair{"D", (const void*)d}})
+    if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      throw Error(ErrorCode::kInvalidArgument,
+                  strfmt("Sm90Gemm::run: %s=%p: expected a non-null, 16-byte aligned device pointer", name, p));
+  if (workspace_bytes_ > 0 && workspace == nullptr)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("Sm90Gemm::run: %s needs a workspace of %zu bytes", config(),
+                                                    workspace_bytes_));
+  kernel_->run(x, workspace, stream);
+}
+
+}  // namespace tpgemm::gemm

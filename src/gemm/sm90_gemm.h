@@ -1,0 +1,46 @@
+// tpgemm's own Hopper GEMM core: CUTLASS 3.x kernels (TMA, wgmma, warp-specialized persistent
+// mainloops), planned once from a MatmulShape and run many times, like LtMatmul. Row-major:
+// D[m, n] = alpha * A[m, k] * op(B) + beta * C[m, n], fp32 accumulation, D in the input type.
+// Configurations and the rule choosing one: gemm/sm90_config.h, docs/design.md.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <string_view>
+
+#include "gemm/lt_matmul.h"
+#include "gemm/sm90/kernels.h"
+
+namespace tpgemm::gemm {
+
+class Sm90Gemm {
+ public:
+  // Whether the core can run `shape` (dtype, layout, alignment, sizes); if not, says why.
+  static bool supports(const MatmulShape& shape, std::string* why);
+
+  Sm90Gemm() = default;
+  // On the current device. `config_name`: a name from sm90::configs(); empty: the environment
+  // variable TPGEMM_SM90_CONFIG if set (for calibration), else the rule. TPGEMM_SM90_SWIZZLE
+  // (1, 2, 4, 8) sets the tile scheduler's swizzle. Throws Error(Unsupported / InvalidArgument).
+  explicit Sm90Gemm(const MatmulShape& shape, std::string_view config_name = {});
+
+  // The workspace run() needs (stream-K's partial sums; 0 for the others).
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  const char* config() const;  // the configuration's name
+  const MatmulShape& shape() const { return shape_; }
+
+  // Enqueues D = alpha * A * op(B) + beta * C (C may be null without has_c, and may be D).
+  // Operands 16-byte aligned; `workspace` holds workspace_bytes() and is not used concurrently.
+  void run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
+           cudaStream_t stream) const;
+
+ private:
+  MatmulShape shape_{};
+  int config_ = -1;
+  const sm90::KernelFns* kernel_ = nullptr;
+  sm90::Args base_{};  // shape, strides and hardware; pointers and scalars are set per call
+  size_t workspace_bytes_ = 0;
+};
+
+}  // namespace tpgemm::gemm

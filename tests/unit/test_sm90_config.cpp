@@ -1,0 +1,91 @@
+// The Hopper GEMM core's host logic: what it supports (with the reason when not) and the rule
+// choosing a configuration per shape (NOTE [sm90 config rule]).
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "gemm/sm90_config.h"
+
+namespace tpgemm::gemm::sm90 {
+namespace {
+
+constexpr int kH100Sms = 132;  // H100 SXM and H200
+
+MatmulShape packed(int64_t m, int64_t n, int64_t k, int64_t l = 1, BLayout layout = BLayout::kNK) {
+  MatmulShape s;
+  s.m = m, s.n = n, s.k = k, s.batch = l;
+  s.lda = k, s.ldb = layout == BLayout::kNK ? k : n, s.ldc = s.ldd = n;
+  s.stride_a = m * k, s.stride_b = n * k, s.stride_c = s.stride_d = m * n;
+  s.b_layout = layout;
+  return s;
+}
+
+void expect_rejected(const MatmulShape& s, ErrorCode code, const std::string& words) {
+  const Status st = check_shape(s);
+  EXPECT_EQ(st.code, code) << st.message;
+  EXPECT_NE(st.message.find(words), std::string::npos) << st.message;
+}
+
+TEST(Sm90Config, NamesAreUniqueAndFound) {
+  std::set<std::string> names;
+  for (const ConfigInfo& c : configs()) {
+    EXPECT_TRUE(names.insert(c.name).second) << c.name;
+    EXPECT_EQ(find_config(c.name), static_cast<int>(names.size()) - 1);
+    EXPECT_NE(config_names().find(c.name), std::string::npos);
+  }
+  EXPECT_GE(names.size(), 2u);
+  EXPECT_FALSE(find_config("coop_128x256"));
+}
+
+TEST(Sm90Config, SupportsBothLayoutsOddMAndBatches) {
+  for (BLayout layout : {BLayout::kNK, BLayout::kKN})
+    for (const auto& s : {packed(77, 136, 72, 1, layout), packed(300, 264, 520, 3, layout), packed(1, 8, 8, 1, layout)})
+      EXPECT_TRUE(check_shape(s).ok()) << check_shape(s).message;
+  MatmulShape with_c = packed(64, 64, 64);
+  with_c.has_c = true;
+  EXPECT_TRUE(check_shape(with_c).ok());
+}
+
+TEST(Sm90Config, RejectsWhatTmaCannotLoadWithTheReason) {
+  expect_rejected(packed(64, 64, 100), ErrorCode::kUnsupported, "K=100: must be a multiple of 8");
+  expect_rejected(packed(64, 100, 64), ErrorCode::kUnsupported, "N=100: must be a multiple of 8");
+  MatmulShape fp32 = packed(64, 64, 64);
+  fp32.out_fp32 = true;
+  expect_rejected(fp32, ErrorCode::kUnsupported, "fp32 output");
+  MatmulShape short_ld = packed(64, 64, 64);
+  short_ld.lda = 56;
+  expect_rejected(short_ld, ErrorCode::kInvalidArgument, "lda=56");
+  MatmulShape odd_ld = packed(64, 64, 64);
+  odd_ld.ldd = 68;
+  expect_rejected(odd_ld, ErrorCode::kInvalidArgument, "ldd=68");
+  MatmulShape odd_c = packed(64, 64, 64, 2);
+  odd_c.has_c = true;
+  odd_c.stride_c = 4100;
+  expect_rejected(odd_c, ErrorCode::kInvalidArgument, "stride_c=4100");
+  odd_c.has_c = false;  // C's strides do not matter without C
+  EXPECT_TRUE(check_shape(odd_c).ok());
+  expect_rejected(packed(0, 64, 64), ErrorCode::kInvalidArgument, "M=0");
+  expect_rejected(packed(int64_t(1) << 32, 64, 64), ErrorCode::kUnsupported, "32 bits");
+}
+
+TEST(Sm90Config, RuleIsDeterministicAndPicksByWaveQuantization) {
+  const auto pick = [](int64_t m, int64_t n, int64_t k, int sms = kH100Sms) {
+    return std::string(configs()[choose_config(m, n, k, 1, sms)].name);
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(pick(8192, 8192, 8192), pick(8192, 8192, 8192));
+  // 2048 tiles of 128x256 fill 132 SMs in 15.5 waves (97%): the persistent workhorse.
+  EXPECT_EQ(pick(8192, 8192, 8192), "coop_128x256_c2x1");
+  // Exactly one full wave (132 tiles): nothing to gain by splitting K.
+  EXPECT_EQ(pick(128 * 12, 256 * 11, 8192), "coop_128x256_c2x1");
+  // 224 tiles are 1.7 waves (85%): stream-K spreads the K blocks evenly.
+  EXPECT_EQ(pick(2048, 3584, 8192), "streamk_128x256_c2x1");
+  // Fewer SMs (the rest left to communication) change the waves, so the costs.
+  const ConfigInfo& coop = configs()[*find_config("coop_128x256_c2x1")];
+  EXPECT_GT(estimated_cost(coop, 8192, 8192, 8192, 1, 100), estimated_cost(coop, 8192, 8192, 8192, 1, kH100Sms));
+  // A batch of L multiplies the tiles.
+  EXPECT_DOUBLE_EQ(estimated_cost(coop, 4096, 4096, 4096, 2, kH100Sms), estimated_cost(coop, 8192, 4096, 4096, 1, kH100Sms));
+}
+
+}  // namespace
+}  // namespace tpgemm::gemm::sm90
