@@ -65,11 +65,21 @@ TEST(Cli, BaselineMeansNcclForTheAllReduce) {
   EXPECT_EQ(c.allreduce_impls[1], AllReduceImpl::kTwoShot);
 }
 
+TEST(Cli, GemmCoreOnlyWhenNamed) {
+  const BenchConfig c = parse({"--op=gemm", "--gpus=1"});
+  EXPECT_TRUE(c.gemm_core);
+  EXPECT_TRUE(c.ops.empty());
+  EXPECT_FALSE(c.allreduce);
+  EXPECT_FALSE(parse({}).gemm_core);
+  EXPECT_FALSE(parse({"--op=all"}).gemm_core);
+  EXPECT_TRUE(parse({"--op=all,gemm"}).gemm_core);
+}
+
 TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--m=0", "--n=8", "--k=8"}, "--m=0: expected an integer");
   expect_rejected({"--m=64"}, "go together");
   expect_rejected({"--dtype=fp8"}, "--dtype=fp8: expected bf16 or fp16");
-  expect_rejected({"--op=gemm"}, "--op=gemm: expected");
+  expect_rejected({"--op=matmul"}, "--op=matmul: expected");
   expect_rejected({"--impl=fastest"}, "--impl=fastest");
   expect_rejected({"--gpus=0"}, "--gpus=0");
   expect_rejected({"--iterations"}, "--iterations: expected a value");

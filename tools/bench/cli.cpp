@@ -49,7 +49,11 @@ per GPU, forked here), or on the ranks torchrun / mpirun started (RANK, WORLD_SI
 MASTER_ADDR, MASTER_PORT). With no flags: every op, every implementation, the shared shape set,
 all local GPUs.
 
-  --op=LIST              ag_gemm, gemm_rs, gemm_ar, allreduce or all (comma-separated; default all)
+  --op=LIST              ag_gemm, gemm_rs, gemm_ar, allreduce, gemm or all (comma-separated; default
+                         all: every op but gemm). gemm: each GPU's local matmul alone (the M N K of
+                         the shape set's ag and rs lines), cuBLASLt against every configuration of
+                         tpgemm's Hopper GEMM core and its rule's choice (sm90_auto); the ratio
+                         column is cuBLASLt's time over the row's
   --impl=LIST            baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, auto; for allreduce
                          nccl, oneshot, twoshot, auto; or all (default all)
   --m= --n= --k=         one shape (the per-GPU GEMM is M x N x K; K is the local shard for
@@ -132,8 +136,9 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       c.ops = {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr};
       c.allreduce = true;
     } else if (o == "allreduce") c.allreduce = true;
+    else if (o == "gemm") c.gemm_core = true;
     else if (const auto op = parse_op(o)) c.ops.push_back(*op);
-    else throw bad("--op", ops, "ag_gemm, gemm_rs, gemm_ar, allreduce or all");
+    else throw bad("--op", ops, "ag_gemm, gemm_rs, gemm_ar, allreduce, gemm or all");
   }
   for (const auto& s : split(impls)) {
     if (s == "all") {

@@ -14,6 +14,7 @@ struct BenchConfig {
   // What to run.
   std::vector<Op> ops;          // GEMM ops selected by --op
   bool allreduce = false;       // --op includes allreduce
+  bool gemm_core = false;       // --op includes gemm: one GPU's matmul, cuBLASLt against tpgemm's core
   std::vector<Impl> impls;      // GEMM implementations (--impl); empty = every one that applies
   std::vector<AllReduceImpl> allreduce_impls;  // likewise for the all-reduce
   DType dtype = DType::kBF16;

@@ -21,8 +21,11 @@ double ResultRow::busbw_gbs() const {
   return ms > 0 ? static_cast<double>(bytes) / (ms * 1e-3) * 2.0 * (world - 1) / world / 1e9 : 0.0;
 }
 
-std::string table_header(bool allreduce) {
-  if (allreduce)
+std::string table_header(const std::string& op) {
+  if (op == "gemm")
+    return strfmt("%-8s %2s %6s %6s %6s %-22s %-22s %9s %9s %11s %10s", "op", "W", "M", "N", "K", "impl", "ran", "ms",
+                  "TFLOP/s", "vs cuBLASLt", "check");
+  if (op == "allreduce")
     return strfmt("%-10s %2s %12s %-12s %-12s %10s %10s %9s %10s %10s %10s", "op", "W", "bytes", "impl", "ran", "us",
                   "busbw GB/s", "vs nccl", "call us", "graph us", "check");
   return strfmt("%-8s %2s %6s %6s %6s %-13s %-13s %9s %9s %8s %7s %8s %10s", "op", "W", "M", "N", "K", "impl", "ran", "ms",
@@ -34,6 +37,9 @@ std::string table_row(const ResultRow& r) {
   if (!r.note.empty())
     return strfmt("%-8s %2d %6lld %6lld %6lld %-13s %s", r.op.c_str(), r.world, r.op == "allreduce" ? r.bytes : r.m, r.n, r.k,
                   r.impl.c_str(), r.note.c_str());
+  if (r.op == "gemm")
+    return strfmt("%-8s %2d %6lld %6lld %6lld %-22s %-22s %9.3f %9.1f %10.3fx %10s", r.op.c_str(), r.world, r.m, r.n, r.k,
+                  r.impl.c_str(), r.chosen.c_str(), r.ms, r.tflops_per_gpu(), r.speedup(), check.c_str());
   if (r.op == "allreduce")
     return strfmt("%-10s %2d %12lld %-12s %-12s %10.1f %10.1f %8.2fx %10.1f %10.1f %10s", r.op.c_str(), r.world, r.bytes,
                   r.impl.c_str(), r.chosen.c_str(), r.ms * 1e3, r.busbw_gbs(), r.speedup(), r.call_ms * 1e3,

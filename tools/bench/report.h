@@ -8,7 +8,7 @@
 namespace tpgemm::bench {
 
 struct ResultRow {
-  std::string op;      // ag_gemm, gemm_rs, gemm_ar, allreduce
+  std::string op;      // ag_gemm, gemm_rs, gemm_ar, allreduce, gemm (one GPU's matmul; baseline: cuBLASLt)
   int world = 1;
   long long m = 0, n = 0, k = 0, l = 1, bytes = 0;
   std::string dtype;
@@ -28,7 +28,7 @@ struct ResultRow {
   double busbw_gbs() const;      // all-reduce: nccl-tests bus bandwidth
 };
 
-std::string table_header(bool allreduce);
+std::string table_header(const std::string& op);  // the columns of the rows of `op`
 std::string table_row(const ResultRow& r);
 // Geomean of the speedup over the baseline per (op, W, impl), with the worst shape, as text lines.
 std::string summary(const std::vector<ResultRow>& rows);

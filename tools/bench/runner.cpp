@@ -1,7 +1,8 @@
 // One rank of tpgemm-bench: for every shape, the baseline's parts (GEMM alone, collective
 // alone), then every implementation: checked against a reference on fresh random data with a
 // poisoned output (--check), and timed with CUDA events around each run (median per rank,
-// maximum over ranks), the way shared/peers/torch_peers.py times its peers.
+// maximum over ranks), the way shared/peers/torch_peers.py times its peers. --op gemm times
+// each GPU's local matmul alone: cuBLASLt against every configuration of tpgemm's GEMM core.
 #include "bench/runner.h"
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include "core/cuda_raii.h"
 #include "default_shapes.h"
 #include "gemm/lt_matmul.h"
+#include "gemm/sm90_config.h"
+#include "gemm/sm90_gemm.h"
 #include "ops/common/nccl_types.h"
 #include "testing/problem_data.h"
 #include "testing/testing.h"
@@ -26,6 +29,7 @@ namespace tpgemm::bench {
 namespace {
 
 constexpr uint64_t kSeedAllReduce = 4000;
+constexpr uint64_t kSeedGemmCore = 5000;
 
 class Runner {
  public:
@@ -38,15 +42,18 @@ class Runner {
 
   int run() {
     const std::vector<ShapeSpec> shapes = selected_shapes();
+    const std::vector<ShapeSpec> core_shapes = gemm_core_shapes();
     if (root_) std::printf("tpgemm-bench: %s, %s, %zu shapes, %d timed + %d warm-up runs each%s\n", device_.c_str(),
-                           std::string(to_string(cfg_.dtype)).c_str(), shapes.size(), cfg_.iterations,
-                           cfg_.warmup_iterations, cfg_.check ? ", checked" : "");
+                           std::string(to_string(cfg_.dtype)).c_str(), shapes.size() + core_shapes.size(),
+                           cfg_.iterations, cfg_.warmup_iterations, cfg_.check ? ", checked" : "");
     bool printed_gemm_header = false, printed_ar_header = false;
     for (const ShapeSpec& s : shapes) {
-      if (s.allreduce && !printed_ar_header) print(table_header(true)), printed_ar_header = true;
-      if (!s.allreduce && !printed_gemm_header) print(table_header(false)), printed_gemm_header = true;
+      if (s.allreduce && !printed_ar_header) print(table_header("allreduce")), printed_ar_header = true;
+      if (!s.allreduce && !printed_gemm_header) print(table_header(std::string(to_string(s.op)))), printed_gemm_header = true;
       s.allreduce ? run_allreduce(s) : run_gemm(s);
     }
+    if (!core_shapes.empty()) print(table_header("gemm"));
+    for (const ShapeSpec& s : core_shapes) run_gemm_core(s);
     if (root_) {
       std::printf("%s", summary(rows_).c_str());
       if (!cfg_.json.empty()) {
@@ -80,6 +87,22 @@ class Runner {
     std::vector<ShapeSpec> out;
     for (const auto& s : all)
       if (s.allreduce ? cfg_.allreduce : std::find(cfg_.ops.begin(), cfg_.ops.end(), s.op) != cfg_.ops.end()) out.push_back(s);
+    return out;
+  }
+
+  // --op gemm: the local matmuls of the shape set, M x N x K as every rank multiplies them: the
+  // 'ag' and 'rs' lines (the 'ar' ones are the small-M inference shapes), each M N K once.
+  std::vector<ShapeSpec> gemm_core_shapes() const {
+    if (!cfg_.gemm_core) return {};
+    if (cfg_.m > 0) return {{false, Op::kAgGemm, cfg_.m, cfg_.n, cfg_.k, 0}};
+    const std::vector<ShapeSpec> all = cfg_.shapes_file.empty() ? parse_shapes(kDefaultShapes, "built-in bench/shapes.txt")
+                                                                : read_shapes_file(cfg_.shapes_file);
+    std::vector<ShapeSpec> out;
+    for (const ShapeSpec& s : all) {
+      if (s.allreduce || s.op == Op::kGemmAr) continue;
+      const auto same = [&](const ShapeSpec& o) { return o.m == s.m && o.n == s.n && o.k == s.k; };
+      if (std::none_of(out.begin(), out.end(), same)) out.push_back(s);
+    }
     return out;
   }
 
@@ -214,15 +237,32 @@ class Runner {
   }
 
   // Poison D, run once, compare. Returns the worst relative error over ranks (NaN counts as a failure).
-  double check_once(const testing::RankData& g, const DeviceBuffer& expected, const std::function<void()>& fn, bool* ok) {
-    testing::poison(g.d.get(), operand_sizes(g.p, t_.world).d, g.p.dtype, stream_.get());
+  double check_once(void* d, int64_t d_count, DType dt, const std::function<void()>& fn,
+                    const std::function<testing::Diff()>& compare, bool* ok) {
+    testing::poison(d, d_count, dt, stream_.get());
     fn();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     team_.check();
-    const testing::Diff d = testing::compare_d(g.d.get(), expected, g.p, t_.world, stream_.get());
-    const double eps = cfg_.eps > 0 ? cfg_.eps : testing::default_eps(g.p.dtype);
-    *ok = all_ranks(d.passes(eps));
-    return max_over_ranks(d.nonfinite > 0 ? 1e30 : d.rel_err);
+    const testing::Diff diff = compare();
+    const double eps = cfg_.eps > 0 ? cfg_.eps : testing::default_eps(dt);
+    *ok = all_ranks(diff.passes(eps));
+    return max_over_ranks(diff.nonfinite > 0 ? 1e30 : diff.rel_err);
+  }
+
+  // Times `fn` into row.ms; with --check, checks it before and after the timed runs (races
+  // show up as a moving error).
+  void measure(ResultRow& row, const std::function<void()>& fn, const std::function<double(bool*)>& check) {
+    if (cfg_.check) {
+      bool ok1 = false, ok2 = false;
+      const double e1 = check(&ok1);
+      row.ms = time_ms(fn);
+      const double e2 = check(&ok2);
+      row.rel_err = std::max(e1, e2);
+      row.check_ok = ok1 && ok2;
+      failed_ = failed_ || !row.check_ok;
+    } else {
+      row.ms = time_ms(fn);
+    }
   }
 
   std::vector<Impl> gemm_impls(Op op) const {
@@ -245,7 +285,7 @@ class Runner {
     base.dtype = std::string(to_string(p.dtype));
     const Status valid = Plan::can_implement(team_, p, {});
     if (!valid.ok()) {
-      base.impl = "-";
+      base.impl = std::string(1, '-');  // (not = "-": g++ 12 -Wrestrict false positive, GCC PR 105651)
       base.note = "skipped: " + valid.message;
       print(table_row(base));
       rows_.push_back(base);
@@ -269,18 +309,71 @@ class Runner {
       row.chosen = std::string(to_string(plan->impl()));
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
-      if (cfg_.check) {
-        bool ok1 = false, ok2 = false;
-        const double e1 = check_once(g, expected, fn, &ok1);
-        row.ms = time_ms(fn);
-        const double e2 = check_once(g, expected, fn, &ok2);  // again after many runs: races show up as a moving error
-        row.rel_err = std::max(e1, e2);
-        row.check_ok = ok1 && ok2;
-        failed_ = failed_ || !row.check_ok;
-      } else {
-        row.ms = time_ms(fn);
-      }
+      measure(row, fn, [&](bool* ok) {
+        return check_once(g.d.get(), operand_sizes(p, t_.world).d, p.dtype, fn,
+                          [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, ok);
+      });
       if (impl == Impl::kBaseline) base.baseline_ms = row.baseline_ms = row.ms;
+      print(table_row(row));
+      rows_.push_back(row);
+    }
+  }
+
+  // --op gemm: on each rank's GPU, cuBLASLt (the baseline of the row's ratio), every configuration
+  // of the GEMM core, and the core's own choice, on the same random operands.
+  void run_gemm_core(const ShapeSpec& s) {
+    const DType dt = cfg_.dtype;
+    const int64_t l = cfg_.l, count = l * s.m * s.n;
+    const size_t es = dtype_size(dt);
+    const cudaStream_t st = stream_.get();
+    gemm::MatmulShape shape = gemm::packed_shape(s.m, s.n, s.k, l, dt, cfg_.b_layout);
+    shape.has_c = cfg_.beta != 0.0f;
+    ResultRow base;
+    base.op = "gemm";
+    base.world = t_.world;
+    base.m = s.m, base.n = s.n, base.k = s.k, base.l = l;
+    base.dtype = std::string(to_string(dt));
+    const bool kn = cfg_.b_layout == BLayout::kKN;
+    DeviceBuffer a(static_cast<size_t>(l * s.m * s.k) * es), b(static_cast<size_t>(l * s.k * s.n) * es);
+    DeviceBuffer c(shape.has_c ? static_cast<size_t>(count) * es : 0), d(static_cast<size_t>(count) * es), ref;
+    testing::fill_random(a.get(), dt, l, s.m, s.k, 0, s.m, kSeedGemmCore, st);
+    testing::fill_random(b.get(), dt, l, kn ? s.k : s.n, kn ? s.n : s.k, 0, kn ? s.k : s.n, kSeedGemmCore + 1, st);
+    if (shape.has_c) testing::fill_random(c.get(), dt, l, s.m, s.n, 0, s.m, kSeedGemmCore + 2, st);
+    if (cfg_.check) {
+      ref = DeviceBuffer(static_cast<size_t>(count) * sizeof(float));
+      TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
+      testing::reference_gemm(a.get(), b.get(), c.get(), ref.as<float>(), s.m, s.n, s.k, l, dt, cfg_.b_layout, cfg_.alpha,
+                              cfg_.beta, testing::RefEngine::kCublasLt, t_.lt, st);
+    }
+    auto check = [&](const std::function<void()>& fn) {
+      return [&, fn](bool* ok) {
+        return check_once(d.get(), count, dt, fn,
+                          [&] { return testing::compare(d.get(), dt, ref.as<float>(), 1, count, 0, 0, 0, st); }, ok);
+      };
+    };
+    {
+      ResultRow row = base;
+      row.impl = row.chosen = "cublaslt";
+      DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
+      const gemm::LtMatmul mm(t_.lt, shape);
+      auto fn = [&] { mm.run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
+      measure(row, fn, check(fn));
+      base.baseline_ms = row.baseline_ms = row.ms;
+      print(table_row(row));
+      rows_.push_back(row);
+    }
+    std::vector<std::string> names;
+    for (const auto& info : gemm::sm90::configs()) names.emplace_back(info.name);
+    names.emplace_back("sm90_auto");  // the rule's choice (or TPGEMM_SM90_CONFIG's)
+    for (const std::string& name : names) {
+      ResultRow row = base;
+      row.impl = name;
+      auto mm = make_or_report<gemm::Sm90Gemm>(row, shape, name == "sm90_auto" ? std::string_view() : name);
+      if (mm == nullptr) continue;
+      row.chosen = mm->config();
+      DeviceBuffer ws(mm->workspace_bytes());
+      auto fn = [&] { mm->run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
+      measure(row, fn, check(fn));
       print(table_row(row));
       rows_.push_back(row);
     }
