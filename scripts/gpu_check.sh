@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The one command behind every GPU figure tpgemm claims. On a machine with Hopper GPUs and no
-# network: builds with all cores, runs the gpu and dist tests, runs tpgemm-bench --check on the
-# shared shapes at W=4 and W=2 (JSON), and times the PyTorch peers (shared/peers/torch_peers.py)
-# on the same machine in the same call.
+# network: builds with all cores, runs the gpu and dist tests, times the GEMM core against
+# cuBLASLt on one GPU, runs tpgemm-bench --check on the shared shapes at W=4 and W=2 (JSON), and
+# times the PyTorch peers (shared/peers/torch_peers.py) on the same machine in the same call.
+# The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist bench peers sweep (default: all but sweep)
+#   stages: info build test_cpu test_gpu test_dist gemm_core bench peers sweep (default: all but sweep)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
@@ -18,7 +19,7 @@ LOGS=$ROOT/gpu-results
 BUILD=${BUILD:-$ROOT/build-gpu}
 mkdir -p "$LOGS"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-STAGES=${*:-info build test_cpu test_gpu test_dist bench peers}
+STAGES=${*:-info build test_cpu test_gpu test_dist gemm_core bench peers}
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 WORLDS=${WORLDS:-"4 2"}
 BENCH_ARGS=${BENCH_ARGS:-"--check"}
@@ -61,6 +62,14 @@ for s in $STAGES; do
     test_cpu) stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8 ;;
     test_gpu) stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure ;;
     test_dist) stage test_dist 1500 ctest --test-dir "$BUILD" -L dist --output-on-failure ;;
+    gemm_core)  # the Hopper GEMM core alone on one GPU against cuBLASLt, bf16 and fp16, checked;
+                # first the HGMMA count of each of its kernels (cuobjdump -sass, tests/check_hgmma.sh)
+      stage gemm_core 900 bash -c "set -o pipefail
+        ctest --test-dir '$BUILD' -R Sm90Kernels.UseWgmma -V | sed -n 's/^[0-9]*: //p'; hgmma=\$?
+        '$BUILD/tpgemm-bench' --gpus 1 --op gemm --check --json '$LOGS/gemm_core.json'; bf16=\$?
+        '$BUILD/tpgemm-bench' --gpus 1 --op gemm --check --dtype fp16 --json '$LOGS/gemm_core_fp16.json'; fp16=\$?
+        exit \$((hgmma | bf16 | fp16))"
+      grep -E "^(kernels:|PASS|FAIL)|^  gemm" "$LOGS/gemm_core.log" | tee -a "$SUMMARY" > /dev/null ;;
     bench)
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || { note "bench W=$w skipped: $GPUS GPUs"; continue; }
@@ -94,7 +103,7 @@ done
 note "done $(date -u '+%H:%M:%S UTC')"
 pack
 # The tables, for a reader of the last lines of output.
-for f in "$LOGS"/bench_W*.log "$LOGS"/peers_W*.log "$LOGS"/peers_ar_W*.log; do
+for f in "$LOGS"/gemm_core.log "$LOGS"/bench_W*.log "$LOGS"/peers_W*.log "$LOGS"/peers_ar_W*.log; do
   [ -f "$f" ] && { echo "== $f"; grep -v '^\s*$' "$f" | tail -80; }
 done
 cat "$SUMMARY"
