@@ -10,6 +10,8 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <tuple>
+#include <utility>
 
 #include "bench/report.h"
 #include "bench/shapes.h"
@@ -250,19 +252,47 @@ class Runner {
   }
 
   // Times `fn` into row.ms; with --check, checks it before and after the timed runs (races
-  // show up as a moving error).
-  void measure(ResultRow& row, const std::function<void()>& fn, const std::function<double(bool*)>& check) {
+  // show up as a moving error). `timer` replaces the plain timing (e.g. a paired one).
+  void measure(ResultRow& row, const std::function<void()>& fn, const std::function<double(bool*)>& check,
+               const std::function<void()>& timer = {}) {
+    const auto time = [&] {
+      if (timer) timer();
+      else row.ms = time_ms(fn);
+    };
     if (cfg_.check) {
       bool ok1 = false, ok2 = false;
       const double e1 = check(&ok1);
-      row.ms = time_ms(fn);
+      time();
       const double e2 = check(&ok2);
       row.rel_err = std::max(e1, e2);
       row.check_ok = ok1 && ok2;
       failed_ = failed_ || !row.check_ok;
     } else {
-      row.ms = time_ms(fn);
+      time();
     }
+  }
+
+  // `a` and `b` timed in alternation, one run each per iteration, so that a drift of the GPU's
+  // clocks over the measurement (a hot GPU slows down) weighs on both alike; medians over
+  // iterations, maximum over ranks.
+  std::pair<double, double> time_pair_ms(const std::function<void()>& a, const std::function<void()>& b) {
+    for (int i = 0; i < cfg_.warmup_iterations; ++i) a(), b();
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    const Event start = Event::create(true), stop = Event::create(true);
+    std::vector<float> ta, tb;
+    for (int i = 0; i < cfg_.iterations; ++i)
+      for (auto [fn, ts] : {std::pair{&a, &ta}, std::pair{&b, &tb}}) {
+        TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
+        (*fn)();
+        TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
+        TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+        float ms = 0;
+        TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+        ts->push_back(ms);
+      }
+    std::sort(ta.begin(), ta.end());
+    std::sort(tb.begin(), tb.end());
+    return {max_over_ranks(ta[ta.size() / 2]), max_over_ranks(tb[tb.size() / 2])};
   }
 
   std::vector<Impl> gemm_impls(Op op) const {
@@ -351,13 +381,13 @@ class Runner {
                           [&] { return testing::compare(d.get(), dt, ref.as<float>(), 1, count, 0, 0, 0, st); }, ok);
       };
     };
+    DeviceBuffer lt_ws(gemm::LtMatmul::kWorkspaceBytes);
+    const gemm::LtMatmul lt(t_.lt, shape);
+    const std::function<void()> lt_fn = [&] { lt.run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, lt_ws.get(), st); };
     {
       ResultRow row = base;
       row.impl = row.chosen = "cublaslt";
-      DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
-      const gemm::LtMatmul mm(t_.lt, shape);
-      auto fn = [&] { mm.run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
-      measure(row, fn, check(fn));
+      measure(row, lt_fn, check(lt_fn));
       base.baseline_ms = row.baseline_ms = row.ms;
       print(table_row(row));
       rows_.push_back(row);
@@ -372,8 +402,9 @@ class Runner {
       if (mm == nullptr) continue;
       row.chosen = mm->config();
       DeviceBuffer ws(mm->workspace_bytes());
-      auto fn = [&] { mm->run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
-      measure(row, fn, check(fn));
+      const std::function<void()> fn = [&] { mm->run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
+      // The row's ratio is against cuBLASLt timed in alternation with it (time_pair_ms).
+      measure(row, fn, check(fn), [&] { std::tie(row.baseline_ms, row.ms) = time_pair_ms(lt_fn, fn); });
       print(table_row(row));
       rows_.push_back(row);
     }
