@@ -18,7 +18,9 @@ struct AllReduceState;
 
 class AllReducePlan {
  public:
-  // Collective. `count` elements of `dtype` per rank.
+  // Collective. `count` elements of `dtype` per rank. The symmetric implementations allocate
+  // their staging in NCCL symmetric memory: one-shot 2 W x the message, two-shot about 4 x
+  // (kAuto picks them only up to 256 KB / 16 MB at W >= 4, 256 KB / 256 MB at W = 2).
   AllReducePlan(const Team& team, int64_t count, DType dtype,
                 AllReduceImpl impl = AllReduceImpl::kAuto);
   ~AllReducePlan();
