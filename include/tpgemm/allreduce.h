@@ -20,7 +20,8 @@ class AllReducePlan {
  public:
   // Collective. `count` elements of `dtype` per rank. The symmetric implementations allocate
   // their staging in NCCL symmetric memory: one-shot 2 W x the message, two-shot about 4 x
-  // (kAuto picks them only up to 256 KB / 16 MB at W >= 4, 256 KB / 256 MB at W = 2).
+  // (kAuto picks them only up to 64 KB / 16 MB at W > 2, 256 KB / 256 MB at W = 2, and never
+  // beyond 32 ranks).
   AllReducePlan(const Team& team, int64_t count, DType dtype,
                 AllReduceImpl impl = AllReduceImpl::kAuto);
   ~AllReducePlan();
@@ -28,8 +29,11 @@ class AllReducePlan {
   AllReducePlan& operator=(AllReducePlan&&) noexcept;
 
   // out = sum over ranks of in: any device buffers of `count` elements, 16-byte aligned;
-  // `out` may equal `in`. The symmetric kernels copy `in` into their own symmetric buffer as
-  // they start (part of the kernel, so there is nothing to register or write beforehand).
+  // `out` may equal `in` (else they must not overlap). The symmetric kernels copy `in` into
+  // their own symmetric memory as they start (nothing to register or write beforehand).
+  // Successive calls of one plan must be ordered: issue them on one stream (a CUDA graph
+  // replays them in order too). After a Timeout the team has failed: calls already enqueued
+  // or replayed from a graph leave `out` undefined; Team::check() reports the failure.
   void run(const void* in, void* out, cudaStream_t stream);
   AllReduceImpl impl() const;
   int64_t count() const;

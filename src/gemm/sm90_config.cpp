@@ -50,6 +50,10 @@ Status check_shape(const MatmulShape& s) {
   auto no = [](ErrorCode code, const std::string& msg) { return Status{code, "sm90 GEMM core: " + msg}; };
   const auto ll = [](int64_t v) { return static_cast<long long>(v); };
   if (s.out_fp32) return no(ErrorCode::kUnsupported, "fp32 output is not supported (D is written in the input type)");
+  if (s.dtype != DType::kBF16 && s.dtype != DType::kFP16)
+    return no(ErrorCode::kUnsupported, strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(s.dtype)));
+  if (s.b_layout != BLayout::kNK && s.b_layout != BLayout::kKN)
+    return no(ErrorCode::kUnsupported, strfmt("B layout %d: expected nk or kn", static_cast<int>(s.b_layout)));
   if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1)
     return no(ErrorCode::kInvalidArgument, strfmt("M=%lld N=%lld K=%lld L=%lld: each must be >= 1", ll(s.m), ll(s.n),
                                                   ll(s.k), ll(s.batch)));
@@ -76,6 +80,10 @@ Status check_shape(const MatmulShape& s) {
       if (x.used && (x.ld < 0 || x.ld % 8 != 0))
         return no(ErrorCode::kInvalidArgument, strfmt("%s=%lld: batch strides must be non-negative multiples of 8",
                                                       x.name, ll(x.ld)));
+  // Batches of D must not overlap: their tiles would race.
+  if (s.batch > 1 && s.stride_d < s.m * s.ldd)
+    return no(ErrorCode::kInvalidArgument, strfmt("stride_d=%lld: batches of D overlap (expected >= M x ldd = %lld)",
+                                                  ll(s.stride_d), ll(s.m * s.ldd)));
   return Status::Ok();
 }
 

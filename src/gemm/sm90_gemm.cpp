@@ -81,7 +81,8 @@ void Sm90Gemm::run(const void* a, const void* b, const void* c, void* d, float a
   x.alpha = alpha;
   x.beta = shape_.has_c ? beta : 0.0f;
   // TMA faults on misaligned global addresses: refuse here, with the operand's name.
-  for (const auto& [name, p] : {std::pair{"A", x.a}, std::pair{"B", x.b}, std::pair{"C", x.c}, std::pair{"D", (const void*)d}})
+  for (const auto& [name, p] : {std::pair{"A", x.a}, std::pair{"B", x.b}, std::pair{"D", (const void*)d},
+                                std::pair{"C", shape_.has_c ? x.c : d}})  // without C, x.c is D: checked as D
     if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0)
       throw Error(ErrorCode::kInvalidArgument,
                   strfmt("Sm90Gemm::run: %s=%p: expected a non-null, 16-byte aligned device pointer", name, p));

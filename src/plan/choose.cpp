@@ -62,7 +62,7 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
 // (1.09-1.72x) and NCCL above (two-shot 0.97x at 1 GB); at W=4 one-shot up to 64 KB
 // (1.7-1.9x), two-shot up to 16 MB (1.15-1.57x), NCCL above (two-shot 0.88x at 64 MB).
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
-  if (topo.world == 1 || !topo.all_lsa_peers) return AllReduceImpl::kNccl;
+  if (topo.world == 1 || !topo.all_lsa_peers || topo.world > kMaxSymmetricAllReduceWorld) return AllReduceImpl::kNccl;
   const bool two = topo.world == 2;
   if (bytes <= (two ? 256 : 64) * 1024) return AllReduceImpl::kOneShot;
   if (bytes <= (two ? 256 : 16) * kMiB) return AllReduceImpl::kTwoShot;

@@ -122,6 +122,9 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     case Impl::kGemmTwoShot:
       if (p.op != Op::kGemmAr)
         return unsupported(strfmt("impl %s exists for gemm_ar only, not %s", std::string(to_string(impl)).c_str(), op.c_str()));
+      if (topo.world > kMaxSymmetricAllReduceWorld)
+        return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
+                                  std::string(to_string(impl)).c_str(), kMaxSymmetricAllReduceWorld, topo.world));
       [[fallthrough]];
     case Impl::kPipelinedCE:
       if (topo.world > 1 && !topo.all_lsa_peers)

@@ -34,6 +34,10 @@ Status validate_problem(const GemmProblem& p, int world);
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops);
 
 // What a team can do, as the planner sees it.
+// The symmetric all-reduce kernels (one-shot, two-shot, gemm_*shot) keep one pointer per rank
+// in shared memory: teams up to this size.
+constexpr int kMaxSymmetricAllReduceWorld = 32;
+
 struct Topology {
   int world = 1;
   bool all_lsa_peers = false;  // every rank reachable by NVLink loads/stores

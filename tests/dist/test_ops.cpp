@@ -3,6 +3,7 @@
 // CUDA graph replays; the all-reduce kernels.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "comm/team_state.h"
@@ -185,6 +186,48 @@ TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {
                   });
                   RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,
                               s.message.c_str());
+                }
+            }),
+            0);
+}
+
+// NOTE [empty lanes]: +0.0 is the kernels' "empty" pattern, so inputs of +0.0 and -0.0 and sums
+// that cancel to zero exactly (rank q sends (-1)^q x; W is even here) must neither hang nor
+// come out as anything but +0.0 on every rank. Random data almost never holds an exact zero.
+TEST_P(Dist, AllReduceOfZerosAndExactCancellationIsPlusZero) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              Stream stream = Stream::create();
+              const cudaStream_t st = stream.get();
+              const int64_t count = 8 * 3001;
+              std::vector<uint16_t> host(count);
+              for (int64_t i = 0; i < count; ++i) {
+                const uint16_t x = static_cast<uint16_t>(0x3c00 + i % 977);  // a positive bf16 / fp16 value
+                host[i] = i % 3 == 0 ? 0x0000 : i % 3 == 1 ? 0x8000 : static_cast<uint16_t>(team.rank() % 2 ? x | 0x8000 : x);
+              }
+              for (DType dt : {DType::kBF16, DType::kFP16})
+                for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
+                  const Status s = testsupport::caught([&] {
+                    AllReducePlan plan(team, count, dt, impl);
+                    DeviceBuffer in(count * 2), out(count * 2);
+                    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(in.get(), host.data(), count * 2, cudaMemcpyHostToDevice, st));
+                    for (int rep = 0; rep < 3; ++rep) {
+                      testing::poison(out.get(), count, dt, st);
+                      plan.run(in.get(), out.get(), st);
+                    }
+                    std::vector<uint16_t> got(count);
+                    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(got.data(), out.get(), count * 2, cudaMemcpyDeviceToHost, st));
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                    team.check();
+                    int64_t wrong = 0, first = -1;
+                    for (int64_t i = 0; i < count; ++i)
+                      if (got[i] != 0 && wrong++ == 0) first = i;
+                    RANK_EXPECT(wrong == 0, "allreduce %s %s: %lld lanes not +0.0, first %lld = 0x%04x",
+                                std::string(to_string(impl)).c_str(), std::string(to_string(dt)).c_str(), (long long)wrong,
+                                (long long)first, first >= 0 ? got[first] : 0);
+                  });
+                  RANK_EXPECT(s.ok(), "allreduce %s of zeros: %s", std::string(to_string(impl)).c_str(), s.message.c_str());
                 }
             }),
             0);

@@ -161,6 +161,14 @@ TEST(Choose, AllReduceBySize) {
   EXPECT_EQ(choose_allreduce(int64_t(64) << 20, {4, true}), AllReduceImpl::kNccl);
   EXPECT_EQ(choose_allreduce(int64_t(256) << 20, {2, true}), AllReduceImpl::kTwoShot);
   EXPECT_EQ(choose_allreduce(int64_t(1) << 30, {2, true}), AllReduceImpl::kNccl);
+  // Beyond the symmetric kernels' team size: NCCL, and gemm_ar's symmetric impls refuse.
+  EXPECT_EQ(choose_allreduce(4096, {kMaxSymmetricAllReduceWorld + 1, true}), AllReduceImpl::kNccl);
+  GemmProblem p = ag(16, 8192, 2048);
+  p.op = Op::kGemmAr;
+  EXPECT_EQ(choose(p, {kMaxSymmetricAllReduceWorld + 1, true}, {}).impl, Impl::kBaseline);
+  const Status s = impl_supported(p, Impl::kGemmTwoShot, {kMaxSymmetricAllReduceWorld + 1, true});
+  EXPECT_EQ(s.code, ErrorCode::kUnsupported);
+  EXPECT_NE(s.message.find("up to 32 ranks"), std::string::npos) << s.message;
 }
 
 // The measured rules of NOTE [planner rules], on the shared shapes.

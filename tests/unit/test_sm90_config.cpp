@@ -65,6 +65,15 @@ TEST(Sm90Config, RejectsWhatTmaCannotLoadWithTheReason) {
   expect_rejected(odd_c, ErrorCode::kInvalidArgument, "stride_c=4100");
   odd_c.has_c = false;  // C's strides do not matter without C
   EXPECT_TRUE(check_shape(odd_c).ok());
+  MatmulShape overlapping = packed(64, 64, 64, 2);
+  overlapping.stride_d = 64 * 64 - 8;
+  expect_rejected(overlapping, ErrorCode::kInvalidArgument, "batches of D overlap");
+  MatmulShape bad_dtype = packed(64, 64, 64);
+  bad_dtype.dtype = static_cast<DType>(7);
+  expect_rejected(bad_dtype, ErrorCode::kUnsupported, "dtype 7");
+  MatmulShape bad_layout = packed(64, 64, 64);
+  bad_layout.b_layout = static_cast<BLayout>(5);
+  expect_rejected(bad_layout, ErrorCode::kUnsupported, "B layout 5");
   expect_rejected(packed(0, 64, 64), ErrorCode::kInvalidArgument, "M=0");
   expect_rejected(packed(int64_t(1) << 32, 64, 64), ErrorCode::kUnsupported, "32 bits");
 }

@@ -21,11 +21,15 @@ struct AllReduceState {
 namespace {
 
 Status check_allreduce(const TeamState& t, int64_t count, DType dtype, AllReduceImpl impl) {
-  if (count < 1 || count % 8 != 0)
-    return {ErrorCode::kInvalidArgument, strfmt("count=%lld: expected a positive multiple of 8 elements (16-byte vectors)", (long long)count)};
+  if (count < 1 || count % 8 != 0 || count > (int64_t(1) << 40))
+    return {ErrorCode::kInvalidArgument, strfmt("count=%lld: expected a positive multiple of 8 elements (16-byte vectors), at most 2^40", (long long)count)};
   if (dtype != DType::kBF16 && dtype != DType::kFP16)
     return {ErrorCode::kUnsupported, strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(dtype))};
-  if ((impl == AllReduceImpl::kOneShot || impl == AllReduceImpl::kTwoShot) && t.world > 1 && !t.all_lsa)
+  const bool symmetric = impl == AllReduceImpl::kOneShot || impl == AllReduceImpl::kTwoShot;
+  if (symmetric && t.world > plan::kMaxSymmetricAllReduceWorld)
+    return {ErrorCode::kUnsupported, strfmt("all-reduce impl %s supports up to %d ranks; this team has %d; use nccl",
+                                            std::string(to_string(impl)).c_str(), plan::kMaxSymmetricAllReduceWorld, t.world)};
+  if (symmetric && t.world > 1 && !t.all_lsa)
     return {ErrorCode::kUnsupported, strfmt("all-reduce impl %s needs every rank to be an NVLink (LSA) peer; this team of %d "
                                             "ranks has %d; use nccl", std::string(to_string(impl)).c_str(), t.world, t.lsa_size)};
   if (impl != AllReduceImpl::kAuto && impl != AllReduceImpl::kNccl && impl != AllReduceImpl::kOneShot &&
@@ -34,11 +38,15 @@ Status check_allreduce(const TeamState& t, int64_t count, DType dtype, AllReduce
   return Status::Ok();
 }
 
-Status check_allreduce_operands(const void* in, const void* out) {
+Status check_allreduce_operands(const void* in, const void* out, size_t bytes) {
   if (in == nullptr || out == nullptr)
     return {ErrorCode::kInvalidArgument, strfmt("all-reduce %s is null: expected a device pointer", in == nullptr ? "in" : "out")};
   if (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
     return {ErrorCode::kInvalidArgument, strfmt("all-reduce in=%p out=%p: both must be 16-byte aligned", in, out)};
+  const auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
+  if (a != b && a < b + bytes && b < a + bytes)
+    return {ErrorCode::kInvalidArgument, strfmt("all-reduce in=%p and out=%p (%zu bytes each) overlap: expected the same "
+                                                "buffer (in place) or disjoint ones", in, out, bytes)};
   return Status::Ok();
 }
 
@@ -74,10 +82,11 @@ AllReducePlan::AllReducePlan(AllReducePlan&&) noexcept = default;
 AllReducePlan& AllReducePlan::operator=(AllReducePlan&&) noexcept = default;
 
 void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
+  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from AllReducePlan");
   detail::AllReduceState& s = *state_;
   detail::TeamState& t = *s.team;
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
-  if (mine.ok()) mine = detail::check_allreduce_operands(in, out);
+  if (mine.ok()) mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(s.count) * dtype_size(s.dtype));
   t.agree_call(mine, "AllReducePlan::run");
   if (s.impl == AllReduceImpl::kNccl) {
     TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(s.count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
@@ -86,7 +95,7 @@ void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
   s.symm->run(in, out, nullptr, 0.0f, stream);  // copies `in` into symmetric memory itself
 }
 
-AllReduceImpl AllReducePlan::impl() const { return state_->impl; }
-int64_t AllReducePlan::count() const { return state_->count; }
+AllReduceImpl AllReducePlan::impl() const { return state_ ? state_->impl : AllReduceImpl::kNccl; }
+int64_t AllReducePlan::count() const { return state_ ? state_->count : 0; }
 
 }  // namespace tpgemm

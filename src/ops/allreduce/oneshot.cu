@@ -14,7 +14,7 @@ template <typename T, int kW>
 __global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(SymmAllReduceArgs a) {
   __shared__ uint4* slot_at[32];  // my slot in every rank's staging half
   __shared__ uint4* slots[32];    // every slot of my own staging half
-  if (comm::tripped(a.env)) return;
+  if (__syncthreads_or(comm::tripped(a.env))) return;  // the whole block, or none of it
   const uint64_t e = begin_call(a);
   const int me = a.env.rank;
   const int world = kW > 0 ? kW : a.world;

@@ -10,7 +10,7 @@
 //
 // NOTE [two staging halves]
 // Call e uses half e % 2 of the staging buffer; block b's call number e is a per-block counter
-// in local memory (so CUDA-graph replays need nothing special). The work is split into fixed
+// in this rank's own device memory (so CUDA-graph replays need nothing special). The work is split into fixed
 // per-block portions, the same on every rank, so block b only ever waits for block b of its
 // peers: no grid-wide barrier, no cooperative launch, no end barrier. A reader empties each
 // vector it consumed. A peer stores into half e % 2 again only in call e + 2, which it reaches

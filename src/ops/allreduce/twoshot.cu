@@ -28,7 +28,7 @@ template <typename T, int kW>
 __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduceArgs a) {
   __shared__ uint4* stage[32];  // every rank's staging half
   __shared__ uint4* slots[32];  // my scatter slots, indexed by the vector's place in the whole buffer
-  if (comm::tripped(a.env)) return;
+  if (__syncthreads_or(comm::tripped(a.env))) return;  // the whole block, or none of it
   const uint64_t e = begin_call(a);
   const int me = a.env.rank;
   const int world = kW > 0 ? kW : a.world;
