@@ -12,8 +12,8 @@ const char* to_string(WaitSite s) {
     case WaitSite::kBarrier: return "barrier";
     case WaitSite::kArriveFlag: return "the arrival of partial products";
     case WaitSite::kReadyFlag: return "reduced rows to be ready";
-    case WaitSite::kAllReduceStart: return "all-reduce input to be ready";
-    case WaitSite::kAllReduceMiddle: return "a reduced all-reduce slice";
+    case WaitSite::kAllReduceStart: return "its all-reduce input to arrive";
+    case WaitSite::kAllReduceMiddle: return "its reduced all-reduce slice to arrive";
   }
   return "?";
 }
@@ -47,13 +47,18 @@ WaitEnv TimeoutMailbox::env(int rank, int64_t timeout_ms) const {
 Status TimeoutMailbox::status() const {
   if (*reinterpret_cast<volatile int32_t*>(&host_->code) == 0) return Status::Ok();
   const TimeoutRecord r = *host_;
+  const auto site = static_cast<WaitSite>(r.site);
+  // The all-reduce kernels wait on the data itself (NOTE [empty lanes]), not on a flag.
+  const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle;
+  const std::string what = data ? std::string(": its data never reached this rank's staging buffer")
+                                 : strfmt(" (%s %d), expected a flag >= %llu and saw %llu",
+                                          site == WaitSite::kBarrier ? "barrier" : "round", r.index,
+                                          (unsigned long long)r.expected, (unsigned long long)r.seen);
   return Status{ErrorCode::kTimeout,
-              strfmt("rank %d waited %.1f ms on the GPU for rank %d: %s (%s %d), expected a flag >= %llu and saw %llu. "
-                     "Rank %d never got there (crashed, stopped early, or made a different call). This team is now "
-                     "unusable: destroy it and create a new one.",
-                     r.rank, static_cast<double>(r.waited_ns) * 1e-6, r.peer, to_string(static_cast<WaitSite>(r.site)),
-                     static_cast<WaitSite>(r.site) == WaitSite::kBarrier ? "barrier" : "round", r.index,
-                     (unsigned long long)r.expected, (unsigned long long)r.seen, r.peer)};
+              strfmt("rank %d waited %.1f ms on the GPU for rank %d: %s%s. Rank %d never got there (crashed, "
+                     "stopped early, or made a different call). This team is now unusable: destroy it and create a "
+                     "new one.",
+                     r.rank, static_cast<double>(r.waited_ns) * 1e-6, r.peer, to_string(site), what.c_str(), r.peer)};
 }
 
 }  // namespace tpgemm::comm
