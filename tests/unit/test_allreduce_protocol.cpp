@@ -1,18 +1,21 @@
-// A CPU model of the all-reduce kernels' protocol (NOTE [empty lanes], NOTE [two staging
-// halves]): W ranks x B blocks as threads, calls back to back with nothing between them but each
-// rank's stream order, random delays everywhere. Every call must read exactly the data its
-// peers sent in that call. With one staging half instead of two, the model must fail: that is
-// what the second half is for.
+// A CPU model of the all-reduce kernels' protocol, one-shot and two-shot (NOTE [empty lanes],
+// NOTE [two staging halves]): W ranks x B blocks as threads, calls back to back with nothing
+// between them but each rank's stream order, random delays everywhere. Every call must read
+// exactly the data its peers sent in that call. With one staging half instead of two, one-shot
+// must fail (that is what its second half is for); two-shot, whose rounds form a handshake,
+// does not need it.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <barrier>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/format.h"
@@ -25,92 +28,150 @@ struct ModelOptions {
   uint64_t seed = 1;
 };
 
-// The one-shot kernel's protocol: block b of rank r stores its lanes into slot r of every rank's
-// staging half (call parity), then polls the lanes of every slot of its own half until none is
-// empty (0), takes them and empties them. Returns "" or the first error.
+using Lane = std::atomic<uint16_t>;
+
+// What the threads share: the staging buffers, the first error, and how to wait on a lane.
+class Model {
+ public:
+  Model(const ModelOptions& o, size_t half_lanes) : o_(o), half_(half_lanes) {
+    for (int r = 0; r < o.world; ++r) stage_.emplace_back(o.halves * half_lanes);  // zero: empty
+  }
+  // Lane `i` of rank r's staging half for call e.
+  Lane& lane(int r, int e, size_t i) { return stage_[r][static_cast<size_t>(e % o_.halves) * half_ + i]; }
+  bool failed() const { return failed_; }
+  void fail(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_.empty()) error_ = why;
+    failed_ = true;
+  }
+  // Waits until the lane is filled, takes its value and empties it; false if it must be `want`
+  // and is not, or never fills (the model failed).
+  bool take(Lane& l, uint16_t want, const std::string& what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    uint16_t v;
+    while ((v = l.load()) == 0) {
+      if (failed_) return false;
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(2)) {
+        fail(what + ": never filled (deadlock)");
+        return false;
+      }
+      std::this_thread::yield();
+    }
+    l.store(0);
+    if (v != want) fail(strfmt("%s: holds %u, sent in another call (expected %u)", what.c_str(), v, want));
+    return v == want;
+  }
+  // Runs call(r, b, e, jitter) for every rank r, block b and call e = 1..calls, each rank's calls
+  // in stream order (its next call starts once all its blocks ended the previous one).
+  template <typename Call>
+  std::string run(const Call& call) {
+    std::vector<std::unique_ptr<std::barrier<>>> stream_order;
+    for (int r = 0; r < o_.world; ++r) stream_order.push_back(std::make_unique<std::barrier<>>(o_.blocks));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < o_.world; ++r)
+      for (int b = 0; b < o_.blocks; ++b)
+        threads.emplace_back([&, r, b] {
+          std::mt19937_64 rng(o_.seed * 1000003 + r * 101 + b);
+          const auto jitter = [&] {
+            if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50));
+          };
+          for (int e = 1; e <= o_.calls; ++e) {
+            if (!call(r, b, e, jitter) || failed_) break;
+            stream_order[r]->arrive_and_wait();
+          }
+          stream_order[r]->arrive_and_drop();  // blocks of this rank still waiting go on (and see the failure)
+        });
+    for (auto& t : threads) t.join();
+    return error_;
+  }
+
+ private:
+  ModelOptions o_;
+  size_t half_;
+  std::vector<std::vector<Lane>> stage_;
+  std::mutex mu_;
+  std::string error_;
+  std::atomic<bool> failed_{false};
+};
+
+// The value rank q sends for lane i in call e, and a sum's stand-in: never 0 (empty).
+uint16_t sent(int q, int e, int i) { return static_cast<uint16_t>(1 + (q * 7919 + e * 131 + i * 17) % 65000); }
+uint16_t reduced(int e, int i) { return static_cast<uint16_t>(1 + (e * 257 + i * 31) % 65000); }
+
+// One-shot: block b of rank r stores its lanes into slot r of every rank's staging half, then
+// takes the lanes of every slot of its own half. Returns "" or the first error.
 std::string run_oneshot_model(const ModelOptions& o) {
   const int n = o.blocks * o.lanes_per_block;  // lanes of one rank's message
-  const size_t half = static_cast<size_t>(o.world) * n;
-  std::vector<std::vector<std::atomic<uint16_t>>> stage;
-  for (int r = 0; r < o.world; ++r) stage.emplace_back(o.halves * half);  // zero: empty
-  // The value rank q sends for lane i in call e: never 0 (empty).
-  const auto sent = [](int q, int e, int i) { return static_cast<uint16_t>(1 + (q * 7919 + e * 131 + i * 17) % 65000); };
-  std::mutex mu;
-  std::string error;
-  std::atomic<bool> failed{false};
-  const auto fail = [&](const std::string& why) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (error.empty()) error = why;
-    failed = true;
-  };
-  // Stream order: a rank's next call starts once all its blocks have ended the previous one.
-  std::vector<std::unique_ptr<std::barrier<>>> stream_order;
-  for (int r = 0; r < o.world; ++r) stream_order.push_back(std::make_unique<std::barrier<>>(o.blocks));
+  Model m(o, static_cast<size_t>(o.world) * n);
+  return m.run([&](int r, int b, int e, auto& jitter) {
+    for (int j = 0; j < o.lanes_per_block; ++j)
+      for (int q = 0; q < o.world; ++q) {
+        jitter();
+        const int i = b * o.lanes_per_block + j;
+        m.lane(q, e, static_cast<size_t>(r) * n + i).store(sent(r, e, i));
+      }
+    for (int j = 0; j < o.lanes_per_block; ++j)
+      for (int q = 0; q < o.world; ++q) {
+        jitter();
+        const int i = b * o.lanes_per_block + j;
+        if (!m.take(m.lane(r, e, static_cast<size_t>(q) * n + i), sent(q, e, i),
+                    strfmt("rank %d block %d call %d: lane %d from rank %d", r, b, e, i, q)))
+          return false;
+      }
+    return true;
+  });
+}
 
-  const auto block = [&](int r, int b) {
-    std::mt19937_64 rng(o.seed * 1000003 + r * 101 + b);
-    const auto jitter = [&] {
-      if (rng() % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 50));
-    };
-    // One call of this block; false once the model has failed (here or elsewhere).
-    const auto one_call = [&](int e) {
-      const size_t base = static_cast<size_t>(e % o.halves) * half;
+// Two-shot: the message is W slices of `per` lanes; block b handles the same lanes of every
+// slice. It stores slice q's lanes into slot r of rank q's half (scatter), takes its own slice's
+// lanes from every slot and stores their "sum" into every peer's gather area, then takes the
+// other slices' lanes from its own gather area.
+std::string run_twoshot_model(const ModelOptions& o) {
+  const int per = o.blocks * o.lanes_per_block;
+  const size_t gather = static_cast<size_t>(o.world) * per;  // after the W scatter slots
+  Model m(o, gather + static_cast<size_t>(o.world) * per);
+  return m.run([&](int r, int b, int e, auto& jitter) {
+    for (int q = 0; q < o.world; ++q)
       for (int j = 0; j < o.lanes_per_block; ++j) {
-        const int i = b * o.lanes_per_block + j;
-        for (int q = 0; q < o.world; ++q) {
-          jitter();
-          stage[q][base + static_cast<size_t>(r) * n + i].store(sent(r, e, i));
-        }
+        jitter();
+        const int k = b * o.lanes_per_block + j;  // place in the slice
+        m.lane(q, e, static_cast<size_t>(r) * per + k).store(sent(r, e, q * per + k));
       }
-      for (int j = 0; j < o.lanes_per_block; ++j) {
-        const int i = b * o.lanes_per_block + j;
-        for (int q = 0; q < o.world; ++q) {
-          jitter();
-          std::atomic<uint16_t>& lane = stage[r][base + static_cast<size_t>(q) * n + i];
-          const auto t0 = std::chrono::steady_clock::now();
-          uint16_t v;
-          while ((v = lane.load()) == 0) {
-            if (failed) return false;
-            if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(2)) {
-              fail(strfmt("rank %d block %d call %d: lane %d of rank %d never filled (deadlock)", r, b, e, i, q));
-              return false;
-            }
-            std::this_thread::yield();
-          }
-          lane.store(0);
-          if (v != sent(q, e, i)) {
-            fail(strfmt("rank %d block %d call %d: lane %d of rank %d holds %u, sent in another call (expected %u)", r, b,
-                        e, i, q, v, sent(q, e, i)));
-            return false;
-          }
-        }
+    for (int j = 0; j < o.lanes_per_block; ++j) {
+      const int k = b * o.lanes_per_block + j, i = r * per + k;
+      for (int src = 0; src < o.world; ++src) {
+        jitter();
+        if (!m.take(m.lane(r, e, static_cast<size_t>(src) * per + k), sent(src, e, i),
+                    strfmt("rank %d block %d call %d: scatter lane %d from rank %d", r, b, e, i, src)))
+          return false;
       }
-      return !failed;
-    };
-    for (int e = 1; e <= o.calls; ++e) {
-      if (!one_call(e)) break;
-      stream_order[r]->arrive_and_wait();
+      for (int q = 0; q < o.world; ++q)
+        if (q != r) m.lane(q, e, gather + i).store(reduced(e, i));
     }
-    stream_order[r]->arrive_and_drop();  // blocks of this rank still waiting go on (and see `failed`)
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < o.world; ++r)
-    for (int b = 0; b < o.blocks; ++b) threads.emplace_back(block, r, b);
-  for (auto& t : threads) t.join();
-  return error;
+    for (int q = 0; q < o.world; ++q)
+      for (int j = 0; j < o.lanes_per_block && q != r; ++j) {
+        jitter();
+        const int i = q * per + b * o.lanes_per_block + j;
+        if (!m.take(m.lane(r, e, gather + i), reduced(e, i),
+                    strfmt("rank %d block %d call %d: gathered lane %d from rank %d", r, b, e, i, q)))
+          return false;
+      }
+    return true;
+  });
 }
 
 TEST(AllReduceProtocol, TwoHalvesKeepEveryCallsDataApart) {
-  for (int world : {2, 3, 4, 8})
-    for (uint64_t seed = 1; seed <= 3; ++seed) {
-      ModelOptions o;
-      o.world = world;
-      o.seed = seed;
-      EXPECT_EQ(run_oneshot_model(o), "") << "W=" << world << " seed " << seed;
-    }
+  for (const auto& [name, model] : {std::pair{"one-shot", &run_oneshot_model}, std::pair{"two-shot", &run_twoshot_model}})
+    for (int world : {2, 3, 4, 8})
+      for (uint64_t seed = 1; seed <= 3; ++seed) {
+        ModelOptions o;
+        o.world = world;
+        o.seed = seed;
+        EXPECT_EQ(model(o), "") << name << " W=" << world << " seed " << seed;
+      }
 }
 
-TEST(AllReduceProtocolCanFail, OneHalfLetsAFastPeerOverwriteDataNotYetRead) {
+TEST(AllReduceProtocolCanFail, OneShotWithOneHalfLetsAFastPeerOverwriteDataNotYetRead) {
   std::string err;
   for (uint64_t seed = 1; seed <= 20 && err.empty(); ++seed) {
     ModelOptions o;
@@ -119,6 +180,21 @@ TEST(AllReduceProtocolCanFail, OneHalfLetsAFastPeerOverwriteDataNotYetRead) {
     err = run_oneshot_model(o);
   }
   EXPECT_NE(err, "") << "one staging half never failed: the model does not exercise the race";
+}
+
+// Two-shot's two rounds are a handshake: a peer stores into my scatter slot for call e + 1 only
+// after it has gathered my call-e sums, which I send after taking its call-e scatter lanes;
+// and into my gather area only after taking my call-(e + 1) scatter lanes. So one staging half
+// is enough for it. (The kernel still uses two: halving its staging waits for a GPU run.)
+TEST(AllReduceProtocol, TwoShotNeedsOnlyOneHalf) {
+  for (int world : {2, 3, 4, 8})
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      ModelOptions o;
+      o.world = world;
+      o.halves = 1;
+      o.seed = seed;
+      EXPECT_EQ(run_twoshot_model(o), "") << "W=" << world << " seed " << seed;
+    }
 }
 
 }  // namespace
