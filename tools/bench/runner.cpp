@@ -136,59 +136,59 @@ class Runner {
     return true;
   }
 
+  // `fn` enqueued between two events on the stream, waited for: the time between them in ms.
+  float event_ms(const Event& start, const Event& stop, const std::function<void()>& fn) {
+    TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
+    fn();
+    TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
+    TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0;
+    TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    return ms;
+  }
+  // The median of one rank's times, maximum over ranks (collective).
+  double median_over_ranks(std::vector<float> ts) {
+    std::sort(ts.begin(), ts.end());
+    return max_over_ranks(ts[ts.size() / 2]);
+  }
+
   // Median over iterations of one run between two events, maximum over ranks.
-  template <typename F>
-  double time_ms(F&& fn) {
+  double time_ms(const std::function<void()>& fn) {
     for (int i = 0; i < cfg_.warmup_iterations; ++i) fn();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     team_.check();
     t_.barrier();
     const Event start = Event::create(true), stop = Event::create(true);
     std::vector<float> ts;
-    for (int i = 0; i < cfg_.iterations; ++i) {
-      TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
-      fn();
-      TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
-      TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-      float ms = 0;
-      TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-      ts.push_back(ms);
-    }
+    for (int i = 0; i < cfg_.iterations; ++i) ts.push_back(event_ms(start, stop, fn));
     team_.check();
-    std::sort(ts.begin(), ts.end());
-    return max_over_ranks(ts[ts.size() / 2]);
+    return median_over_ranks(std::move(ts));
   }
 
-  // nccl-tests' method: `iterations` calls enqueued back to back between two events, the time
-  // divided by their number; the median of kRepeats such runs, maximum over ranks. The host's
-  // enqueue overlaps the GPU's work, so this is the op's own latency (after time_ms's warm-up).
-  template <typename F>
-  double time_back_to_back_ms(F&& fn) {
+  // `batch` enqueues `iterations` calls; it runs between two events kRepeats times, and the
+  // median divided by `iterations` is returned (maximum over ranks).
+  double per_call_ms_of_batches(const std::function<void()>& batch) {
     constexpr int kRepeats = 5;
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    t_.barrier();
     const Event start = Event::create(true), stop = Event::create(true);
     std::vector<float> ts;
-    for (int r = 0; r < kRepeats; ++r) {
-      TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
-      for (int i = 0; i < cfg_.iterations; ++i) fn();
-      TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
-      TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-      float ms = 0;
-      TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-      ts.push_back(ms / static_cast<float>(cfg_.iterations));
-    }
+    for (int r = 0; r < kRepeats; ++r) ts.push_back(event_ms(start, stop, batch) / static_cast<float>(cfg_.iterations));
     team_.check();
-    std::sort(ts.begin(), ts.end());
-    return max_over_ranks(ts[ts.size() / 2]);
+    return median_over_ranks(std::move(ts));
   }
 
-  // `iterations` calls captured in one CUDA graph (as inference stacks run decode steps), the
-  // graph's time divided by their number; median of kRepeats replays, maximum over ranks. No
-  // host work per call at all: the GPU's own latency.
-  template <typename F>
-  double time_graph_ms(F&& fn) {
-    constexpr int kRepeats = 5;
+  // nccl-tests' method: the calls enqueued back to back. The host's enqueue overlaps the GPU's
+  // work, so this is the op's own latency (after time_ms's warm-up).
+  double time_back_to_back_ms(const std::function<void()>& fn) {
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+    t_.barrier();
+    return per_call_ms_of_batches([&] {
+      for (int i = 0; i < cfg_.iterations; ++i) fn();
+    });
+  }
+
+  // The calls captured in one CUDA graph (as inference stacks run decode steps) and replayed:
+  // no host work per call at all, the GPU's own latency.
+  double time_graph_ms(const std::function<void()>& fn) {
     const cudaStream_t st = stream_.get();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
     cudaGraph_t graph = nullptr;
@@ -199,25 +199,13 @@ class Runner {
     const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
     TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
     TPGEMM_CUDA_CHECK(made);
-    std::vector<float> ts;
-    const Event start = Event::create(true), stop = Event::create(true);
     TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up replay
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
     team_.check();
     t_.barrier();
-    for (int r = 0; r < kRepeats; ++r) {
-      TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), st));
-      TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st));
-      TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), st));
-      TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-      float ms = 0;
-      TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-      ts.push_back(ms / static_cast<float>(cfg_.iterations));
-    }
+    const double ms = per_call_ms_of_batches([&] { TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st)); });
     TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    team_.check();
-    std::sort(ts.begin(), ts.end());
-    return max_over_ranks(ts[ts.size() / 2]);
+    return ms;
   }
 
   // ---- GEMM ops ---------------------------------------------------------------------------
@@ -280,19 +268,12 @@ class Runner {
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     const Event start = Event::create(true), stop = Event::create(true);
     std::vector<float> ta, tb;
-    for (int i = 0; i < cfg_.iterations; ++i)
-      for (auto [fn, ts] : {std::pair{&a, &ta}, std::pair{&b, &tb}}) {
-        TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
-        (*fn)();
-        TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
-        TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-        float ms = 0;
-        TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-        ts->push_back(ms);
-      }
-    std::sort(ta.begin(), ta.end());
-    std::sort(tb.begin(), tb.end());
-    return {max_over_ranks(ta[ta.size() / 2]), max_over_ranks(tb[tb.size() / 2])};
+    for (int i = 0; i < cfg_.iterations; ++i) {
+      ta.push_back(event_ms(start, stop, a));
+      tb.push_back(event_ms(start, stop, b));
+    }
+    const double ma = median_over_ranks(std::move(ta));
+    return {ma, median_over_ranks(std::move(tb))};
   }
 
   std::vector<Impl> gemm_impls(Op op) const {
