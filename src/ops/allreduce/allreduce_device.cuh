@@ -7,7 +7,6 @@
 
 namespace tpgemm::ops {
 
-constexpr int kAllReduceThreads = 512;
 
 // Block b's call number for this call (its counter + 1), broadcast to the block. Only block b
 // touches calls[b]: it stores the new value in end_call().

@@ -2,7 +2,6 @@
 // buffer (NVLink stores: no round trip, no fence, no flag: NOTE [empty lanes]) and sums the W
 // slots of its own buffer as they fill. The latency is one store flight; each GPU sends
 // (W - 1) x the data, so it suits small messages.
-#include "core/check.h"
 #include "ops/allreduce/allreduce_device.cuh"
 
 namespace tpgemm::ops {
@@ -60,12 +59,6 @@ const void* kernel_for_world(int world) {
 
 const void* oneshot_fn(DType dtype, int world) {
   return dtype == DType::kBF16 ? kernel_for_world<__nv_bfloat16>(world) : kernel_for_world<__half>(world);
-}
-
-void launch_oneshot(const SymmAllReduceArgs& a, DType dtype, int blocks, cudaStream_t stream) {
-  SymmAllReduceArgs args = a;
-  void* params[] = {&args};
-  TPGEMM_CUDA_CHECK(cudaLaunchKernel(oneshot_fn(dtype, a.world), dim3(blocks), dim3(kAllReduceThreads), params, 0, stream));
 }
 
 int64_t oneshot_stage_elems(int64_t count, int world) { return 2 * int64_t(world) * count; }

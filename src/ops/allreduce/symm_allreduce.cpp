@@ -5,24 +5,26 @@
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/env.h"
+#include "plan/problem.h"
 
 namespace tpgemm::ops {
-
-namespace {
-constexpr int kThreads = 512;  // kAllReduceThreads (allreduce_device.cuh)
-}
 
 SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot)
     : team_(std::move(team)), count_(count), dtype_(dtype), two_shot_(two_shot) {
   detail::TeamState& t = *team_;
-  TPGEMM_ASSERT(count % 8 == 0 && t.world <= 32 && t.all_lsa);
+  TPGEMM_ASSERT(count % 8 == 0 && t.world <= plan::kMaxSymmetricAllReduceWorld && t.all_lsa);
+  kernel_ = two_shot ? twoshot_fn(dtype, t.world) : oneshot_fn(dtype, t.world);
   drop_sends_ = env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == t.rank;
   // One vector per thread per block, up to what fits at once: two-shot's unit is a slice.
   const int64_t vecs = two_shot ? (count / 8 + t.world - 1) / t.world : count / 8;
-  const int64_t wanted = std::max<int64_t>(1, (vecs + kThreads - 1) / kThreads);
+  const int64_t wanted = std::max<int64_t>(1, (vecs + kAllReduceThreads - 1) / kAllReduceThreads);
   // NOTE [collective construction]: local work first, agreed on, then the symmetric buffers.
   t.agree_local("allocating the all-reduce's local workspace", [&] {
-    blocks_ = static_cast<int>(std::min<int64_t>(wanted, allreduce_max_blocks(dtype, t.world, two_shot, t.num_sms)));
+    // Block b waits for block b of each peer, so every block must be resident at once (a
+    // bounded wait reports it if a peer's never runs).
+    int per_sm = 0;
+    TPGEMM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, kAllReduceThreads, 0));
+    blocks_ = static_cast<int>(std::min<int64_t>(wanted, std::max(1, std::min(per_sm, 2) * t.num_sms)));
     calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
     TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
   });
@@ -47,8 +49,8 @@ void SymmAllReduce::run(const void* in, void* out, const void* c, float beta, cu
   a.world = team_->world;
   a.drop_sends = drop_sends_;
   a.env = team_->wait_env();
-  if (two_shot_) launch_twoshot(a, dtype_, blocks_, stream);
-  else launch_oneshot(a, dtype_, blocks_, stream);
+  void* params[] = {&a};
+  TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_, dim3(blocks_), dim3(kAllReduceThreads), params, 0, stream));
 }
 
 }  // namespace tpgemm::ops

@@ -47,16 +47,14 @@ struct SymmAllReduceArgs {
   comm::WaitEnv env;
 };
 
-void launch_oneshot(const SymmAllReduceArgs& a, DType dtype, int blocks, cudaStream_t stream);  // oneshot.cu
-void launch_twoshot(const SymmAllReduceArgs& a, DType dtype, int blocks, cudaStream_t stream);  // twoshot.cu
-const void* oneshot_fn(DType dtype, int world);  // the kernel launch_oneshot runs
-const void* twoshot_fn(DType dtype, int world);  // the kernel launch_twoshot runs
-// Elements of symmetric staging each rank needs (two halves).
+constexpr int kAllReduceThreads = 512;  // per block, both kernels
+
+// Each kernel for a dtype and world size (launched with one SymmAllReduceArgs), and the
+// elements of symmetric staging it needs per rank (two halves).
+const void* oneshot_fn(DType dtype, int world);          // oneshot.cu
+const void* twoshot_fn(DType dtype, int world);          // twoshot.cu
 int64_t oneshot_stage_elems(int64_t count, int world);  // oneshot.cu: W slots of count
 int64_t twoshot_stage_elems(int64_t count, int world);  // twoshot.cu: W slice slots + count
-// Blocks of the kernel that fit on the GPU at once: block b waits for block b of each peer,
-// so every block must be resident (a bounded wait reports it if a peer's never runs).
-int allreduce_max_blocks(DType dtype, int world, bool two_shot, int num_sms);  // twoshot.cu
 
 class SymmAllReduce {
  public:
@@ -72,6 +70,7 @@ class SymmAllReduce {
   int64_t count_;
   DType dtype_;
   bool two_shot_;
+  const void* kernel_;  // oneshot_fn or twoshot_fn
   int blocks_;
   bool drop_sends_;  // TPGEMM_TEST_DROP_SIGNALS_RANK names this rank
   comm::SymmetricBuffer stage_;

@@ -3,9 +3,6 @@
 // the sum into every peer's gather area (all-gather); each rank copies the gather area out as
 // it fills. Every NVLink transfer is a store and no flag is needed (NOTE [empty lanes]); each
 // GPU sends 2 (W - 1) / W of the data, like a ring, in two store flights.
-#include <algorithm>
-
-#include "core/check.h"
 #include "ops/allreduce/allreduce_device.cuh"
 
 namespace tpgemm::ops {
@@ -99,21 +96,8 @@ const void* twoshot_fn(DType dtype, int world) {
   return dtype == DType::kBF16 ? kernel_for_world<__nv_bfloat16>(world) : kernel_for_world<__half>(world);
 }
 
-void launch_twoshot(const SymmAllReduceArgs& a, DType dtype, int blocks, cudaStream_t stream) {
-  SymmAllReduceArgs args = a;
-  void* params[] = {&args};
-  TPGEMM_CUDA_CHECK(cudaLaunchKernel(twoshot_fn(dtype, a.world), dim3(blocks), dim3(kAllReduceThreads), params, 0, stream));
-}
-
 int64_t twoshot_stage_elems(int64_t count, int world) {
   return 2 * (world * slice_vecs(count / 8, world) + count / 8) * 8;
-}
-
-int allreduce_max_blocks(DType dtype, int world, bool two_shot, int num_sms) {
-  int per_sm = 0;
-  const void* fn = two_shot ? twoshot_fn(dtype, world) : oneshot_fn(dtype, world);
-  TPGEMM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kAllReduceThreads, 0));
-  return std::max(1, std::min(per_sm, 2) * num_sms);
 }
 
 }  // namespace tpgemm::ops

@@ -23,22 +23,9 @@ struct Pair<__half> {
   static __device__ __forceinline__ type from_float2(float2 f) { return __float22half2_rn(f); }
 };
 
-// Widens one raw 16-byte vector and adds it to acc. Loading and widening are separate steps so
-// that a kernel can issue all its loads before the first add (latency-bound over NVLink).
+// One raw 16-byte vector of eight T, widened to fp32.
 template <typename T>
-__device__ __forceinline__ void add_raw8(const uint4& v, float (&acc)[8]) {
-  const auto* h = reinterpret_cast<const typename Pair<T>::type*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 x = Pair<T>::to_float2(h[i]);
-    acc[2 * i] += x.x;
-    acc[2 * i + 1] += x.y;
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
-  const uint4 v = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ void widen8(const uint4& v, float (&f)[8]) {
   const auto* h = reinterpret_cast<const typename Pair<T>::type*>(&v);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -48,12 +35,24 @@ __device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
   }
 }
 
+// Widens one raw vector and adds it to acc. Loading and widening are separate steps so that a
+// kernel can issue all its loads before the first add (latency-bound over NVLink).
 template <typename T>
-__device__ __forceinline__ void add8(const T* p, float (&acc)[8]) {
+__device__ __forceinline__ void add_raw8(const uint4& v, float (&acc)[8]) {
   float f[8];
-  load8(p, f);
+  widen8<T>(v, f);
 #pragma unroll
   for (int i = 0; i < 8; ++i) acc[i] += f[i];
+}
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
+  widen8<T>(*reinterpret_cast<const uint4*>(p), f);
+}
+
+template <typename T>
+__device__ __forceinline__ void add8(const T* p, float (&acc)[8]) {
+  add_raw8<T>(*reinterpret_cast<const uint4*>(p), acc);
 }
 
 // Eight floats rounded to T, as one raw 16-byte vector.
