@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <string>
 
 #include "comm/launcher.h"
 #include "core/check.h"
@@ -163,68 +165,60 @@ TEST(DistErrors, WithoutP2PTheSymmetricPathsRefuseAndTheBaselineRuns) {
   EXPECT_EQ(rc, 0);
 }
 
-// A rank that never raises its flags (test hook TPGEMM_TEST_DROP_SIGNALS_RANK): its peers'
-// bounded waits end in Error(Timeout) naming it, within the configured time, and nothing hangs.
+// Two ranks, rank 1 silent (test hook TPGEMM_TEST_DROP_SIGNALS_RANK: it raises no flag and
+// stores nothing into its peer). `call(team, stream)` builds and runs one plan and leaves it
+// (and its operands) alive: a rank exits without destroying anything of a failed team. Rank 0's
+// bounded waits must end in Error(Timeout) naming rank 1, within the configured time, and
+// nothing hangs.
+void expect_rank0_times_out_naming_rank1(const std::string& what, const std::function<void(const Team&, cudaStream_t)>& call) {
+  ::setenv("TPGEMM_TEST_DROP_SIGNALS_RANK", "1", 1);
+  TeamOptions to;
+  to.timeout_ms = 1000;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = testsupport::run_on_ranks(2, [&](const Team& team) {
+    Stream stream = Stream::create();
+    const Status s = caught([&] {
+      call(team, stream.get());
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+      team.check();
+    });
+    if (team.rank() == 0)
+      RANK_EXPECT(s.code == ErrorCode::kTimeout && has(s, "rank 0 waited") && has(s, "for rank 1"), "%s: %s", what.c_str(),
+                  s.message.c_str());
+    // Leave without tearing NCCL down: a failed team is abandoned, not finalised with peers.
+    std::fflush(stderr);
+    std::_Exit(testsupport::rank_failures() == 0 ? 0 : 1);
+  }, to);
+  ::unsetenv("TPGEMM_TEST_DROP_SIGNALS_RANK");
+  EXPECT_EQ(rc, 0) << what;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << what;
+}
+
 TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
-  for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
-    ::setenv("TPGEMM_TEST_DROP_SIGNALS_RANK", "1", 1);
-    TeamOptions to;
-    to.timeout_ms = 1000;
-    const auto t0 = std::chrono::steady_clock::now();
-    const int rc = testsupport::run_on_ranks(2, [op](const Team& team) {
-      Stream stream = Stream::create();
+  for (Op op : {Op::kAgGemm, Op::kGemmRs})
+    expect_rank0_times_out_naming_rank1(std::string(to_string(op)), [op](const Team& team, cudaStream_t st) {
       PlanOptions o;
       o.impl = Impl::kPipelinedCE;
       const GemmProblem p = small(op);
-      Plan plan(team, p, o);
-      testing::RankData data(p, team.world_size(), team.rank(), 4, stream.get());
-      const Status s = caught([&] {
-        plan.run(data.operands(), stream.get());
-        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-        team.check();
-      });
-      if (team.rank() == 0)
-        RANK_EXPECT(s.code == ErrorCode::kTimeout && has(s, "rank 0 waited") && has(s, "for rank 1"), "%s", s.message.c_str());
-      // Leave without tearing NCCL down: a failed team is abandoned, not finalised with peers.
-      std::fflush(stderr);
-      std::_Exit(testsupport::rank_failures() == 0 ? 0 : 1);
-    }, to);
-    ::unsetenv("TPGEMM_TEST_DROP_SIGNALS_RANK");
-    EXPECT_EQ(rc, 0) << to_string(op);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << to_string(op);
-  }
+      auto* plan = new Plan(team, p, o);  // left alive (see above)
+      auto* data = new testing::RankData(p, team.world_size(), team.rank(), 4, st);
+      plan->run(data->operands(), st);
+    });
 }
 
-// The same for the all-reduce kernels, whose data is their own flag: a rank that stores nothing
-// into its peers leaves them polling empty lanes until the timeout names it.
+// The all-reduce kernels' data is their own flag: the peer polls empty lanes until the timeout.
 TEST(DistErrors, ARankThatSendsNoAllReduceDataMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
-  for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
-    ::setenv("TPGEMM_TEST_DROP_SIGNALS_RANK", "1", 1);
-    TeamOptions to;
-    to.timeout_ms = 1000;
-    const auto t0 = std::chrono::steady_clock::now();
-    const int rc = testsupport::run_on_ranks(2, [impl](const Team& team) {
-      Stream stream = Stream::create();
+  for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot})
+    expect_rank0_times_out_naming_rank1(std::string(to_string(impl)), [impl](const Team& team, cudaStream_t st) {
       const int64_t count = 8 * 1000;
-      AllReducePlan plan(team, count, DType::kBF16, impl);
-      DeviceBuffer in(count * 2), out(count * 2);
-      testing::fill_random(in.get(), DType::kBF16, 1, 1, count, 0, 1, 5 + team.rank(), stream.get());
-      const Status s = caught([&] {
-        plan.run(in.get(), out.get(), stream.get());
-        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-        team.check();
-      });
-      if (team.rank() == 0)
-        RANK_EXPECT(s.code == ErrorCode::kTimeout && has(s, "rank 0 waited") && has(s, "for rank 1"), "%s", s.message.c_str());
-      std::fflush(stderr);
-      std::_Exit(testsupport::rank_failures() == 0 ? 0 : 1);
-    }, to);
-    ::unsetenv("TPGEMM_TEST_DROP_SIGNALS_RANK");
-    EXPECT_EQ(rc, 0) << to_string(impl);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << to_string(impl);
-  }
+      auto* plan = new AllReducePlan(team, count, DType::kBF16, impl);  // left alive (see above)
+      auto* in = new DeviceBuffer(count * 2);
+      auto* out = new DeviceBuffer(count * 2);
+      testing::fill_random(in->get(), DType::kBF16, 1, 1, count, 0, 1, 5 + team.rank(), st);
+      plan->run(in->get(), out->get(), st);
+    });
 }
 
 }  // namespace
