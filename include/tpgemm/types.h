@@ -28,6 +28,8 @@ enum class Impl : int {
   kPipelinedCE,  // chunked cuBLASLt matmuls overlapped with copy-engine transfers over NVLink
   kGemmOneShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's one-shot all-reduce
   kGemmTwoShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's two-shot all-reduce
+  kFused,        // ag_gemm only: one persistent Hopper GEMM kernel that waits, tile by tile, for
+                 // the rows of A the copy engines are still pulling (sm_90)
 };
 
 // The standalone all-reduce (the kernels GEMM+AllReduce builds on).

@@ -36,6 +36,7 @@ std::string_view to_string(Impl v) {
     case Impl::kPipelinedCE: return "pipelined_ce";
     case Impl::kGemmOneShot: return "gemm_oneshot";
     case Impl::kGemmTwoShot: return "gemm_twoshot";
+    case Impl::kFused: return "fused";
   }
   return "?";
 }
@@ -72,12 +73,13 @@ std::optional<Op> parse_op(std::string_view s) {
 }
 
 std::optional<Impl> parse_impl(std::string_view s) {
-  static constexpr std::array<std::pair<std::string_view, Impl>, 6> t{{{"auto", Impl::kAuto},
+  static constexpr std::array<std::pair<std::string_view, Impl>, 7> t{{{"auto", Impl::kAuto},
                                                                        {"baseline", Impl::kBaseline},
                                                                        {"pipelined_ce", Impl::kPipelinedCE},
                                                                        {"pipelined", Impl::kPipelinedCE},
                                                                        {"gemm_oneshot", Impl::kGemmOneShot},
-                                                                       {"gemm_twoshot", Impl::kGemmTwoShot}}};
+                                                                       {"gemm_twoshot", Impl::kGemmTwoShot},
+                                                                       {"fused", Impl::kFused}}};
   return lookup(t, s);
 }
 

@@ -12,6 +12,7 @@ namespace tpgemm::gemm {
 namespace sm90 {
 // One per src/gemm/sm90/<config>.cu, in the order of sm90_config.cpp's table.
 extern const KernelTable kCoop128x256C2x1, kCoop256x128C1x2, kPingpong128x128C1x2, kStreamK128x256C2x1;
+extern const KernelTable kGatherCoop128x256C2x1;  // coop_128x256_c2x1 with the chunk-wait scheduler
 }  // namespace sm90
 
 namespace {
@@ -39,6 +40,23 @@ bool Sm90Gemm::supports(const MatmulShape& shape, std::string* why) {
   const Status st = sm90::check_shape(shape);
   if (!st.ok() && why != nullptr) *why = st.message;
   return st.ok();
+}
+
+Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) : Sm90Gemm(s, "coop_128x256_c2x1") {
+  TPGEMM_ASSERT(wait.world >= 1 && wait.pieces >= 1 && wait.rows_per_rank * wait.world == s.m);
+  waits_ = true;
+  kernel_ = &sm90::kGatherCoop128x256C2x1.fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
+  sm90::Args& x = base_;
+  x.wait = wait;
+  x.raster = 2;  // along N: a wave covers a few rows of tiles, so the blocks are met in arrival order
+  // Swizzle groups 2^k clusters along M per wave: no more than fit in one rank's block.
+  const int64_t cluster_rows = wait.rows_per_rank / (2 * 128);
+  x.swizzle = cluster_rows >= 8 ? 8 : cluster_rows >= 4 ? 4 : cluster_rows >= 2 ? 2 : 1;
+  x.max_active_clusters = kernel_->prepare();
+  if (!kernel_->implementable(x))
+    throw Error(ErrorCode::kUnsupported, strfmt("sm90 GEMM core: the chunk-waiting kernel cannot run M=%lld N=%lld K=%lld",
+                                                (long long)s.m, (long long)s.n, (long long)s.k));
+  workspace_bytes_ = kernel_->workspace_bytes(x);
 }
 
 Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) : shape_(s) {
@@ -70,7 +88,10 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) : shape_(
   workspace_bytes_ = kernel_->workspace_bytes(x);
 }
 
-const char* Sm90Gemm::config() const { return config_ < 0 ? "none" : sm90::configs()[config_].name; }
+const char* Sm90Gemm::config() const {
+  if (waits_) return "coop_128x256_c2x1+chunk_wait";
+  return config_ < 0 ? "none" : sm90::configs()[config_].name;
+}
 
 void Sm90Gemm::run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
                    cudaStream_t stream) const {

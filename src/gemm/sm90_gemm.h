@@ -24,6 +24,10 @@ class Sm90Gemm {
   // variable TPGEMM_SM90_CONFIG if set (for calibration), else the rule. TPGEMM_SM90_SWIZZLE
   // (1, 2, 4, 8) sets the tile scheduler's swizzle. Throws Error(Unsupported / InvalidArgument).
   explicit Sm90Gemm(const MatmulShape& shape, std::string_view config_name = {});
+  // The fused AllGather+GEMM's kernel (NOTE [chunk wait] in gemm/sm90/kernels.h): A's rows
+  // arrive while it runs, as `wait` describes; configuration coop_128x256_c2x1, rastered along
+  // N from this rank's own rows. `wait` is fixed for the plan's life (its flags are the plan's).
+  Sm90Gemm(const MatmulShape& shape, const sm90::ChunkWait& wait);
 
   // The workspace run() needs (stream-K's partial sums; 0 for the others).
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -41,6 +45,7 @@ class Sm90Gemm {
   const sm90::KernelFns* kernel_ = nullptr;
   sm90::Args base_{};  // shape, strides and hardware; pointers and scalars are set per call
   size_t workspace_bytes_ = 0;
+  bool waits_ = false;
 };
 
 }  // namespace tpgemm::gemm

@@ -40,6 +40,7 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
       }
       break;
     case Impl::kPipelinedCE: return make_pipelined_ce(ctx);
+    case Impl::kFused: return make_ag_gemm_fused(ctx);
     case Impl::kGemmOneShot:
     case Impl::kGemmTwoShot: return make_gemm_ar_symmetric(ctx);
     case Impl::kAuto: break;

@@ -25,7 +25,10 @@ Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptio
   Choice c;
   c.impl = impl;
   const int64_t block = max_block_rows(p.m, world);
-  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : (p.op == Op::kAgGemm && block >= 2048 ? 2 : 1);
+  // fused: one piece per rank block; its tiles wait per piece, and a block lands long before
+  // the kernel is through the rows before it.
+  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank
+                                   : (p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1);
   c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : 2;
   return c;
 }

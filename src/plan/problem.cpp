@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "core/format.h"
@@ -125,6 +126,20 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
       if (topo.world > kMaxSymmetricAllReduceWorld)
         return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
                                   std::string(to_string(impl)).c_str(), kMaxSymmetricAllReduceWorld, topo.world));
+      [[fallthrough]];
+    case Impl::kFused:
+      if (impl == Impl::kFused) {
+        if (p.op != Op::kAgGemm)
+          return unsupported(strfmt("impl fused exists for ag_gemm only, not %s", op.c_str()));
+        if (topo.world > 32)
+          return unsupported(strfmt("impl fused supports teams of up to 32 ranks, and this one has %d; use "
+                                    "impl=pipelined_ce", topo.world));
+        // The GEMM core's own limits (gemm/sm90_config.h): TMA rows of 16 bytes, 32-bit extents.
+        if (p.n % 8 != 0 || p.k % 8 != 0 || p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX || p.l > INT32_MAX)
+          return unsupported(strfmt("impl fused needs N and K multiples of 8 and M, N, K, L below 2^31 (got N=%lld "
+                                    "K=%lld); use impl=pipelined_ce",
+                                    (long long)p.n, (long long)p.k));
+      }
       [[fallthrough]];
     case Impl::kPipelinedCE:
       if (topo.world > 1 && !topo.all_lsa_peers)

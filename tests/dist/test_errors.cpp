@@ -196,10 +196,12 @@ void expect_rank0_times_out_naming_rank1(const std::string& what, const std::fun
 
 TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
-  for (Op op : {Op::kAgGemm, Op::kGemmRs})
-    expect_rank0_times_out_naming_rank1(std::string(to_string(op)), [op](const Team& team, cudaStream_t st) {
+  for (auto [op, impl] : {std::pair{Op::kAgGemm, Impl::kPipelinedCE}, std::pair{Op::kGemmRs, Impl::kPipelinedCE},
+                          std::pair{Op::kAgGemm, Impl::kFused}})
+    expect_rank0_times_out_naming_rank1(strfmt("%s %s", std::string(to_string(op)).c_str(), std::string(to_string(impl)).c_str()),
+                                        [op, impl](const Team& team, cudaStream_t st) {
       PlanOptions o;
-      o.impl = Impl::kPipelinedCE;
+      o.impl = impl;
       const GemmProblem p = small(op);
       auto* plan = new Plan(team, p, o);  // left alive (see above)
       auto* data = new testing::RankData(p, team.world_size(), team.rank(), 4, st);

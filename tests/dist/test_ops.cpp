@@ -22,6 +22,7 @@ using testsupport::describe_check;
 
 std::vector<Impl> impls_for(Op op) {
   if (op == Op::kGemmAr) return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kAuto};
+  if (op == Op::kAgGemm) return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kAuto};
   return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kAuto};
 }
 
@@ -81,6 +82,29 @@ TEST_P(Dist, PipelinedChunkingsAndCarveOutsMatchTheReference) {
                     const auto c = check_plan(team, p, o, 3, seed += 10);
                     RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
                   }
+            }),
+            0);
+}
+
+// The fused kernel on a problem of several waves of tiles (so tiles of later blocks really wait,
+// and the rotation wraps), its rows split into 1 to 3 pieces per rank, with and without C.
+TEST_P(Dist, FusedAgGemmOverSeveralWavesAndPiecesMatchesTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 700;
+              for (int pieces : {1, 3})
+                for (int variant : {0, 1}) {
+                  GemmProblem p = problem(Op::kAgGemm, W, DType::kBF16, BLayout::kNK, variant);
+                  p.m = W * 1000;  // 1000 rows per rank: blocks end inside 128-row tiles
+                  p.n = 2056;
+                  p.k = 264;
+                  PlanOptions o;
+                  o.impl = Impl::kFused;
+                  o.chunks_per_rank = pieces;
+                  const auto c = check_plan(team, p, o, 3, seed += 10);
+                  RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                }
             }),
             0);
 }

@@ -65,8 +65,10 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
     for (DType dt : {DType::kBF16, DType::kFP16})
       for (BLayout layout : {BLayout::kKN, BLayout::kNK})
-        for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kAuto}) {
+        for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kFused,
+                          Impl::kAuto}) {
           if ((impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot) && op != Op::kGemmAr) continue;
+          if (impl == Impl::kFused && op != Op::kAgGemm) continue;
           GemmProblem p;
           p.op = op;
           p.m = 200;

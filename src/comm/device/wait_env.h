@@ -13,6 +13,7 @@ enum class WaitSite : int32_t {
   kReadyFlag,        // a peer's reduced rows are ready to pull (index = round)
   kAllReduceStart,   // a peer's all-reduce input is ready
   kAllReduceMiddle,  // two-shot: a peer's reduced slice is ready
+  kGatherPiece,      // fused ag_gemm: a piece of a peer's A rows has been pulled (index = round)
 };
 const char* to_string(WaitSite s);
 

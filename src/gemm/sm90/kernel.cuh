@@ -72,6 +72,7 @@ struct Kernel {
     args.scheduler.max_swizzle_size = x.swizzle;
     using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
     args.scheduler.raster_order = x.raster == 1 ? Raster::AlongM : x.raster == 2 ? Raster::AlongN : Raster::Heuristic;
+    if constexpr (requires { args.scheduler.wait; }) args.scheduler.wait = x.wait;  // NOTE [chunk wait]
     if constexpr (requires { args.scheduler.decomposition_mode; }) {
       // Stream-K whenever the last wave is partial (CUTLASS's own heuristic keeps data-parallel
       // tiles when that wave is more than half full, e.g. 224 tiles on 132 SMs: tpgemm's rule

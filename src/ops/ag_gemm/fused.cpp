@@ -1,0 +1,147 @@
+// AllGather + GEMM in one persistent Hopper kernel (tpgemm's GEMM core, gemm/sm90): the copy
+// engines pull each peer's rows of A into a local gathered buffer while the kernel multiplies,
+// and the kernel's load warp waits, tile by tile, for the rows it is about to read (NOTE [chunk
+// wait] in gemm/sm90/kernels.h). Unlike pipelined_ce there is one kernel, not one matmul per
+// chunk: no per-chunk launch, no partial last wave per chunk, and the tiles of a chunk start as
+// soon as its rows land.
+//
+// One call, rank r (copy = a high-priority side stream; the kernel runs on the caller's stream):
+//   copy: barrier 0 (every peer has finished pulling my rows of the previous call; bumps the
+//         epoch), then my shard A -> G[my rows]
+//   caller's stream: waits for that copy, then the kernel (leaving comm_sms SMs free so that the
+//         barrier below can run beside it)
+//   copy: barrier 1 (every rank's rows are in G), then for stage s = 1 .. W-1 and each piece:
+//         G[rows of rank (r+s) mod W] from that rank's G -> my G, and raise my flag to that
+//         piece's sequence number (a copy-engine write, after the copy in stream order)
+//   caller's stream: joins the copy stream.
+// G is symmetric: each rank's rows in it are what its peers pull.
+#include "comm/signal_pad.h"
+#include "comm/symmetric.h"
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "core/env.h"
+#include "gemm/lt_matmul.h"
+#include "gemm/sm90_config.h"
+#include "gemm/sm90_gemm.h"
+#include "ops/op_impl.h"
+
+namespace tpgemm::detail {
+namespace {
+
+class AgGemmFused final : public OpImpl {
+ public:
+  explicit AgGemmFused(const ImplContext& ctx)
+      : team_(ctx.team), p_(ctx.problem), es_(static_cast<int64_t>(dtype_size(p_.dtype))) {
+    TeamState& t = *team_;
+    const int W = t.world;
+    mw_ = p_.m / W;
+    pieces_ = static_cast<int>(std::min<int64_t>(ctx.choice.chunks, std::max<int64_t>(mw_, 1)));
+    // NOTE [collective construction]: local checks and buffers first, agreed on; then the
+    // collective (symmetric) allocations, which fail on every rank alike.
+    t.agree_local("building the fused ag_gemm kernel's plan", [&] {
+      int major = 0, minor = 0;
+      TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, t.device));
+      TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, t.device));
+      if (major != 9 || minor != 0)
+        throw Error(ErrorCode::kUnsupported, strfmt("impl fused needs a Hopper GPU (sm_90), and device %d is sm_%d%d; "
+                                                    "use impl=pipelined_ce or baseline", t.device, major, minor));
+      shape_ = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
+      shape_.has_c = p_.has_c;
+      if (W > 1) shape_.sm_count = t.num_sms - std::max(ctx.choice.comm_sms, 1);  // barrier 1 runs beside the kernel
+      throw_if_error(gemm::sm90::check_shape(shape_));
+      if (W > 1) {
+        copy_stream_ = Stream::highest_priority();
+        for (Event* e : {&start_, &own_rows_, &end_}) *e = Event::create();
+      }
+    });
+    if (W == 1) {  // nothing to gather: the GEMM core alone
+      t.agree_local("planning the GEMM", [&] { gemm_ = gemm::Sm90Gemm(shape_); });
+      return;
+    }
+    gathered_ = comm::SymmetricBuffer(team_, static_cast<size_t>(p_.l * p_.m * p_.k * es_), "fused ag_gemm gathered A");
+    pad_ = comm::SignalPad(team_, 2, 1, (W - 1) * pieces_, "fused ag_gemm flags");
+    t.agree_local("planning the chunk-waiting GEMM", [&] {
+      gemm::sm90::ChunkWait w;
+      w.flag = pad_.family_slots(0) + t.rank;  // raised by this rank's own copy stream
+      w.seq = pad_.seq();
+      w.rank = t.rank;
+      w.world = W;
+      w.pieces = pieces_;
+      w.rows_per_rank = mw_;
+      w.env = t.wait_env();
+      gemm_ = gemm::Sm90Gemm(shape_, w);
+      if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());
+    });
+    // Test hook: this rank never raises its flags, so its peers' bounded waits must fire.
+    drop_signals_ = env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == t.rank;
+  }
+
+  void run(const Operands& o, cudaStream_t stream) override {
+    const TeamState& t = *team_;
+    const void* c = p_.has_c ? o.c : nullptr;
+    if (t.world == 1) {
+      gemm_.run(o.a, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
+      return;
+    }
+    const cudaStream_t cs = copy_stream_.get();
+    char* g = static_cast<char*>(gathered_.local());
+    TPGEMM_CUDA_CHECK(cudaEventRecord(start_.get(), stream));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(cs, start_.get(), 0));
+    if (!drop_signals_) pad_.barrier(0, cs);
+    copy_rows(o.a, mw_, 0, g, p_.m, t.rank * mw_, mw_, cs);
+    TPGEMM_CUDA_CHECK(cudaEventRecord(own_rows_.get(), cs));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, own_rows_.get(), 0));
+    gemm_.run(g, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
+    if (!drop_signals_) pad_.barrier(1, cs);
+    for (int s = 1; s < t.world; ++s) {
+      const int src = (t.rank + s) % t.world;
+      const char* peer = static_cast<const char*>(gathered_.peer(src));
+      for (int j = 0; j < pieces_; ++j) {
+        const int64_t b = gemm::sm90::gather_piece_begin(j, mw_, pieces_);
+        const int64_t e = gemm::sm90::gather_piece_begin(j + 1, mw_, pieces_);
+        copy_rows(peer, p_.m, src * mw_ + b, g, p_.m, src * mw_ + b, e - b, cs);
+        if (!drop_signals_) pad_.signal(0, t.rank, gemm::sm90::gather_round(s, j, pieces_), cs);
+      }
+    }
+    TPGEMM_CUDA_CHECK(cudaEventRecord(end_.get(), cs));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, end_.get(), 0));
+  }
+
+ private:
+  // Rows [src_row, src_row + rows) of every batch entry of a packed [L][src_rows][K] tensor to
+  // rows [dst_row, ...) of a packed [L][dst_rows][K] one.
+  void copy_rows(const void* src, int64_t src_rows, int64_t src_row, void* dst, int64_t dst_rows, int64_t dst_row,
+                 int64_t rows, cudaStream_t st) const {
+    if (rows <= 0) return;
+    const int64_t row_bytes = p_.k * es_;
+    const char* s = static_cast<const char*>(src) + src_row * row_bytes;
+    char* d = static_cast<char*>(dst) + dst_row * row_bytes;
+    const auto width = static_cast<size_t>(rows * row_bytes);
+    if (p_.l == 1)
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(d, s, width, cudaMemcpyDeviceToDevice, st));
+    else
+      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(d, static_cast<size_t>(dst_rows * row_bytes), s,
+                                          static_cast<size_t>(src_rows * row_bytes), width, static_cast<size_t>(p_.l),
+                                          cudaMemcpyDeviceToDevice, st));
+  }
+
+  std::shared_ptr<TeamState> team_;
+  GemmProblem p_;
+  int64_t es_;
+  int64_t mw_ = 0;
+  int pieces_ = 1;
+  gemm::MatmulShape shape_{};
+  comm::SymmetricBuffer gathered_;
+  comm::SignalPad pad_;
+  Stream copy_stream_;
+  Event start_, own_rows_, end_;
+  gemm::Sm90Gemm gemm_;
+  DeviceBuffer workspace_;
+  bool drop_signals_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<OpImpl> make_ag_gemm_fused(const ImplContext& ctx) { return std::make_unique<AgGemmFused>(ctx); }
+
+}  // namespace tpgemm::detail
