@@ -6,11 +6,13 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist gemm_core bench peers sweep (default: all but sweep)
+#   stages: info build test_cpu test_gpu test_dist gemm_core bench peers sweep sweep_fused
+#   (default: all but the sweeps)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
-# picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check). NVLink multicast
+# picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
+# -R regex for the dist tests. NVLink multicast
 # stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +63,7 @@ for s in $STAGES; do
       stage build 900 cmake --build "$BUILD" -j "$(nproc)" ;;
     test_cpu) stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8 ;;
     test_gpu) stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure ;;
-    test_dist) stage test_dist 1500 ctest --test-dir "$BUILD" -L dist --output-on-failure ;;
+    test_dist) stage test_dist 1500 ctest --test-dir "$BUILD" -L dist ${DIST_FILTER:+-R "$DIST_FILTER"} --output-on-failure ;;
     gemm_core)  # the Hopper GEMM core alone on one GPU against cuBLASLt, bf16 and fp16, checked;
                 # first the HGMMA count of each of its kernels (cuobjdump -sass, tests/check_hgmma.sh)
       stage gemm_core 900 bash -c "set -o pipefail
@@ -86,6 +88,15 @@ for s in $STAGES; do
         done
         stage "sweep_agrs_W${w}_c2" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs --impl pipelined \
           --chunks 2 --iterations 20 --json "$LOGS/sweep_agrs_W${w}_c2.json"
+      done ;;
+    sweep_fused)  # the fused ag_gemm at 1, 2 and 4 pieces per rank block, beside the baseline
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for c in 1 2 4; do
+          stage "sweep_fused_W${w}_c$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm --impl fused --chunks "$c" \
+            --check --json "$LOGS/sweep_fused_W${w}_c$c.json"
+          grep -E "^ag_gemm" "$LOGS/sweep_fused_W${w}_c$c.log" | tee -a "$SUMMARY" > /dev/null
+        done
       done ;;
     peers)
       peers=$(find_peers)

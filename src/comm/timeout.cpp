@@ -53,7 +53,7 @@ Status TimeoutMailbox::status() const {
   const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle;
   const std::string what = data ? std::string(": its data never reached this rank's staging buffer")
                                  : strfmt(" (%s %d), expected a flag >= %llu and saw %llu",
-                                          site == WaitSite::kBarrier ? "barrier" : "round", r.index,
+                                          site == WaitSite::kBarrier ? "barrier" : site == WaitSite::kGatherPiece ? "piece" : "round", r.index,
                                           (unsigned long long)r.expected, (unsigned long long)r.seen);
   return Status{ErrorCode::kTimeout,
               strfmt("rank %d waited %.1f ms on the GPU for rank %d: %s%s. Rank %d never got there (crashed, "

@@ -9,7 +9,7 @@ namespace tpgemm::comm {
 enum class WaitSite : int32_t {
   kNone = 0,
   kBarrier,          // index = barrier number within the call
-  kArriveFlag,       // a peer's partial products have landed in my receive slot (index = round)
+  kArriveFlag,       // a peer's partial products have landed in my receive slot (index = piece)
   kReadyFlag,        // a peer's reduced rows are ready to pull (index = round)
   kAllReduceStart,   // a peer's all-reduce input is ready
   kAllReduceMiddle,  // two-shot: a peer's reduced slice is ready

@@ -5,7 +5,7 @@
 //     rank starts on its own rows (in place at launch) and meets its peers' blocks in the order
 //     they arrive (the kernel rasters along N: a wave covers a few rows of tiles);
 //   - waiting: before the load warp starts a tile, it waits until every row of A the tile reads
-//     has arrived, bounded by the plan's timeout (comm::wait_geq). Only that warp waits: the
+//     has arrived (a flag per part of the tile in a peer's block), bounded by the plan's timeout (comm::wait_geq). Only that warp waits: the
 //     consumer warps wait on its shared-memory pipeline, as in any CUTLASS kernel.
 // Included only by src/gemm/sm90/gather_*.cu.
 #pragma once
@@ -86,8 +86,14 @@ class ChunkWaitTileScheduler : public cutlass::gemm::kernel::detail::PersistentT
 
   CUTLASS_DEVICE void wait_for_rows(int64_t row0) const {
     const ChunkWait& c = params_->wait;
-    const GatherNeed need = gather_need(row0, row0 + TileM, c);
-    if (need.round >= 0) comm::wait_geq(c.flag, c.seq[need.round], c.env, need.peer, comm::WaitSite::kGatherPiece, need.round);
+    const int64_t m = c.rows_per_rank * c.world, row1 = row0 + TileM < m ? row0 + TileM : m;
+    for (int64_t row = row0; row < row1;) {
+      const GatherPart p = gather_part(row, row1, c);
+      if (p.stage > 0)
+        comm::wait_geq(c.flag + (p.stage - 1) * c.flag_stride, c.seq[p.piece], c.env, p.src,
+                       comm::WaitSite::kGatherPiece, p.piece);
+      row = p.end;
+    }
   }
 
   Params const* params_;

@@ -15,15 +15,17 @@ namespace tpgemm::gemm::sm90 {
 // NOTE [chunk wait]
 // The fused AllGather+GEMM's kernel (src/ops/ag_gemm/fused.cpp) multiplies a gathered A whose
 // rows arrive while it runs. A's M rows are W blocks of rows_per_rank, block q being rank q's
-// shard; this rank's own block (rank) is in place at launch, and block (rank + s) mod W, for
-// stage s = 1 .. W-1, arrives in `pieces` pieces of rows (gather_piece_of_row below). Piece j
-// of stage s is in place once *flag >= seq[(s - 1) * pieces + j]: the flag only grows (a
-// sequence number of the plan's epoch, NOTE [schedule model]), so no reset is ever needed.
+// shard. This rank's own block (rank) is in place at launch; block (rank + s) mod W, stage
+// s = 1 .. W-1, is pulled on a copy stream of its own, concurrently with the other stages, in
+// `pieces` pieces of rows (gather_piece_of_row), in order; after each piece the stream raises
+// the stage's flag, flag + (s - 1) * flag_stride, to seq[piece]. Flags only grow (sequence
+// numbers of the plan's epoch, NOTE [schedule model]), so no reset is ever needed.
 // The tile scheduler (sm90/chunk_wait_scheduler.cuh) starts each rank on its own rows and
 // walks the blocks in stage order; the CTA's load warp waits before loading a tile's A.
 struct ChunkWait {
-  const uint64_t* flag = nullptr;  // null: a plain GEMM, nothing to wait for
-  const uint64_t* seq = nullptr;
+  const uint64_t* flag = nullptr;  // stage 1's flag; null: a plain GEMM, nothing to wait for
+  int64_t flag_stride = 0;         // elements from one stage's flag to the next's
+  const uint64_t* seq = nullptr;   // seq[piece]: the value a piece's flag carries in this call
   int rank = 0;
   int world = 1;
   int pieces = 1;
@@ -45,33 +47,24 @@ TPGEMM_HD constexpr int64_t gather_piece_begin(int64_t j, int64_t rows, int piec
   return (j * rows + pieces - 1) / pieces;
 }
 
-// The index into ChunkWait::seq of piece j of stage s >= 1: pieces are pulled (and their flag
-// raised) in this order, stage by stage.
-TPGEMM_HD constexpr int gather_round(int stage, int64_t piece, int pieces) {
-  return (stage - 1) * pieces + static_cast<int>(piece);
-}
-
-// What a tile reading A's rows [row0, row1) waits for: the latest arriving of their pieces, as
-// an index into ChunkWait::seq (-1: all the rows are this rank's own), and the rank they come from.
-struct GatherNeed {
-  int round = -1;
-  int peer = -1;
+// The part of A's rows [row, row1) that lies in one block (0 <= row < M): rows [row, end),
+// from rank `src`, at `stage` (0: this rank's own), all in place once the stage's flag reaches
+// seq[piece] (the piece of the part's last row; pieces arrive in order). A tile waits for each
+// of its parts in turn.
+struct GatherPart {
+  int64_t end = 0;
+  int src = 0;
+  int stage = 0;
+  int piece = 0;
 };
-TPGEMM_HD constexpr GatherNeed gather_need(int64_t row0, int64_t row1, const ChunkWait& c) {
-  const int64_t mw = c.rows_per_rank, m = mw * c.world;
-  GatherNeed need;
-  if (row1 > m) row1 = m;
-  for (int64_t row = row0; row < row1;) {
-    const int src = static_cast<int>(row / mw);
-    const int64_t end = (src + 1) * mw < row1 ? (src + 1) * mw : row1;
-    const int stage = (src - c.rank + c.world) % c.world;
-    if (stage > 0) {  // the block's rows come in piece order: its last row here arrives last
-      const int round = gather_round(stage, gather_piece_of_row(end - 1 - src * mw, mw, c.pieces), c.pieces);
-      if (round > need.round) need = {round, src};
-    }
-    row = end;
-  }
-  return need;
+TPGEMM_HD constexpr GatherPart gather_part(int64_t row, int64_t row1, const ChunkWait& c) {
+  const int64_t mw = c.rows_per_rank;
+  GatherPart p;
+  p.src = static_cast<int>(row / mw);
+  p.end = (p.src + 1) * mw < row1 ? (p.src + 1) * mw : row1;
+  p.stage = (p.src - c.rank + c.world) % c.world;
+  p.piece = static_cast<int>(gather_piece_of_row(p.end - 1 - p.src * mw, mw, c.pieces));
+  return p;
 }
 
 // Row-major D[l][m][n] = alpha * A[l][m][k] * op(B[l]) + beta * C[l][m][n]; strides in elements.
