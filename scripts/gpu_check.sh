@@ -89,13 +89,16 @@ for s in $STAGES; do
         stage "sweep_agrs_W${w}_c2" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs --impl pipelined \
           --chunks 2 --iterations 20 --json "$LOGS/sweep_agrs_W${w}_c2.json"
       done ;;
-    sweep_fused)  # the fused ag_gemm at 1, 2 and 4 pieces per rank block, beside the baseline
+    sweep_fused)  # the fused ag_gemm at CHUNKS pieces per rank block and SWIZZLES, beside the baseline
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || continue
-        for c in 1 2 4; do
-          stage "sweep_fused_W${w}_c$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm --impl fused --chunks "$c" \
-            --check --json "$LOGS/sweep_fused_W${w}_c$c.json"
-          grep -E "^ag_gemm" "$LOGS/sweep_fused_W${w}_c$c.log" | tee -a "$SUMMARY" > /dev/null
+        for c in ${CHUNKS:-1 2 4}; do
+          for z in ${SWIZZLES:-auto}; do
+            name=sweep_fused_W${w}_c${c}_s$z
+            TPGEMM_SM90_SWIZZLE=${z/auto/} stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm \
+              --impl fused --chunks "$c" --check --json "$LOGS/$name.json"
+            grep -E "^ag_gemm" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
+          done
         done
       done ;;
     peers)

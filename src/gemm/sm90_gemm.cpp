@@ -52,6 +52,7 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) : Sm90Gemm
   // Swizzle groups 2^k clusters along M per wave: no more than fit in one rank's block.
   const int64_t cluster_rows = wait.rows_per_rank / (2 * 128);
   x.swizzle = cluster_rows >= 8 ? 8 : cluster_rows >= 4 ? 4 : cluster_rows >= 2 ? 2 : 1;
+  if (const auto sw = env_int("TPGEMM_SM90_SWIZZLE", 1, 8)) x.swizzle = static_cast<int>(*sw);  // calibration
   x.max_active_clusters = kernel_->prepare();
   if (!kernel_->implementable(x))
     throw Error(ErrorCode::kUnsupported, strfmt("sm90 GEMM core: the chunk-waiting kernel cannot run M=%lld N=%lld K=%lld",

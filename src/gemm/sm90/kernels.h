@@ -16,9 +16,9 @@ namespace tpgemm::gemm::sm90 {
 // The fused AllGather+GEMM's kernel (src/ops/ag_gemm/fused.cpp) multiplies a gathered A whose
 // rows arrive while it runs. A's M rows are W blocks of rows_per_rank, block q being rank q's
 // shard. This rank's own block (rank) is in place at launch; block (rank + s) mod W, stage
-// s = 1 .. W-1, is pulled on a copy stream of its own, concurrently with the other stages, in
-// `pieces` pieces of rows (gather_piece_of_row), in order; after each piece the stream raises
-// the stage's flag, flag + (s - 1) * flag_stride, to seq[piece]. Flags only grow (sequence
+// s = 1 .. W-1, is pulled in `pieces` pieces of rows (gather_piece_of_row), in order; after
+// each piece the copy stream raises the stage's flag, flag + (s - 1) * flag_stride, to
+// seq[piece]. (The host pulls the stages one after the other; the kernel does not rely on it.) Flags only grow (sequence
 // numbers of the plan's epoch, NOTE [schedule model]), so no reset is ever needed.
 // The tile scheduler (sm90/chunk_wait_scheduler.cuh) starts each rank on its own rows and
 // walks the blocks in stage order; the CTA's load warp waits before loading a tile's A.

@@ -5,23 +5,19 @@
 // chunk: no per-chunk launch, no partial last wave per chunk, and the tiles of a chunk start as
 // soon as its rows land.
 //
-// One call, rank r (pull s = high-priority side streams, one per stage s = 1 .. W-1; the kernel
-// runs on the caller's stream):
-//   pull 1: barrier 0 (every peer has finished pulling my rows of the previous call; bumps the
-//           epoch), then my shard A -> G[my rows]
+// One call, rank r (copy = a high-priority side stream; the kernel runs on the caller's stream):
+//   copy: barrier 0 (every peer has finished pulling my rows of the previous call; bumps the
+//         epoch), then my shard A -> G[my rows]
 //   caller's stream: waits for that copy, then the kernel (leaving comm_sms SMs free so that the
-//           barrier below can run beside it)
-//   pull 1: barrier 1 (every rank's rows are in G)
-//   pull s, all at once: for each piece, G[rows of rank (r+s) mod W] from that rank's G -> my G,
-//           then stage s's flag := the piece's sequence number (a copy-engine write, after the
-//           copy in stream order)
-//   caller's stream: joins the pull streams.
-// G is symmetric: each rank's rows in it are what its peers pull. The stages are pulled
-// concurrently, each by its own copy engine: one copy from one peer measured about 160 GB/s,
-// well under what NVLink carries into a GPU, so stage by stage the pulls, not the GEMM, set the
-// pace on shapes with fewer flops per row of A (bench/results/2026-11-22-fused/).
-#include <vector>
-
+//         barrier below can run beside it)
+//   copy: barrier 1 (every rank's rows are in G), then stage by stage (s = 1 .. W-1), piece by
+//         piece: G[rows of rank (r+s) mod W] from that rank's G -> my G, then stage s's flag :=
+//         the piece's sequence number (a copy-engine write, after the copy in stream order)
+//   caller's stream: joins the copy stream.
+// G is symmetric: each rank's rows in it are what its peers pull. The stages are pulled one
+// after the other, in the order the kernel needs them: pulling them all at once, each on its
+// own stream, measured slower (W=4 M=16384 N=3584: 1.95 ms against 1.65 ms; 2048 x 3584:
+// 0.33 against 0.25 ms; bench/results/2026-11-22-fused/).
 #include "comm/signal_pad.h"
 #include "comm/symmetric.h"
 #include "core/check.h"
@@ -56,12 +52,10 @@ class AgGemmFused final : public OpImpl {
       shape_.has_c = p_.has_c;
       if (W > 1) shape_.sm_count = t.num_sms - std::max(ctx.choice.comm_sms, 1);  // barrier 1 runs beside the kernel
       throw_if_error(gemm::sm90::check_shape(shape_));
-      for (int s = 1; s < W; ++s) {
-        pull_.push_back(Stream::highest_priority());
-        pulled_.push_back(Event::create());
+      if (W > 1) {
+        copy_stream_ = Stream::highest_priority();
+        for (Event* e : {&start_, &own_rows_, &end_}) *e = Event::create();
       }
-      if (W > 1)
-        for (Event* e : {&start_, &own_rows_, &shards_ready_}) *e = Event::create();
     });
     if (W == 1) {  // nothing to gather: the GEMM core alone
       t.agree_local("planning the GEMM", [&] { gemm_ = gemm::Sm90Gemm(shape_); });
@@ -94,31 +88,28 @@ class AgGemmFused final : public OpImpl {
       gemm_.run(o.a, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
       return;
     }
-    const cudaStream_t first = pull_[0].get();
+    const cudaStream_t cs = copy_stream_.get();
     char* g = static_cast<char*>(gathered_.local());
     TPGEMM_CUDA_CHECK(cudaEventRecord(start_.get(), stream));
-    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(first, start_.get(), 0));
-    if (!drop_signals_) pad_.barrier(0, first);
-    copy_rows(o.a, mw_, 0, g, p_.m, t.rank * mw_, mw_, first);
-    TPGEMM_CUDA_CHECK(cudaEventRecord(own_rows_.get(), first));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(cs, start_.get(), 0));
+    if (!drop_signals_) pad_.barrier(0, cs);
+    copy_rows(o.a, mw_, 0, g, p_.m, t.rank * mw_, mw_, cs);
+    TPGEMM_CUDA_CHECK(cudaEventRecord(own_rows_.get(), cs));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, own_rows_.get(), 0));
     gemm_.run(g, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
-    if (!drop_signals_) pad_.barrier(1, first);
-    TPGEMM_CUDA_CHECK(cudaEventRecord(shards_ready_.get(), first));
+    if (!drop_signals_) pad_.barrier(1, cs);
     for (int s = 1; s < t.world; ++s) {
-      const cudaStream_t ps = pull_[s - 1].get();
-      if (s > 1) TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(ps, shards_ready_.get(), 0));
       const int src = (t.rank + s) % t.world;
       const char* peer = static_cast<const char*>(gathered_.peer(src));
       for (int j = 0; j < pieces_; ++j) {
         const int64_t b = gemm::sm90::gather_piece_begin(j, mw_, pieces_);
         const int64_t e = gemm::sm90::gather_piece_begin(j + 1, mw_, pieces_);
-        copy_rows(peer, p_.m, src * mw_ + b, g, p_.m, src * mw_ + b, e - b, ps);
-        if (!drop_signals_) pad_.signal(s - 1, t.rank, j, ps);
+        copy_rows(peer, p_.m, src * mw_ + b, g, p_.m, src * mw_ + b, e - b, cs);
+        if (!drop_signals_) pad_.signal(s - 1, t.rank, j, cs);
       }
-      TPGEMM_CUDA_CHECK(cudaEventRecord(pulled_[s - 1].get(), ps));
-      TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, pulled_[s - 1].get(), 0));
     }
+    TPGEMM_CUDA_CHECK(cudaEventRecord(end_.get(), cs));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, end_.get(), 0));
   }
 
  private:
@@ -147,9 +138,8 @@ class AgGemmFused final : public OpImpl {
   gemm::MatmulShape shape_{};
   comm::SymmetricBuffer gathered_;
   comm::SignalPad pad_;
-  std::vector<Stream> pull_;    // stage s = 1 .. W-1 at s - 1
-  std::vector<Event> pulled_;   // the same
-  Event start_, own_rows_, shards_ready_;
+  Stream copy_stream_;
+  Event start_, own_rows_, end_;
   gemm::Sm90Gemm gemm_;
   DeviceBuffer workspace_;
   bool drop_signals_ = false;
