@@ -123,4 +123,11 @@ int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count) 
   return best_sk >= 0 && cost_sk < kStreamKMargin * cost ? best_sk : best;
 }
 
+int chunk_wait_swizzle(int64_t m, int64_t n, int64_t rows_per_rank) {
+  const int64_t tile_cols = (n + 255) / 256, cluster_rows = (m + 255) / 256, per_block = rows_per_rank / 256;
+  for (int s : {8, 4, 2})
+    if (s <= per_block && tile_cols % s == 0 && cluster_rows % s == 0) return s;
+  return 1;
+}
+
 }  // namespace tpgemm::gemm::sm90

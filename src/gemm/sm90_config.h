@@ -35,6 +35,12 @@ Status check_shape(const MatmulShape& s);
 
 // The rule (deterministic): index into configs().
 int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count);
+// The fused AllGather+GEMM kernel's swizzle (coop 128x256, cluster 2x1, rastered along N): the
+// largest of 8, 4, 2, 1 that divides the tile columns and the cluster rows (CUTLASS pads both up
+// to whole swizzle groups, and padded tiles are wasted slots: N=3584, 14 tile columns, measured
+// 1.42 ms at swizzle 2 against 1.65 at 8), and that is no more than the cluster rows of one rank's
+// block (a wave then covers few blocks, met in arrival order). NOTE [chunk wait].
+int chunk_wait_swizzle(int64_t m, int64_t n, int64_t rows_per_rank);
 // Its cost model: the busiest CTA's time in k-blocks of a 128x256 tile.
 double estimated_cost(const ConfigInfo& c, int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count);
 

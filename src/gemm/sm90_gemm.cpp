@@ -49,9 +49,7 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) : Sm90Gemm
   sm90::Args& x = base_;
   x.wait = wait;
   x.raster = 2;  // along N: a wave covers a few rows of tiles, so the blocks are met in arrival order
-  // Swizzle groups 2^k clusters along M per wave: no more than fit in one rank's block.
-  const int64_t cluster_rows = wait.rows_per_rank / (2 * 128);
-  x.swizzle = cluster_rows >= 8 ? 8 : cluster_rows >= 4 ? 4 : cluster_rows >= 2 ? 2 : 1;
+  x.swizzle = sm90::chunk_wait_swizzle(s.m, s.n, wait.rows_per_rank);
   if (const auto sw = env_int("TPGEMM_SM90_SWIZZLE", 1, 8)) x.swizzle = static_cast<int>(*sw);  // calibration
   x.max_active_clusters = kernel_->prepare();
   if (!kernel_->implementable(x))

@@ -112,5 +112,17 @@ TEST(Sm90Config, RulePicksTheMeasuredConfigurationsOnTheBenchmarkShapes) {
     EXPECT_STREQ(configs()[choose_config(c.m, c.n, c.k, 1, kH100Sms)].name, c.want) << c.m << "x" << c.n << "x" << c.k;
 }
 
+// The fused kernel's swizzle on the shared AllGather+GEMM shapes (W=4 and 2): never one that
+// pads the tile grid, never more clusters along M than one rank's block holds.
+TEST(Sm90Config, ChunkWaitSwizzleNeverPadsTheTileGrid) {
+  EXPECT_EQ(chunk_wait_swizzle(16384, 3584, 4096), 2);  // 14 tile columns
+  EXPECT_EQ(chunk_wait_swizzle(2048, 3584, 512), 2);
+  EXPECT_EQ(chunk_wait_swizzle(16384, 8192, 4096), 8);
+  EXPECT_EQ(chunk_wait_swizzle(8192, 8192, 2048), 8);
+  EXPECT_EQ(chunk_wait_swizzle(4096, 8192, 1024), 4);   // 4 cluster rows per block
+  EXPECT_EQ(chunk_wait_swizzle(512, 8192, 128), 1);     // M=512 has 2 cluster rows: 4 would pad
+  EXPECT_EQ(chunk_wait_swizzle(4000, 2056, 1000), 1);   // 9 tile columns
+}
+
 }  // namespace
 }  // namespace tpgemm::gemm::sm90
