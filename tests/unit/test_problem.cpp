@@ -127,8 +127,12 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   expect_error(impl_supported(p, Impl::kPipelinedCE, split), ErrorCode::kUnsupported, {"pipelined_ce", "LSA", "baseline"});
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, split).ok());
   expect_error(impl_supported(p, Impl::kGemmOneShot, nvlink), ErrorCode::kUnsupported, {"gemm_ar only"});
+  EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
+  expect_error(impl_supported(p, Impl::kFused, split), ErrorCode::kUnsupported, {"fused", "LSA"});
+  expect_error(impl_supported(p, Impl::kFused, {33, true}), ErrorCode::kUnsupported, {"fused", "32 ranks"});
   p.op = Op::kGemmAr;
   EXPECT_TRUE(impl_supported(p, Impl::kGemmTwoShot, nvlink).ok());
+  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_ar"});
 }
 
 TEST(Choose, BaselineWithoutNvlinkPeersOrAlone) {
@@ -177,6 +181,8 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
   const Case cases[] = {
       {Op::kAgGemm, 512, 8192, 8192, 4, Impl::kBaseline, 1},     {Op::kAgGemm, 512, 8192, 8192, 2, Impl::kPipelinedCE, 1},
       {Op::kAgGemm, 2048, 3584, 8192, 4, Impl::kPipelinedCE, 1}, {Op::kAgGemm, 8192, 8192, 8192, 4, Impl::kPipelinedCE, 2},
+      {Op::kAgGemm, 16384, 3584, 8192, 4, Impl::kFused, 1},      {Op::kAgGemm, 16384, 3584, 8192, 2, Impl::kPipelinedCE, 2},
+      {Op::kAgGemm, 16384, 8192, 8192, 4, Impl::kPipelinedCE, 2}, {Op::kAgGemm, 4096, 8192, 8192, 4, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 512, 8192, 2048, 4, Impl::kBaseline, 1},     {Op::kGemmRs, 512, 8192, 2048, 2, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmTwoShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kBaseline, 1},
