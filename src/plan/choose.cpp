@@ -11,7 +11,7 @@ namespace tpgemm::plan {
 //   ag_gemm  pipelined_ce from 256 rows per rank block (W=4, 128 rows: 0.81x); two chunks per
 //            block from 2048 rows (W=4 M=8192: 1.29x against 1.14x with one). At W >= 4, fused
 //            from 1024 rows per block where pipelined's chunk matmuls would leave more than 10%
-//            of their last wave of 128x256 tiles empty: W=4 M=16384 N=3584 (85%), fused 1.34-1.37x
+//            of their last wave of 128x256 tiles empty: W=4 M=16384 N=3584 (85%), fused 1.33-1.37x
 //            against pipelined 1.24-1.26x over three runs; where the waves fill, the two measured
 //            within 3% of each other. At W=2 (one peer, whose 64-128 MB block takes longer to pull
 //            than the own block takes to multiply) fused measured 1.21-1.22x against 1.19-1.31x.
