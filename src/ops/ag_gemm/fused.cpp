@@ -26,6 +26,7 @@
 #include "gemm/lt_matmul.h"
 #include "gemm/sm90_config.h"
 #include "gemm/sm90_gemm.h"
+#include "ops/common/copy_batched.h"
 #include "ops/op_impl.h"
 
 namespace tpgemm::detail {
@@ -121,13 +122,8 @@ class AgGemmFused final : public OpImpl {
     const int64_t row_bytes = p_.k * es_;
     const char* s = static_cast<const char*>(src) + src_row * row_bytes;
     char* d = static_cast<char*>(dst) + dst_row * row_bytes;
-    const auto width = static_cast<size_t>(rows * row_bytes);
-    if (p_.l == 1)
-      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(d, s, width, cudaMemcpyDeviceToDevice, st));
-    else
-      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(d, static_cast<size_t>(dst_rows * row_bytes), s,
-                                          static_cast<size_t>(src_rows * row_bytes), width, static_cast<size_t>(p_.l),
-                                          cudaMemcpyDeviceToDevice, st));
+    ops::copy_batched(d, static_cast<size_t>(dst_rows * row_bytes), s, static_cast<size_t>(src_rows * row_bytes),
+                      static_cast<size_t>(rows * row_bytes), p_.l, st);
   }
 
   std::shared_ptr<TeamState> team_;

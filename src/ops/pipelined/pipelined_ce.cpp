@@ -12,6 +12,7 @@
 #include "core/env.h"
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
+#include "ops/common/copy_batched.h"
 #include "ops/common/elementwise.h"
 #include "ops/op_impl.h"
 #include "ops/pipelined/slot_reduce.h"
@@ -150,13 +151,8 @@ class PipelinedCE final : public OpImpl {
   void copy(const Step& s, cudaStream_t st) const {
     const Ptr src = address(s.src), dst = address(s.dst);
     const int64_t cols = plan::buffer_geometry(s.src.buf, p_, team_->world).cols;
-    const size_t width = static_cast<size_t>(s.src.rows * cols * es_);
-    if (p_.l == 1)
-      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(dst.ptr, src.ptr, width, cudaMemcpyDeviceToDevice, st));
-    else
-      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst.ptr, static_cast<size_t>(dst.batch_stride * es_), src.ptr,
-                                          static_cast<size_t>(src.batch_stride * es_), width, static_cast<size_t>(p_.l),
-                                          cudaMemcpyDeviceToDevice, st));
+    ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * es_), src.ptr,
+                      static_cast<size_t>(src.batch_stride * es_), static_cast<size_t>(s.src.rows * cols * es_), p_.l, st);
   }
 
   void reduce(const Step& s, cudaStream_t st) const {

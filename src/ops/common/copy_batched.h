@@ -1,0 +1,24 @@
+// One copy-engine transfer of the same byte range out of every batch entry (the operands'
+// outermost dimension): a plain copy for one entry, a 2D copy (one row per entry) for several.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/check.h"
+
+namespace tpgemm::ops {
+
+// `width` bytes from src + b * src_pitch to dst + b * dst_pitch, for b < batches.
+inline void copy_batched(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, int64_t batches,
+                         cudaStream_t stream) {
+  if (batches == 1)
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, stream));
+  else
+    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, static_cast<size_t>(batches),
+                                        cudaMemcpyDeviceToDevice, stream));
+}
+
+}  // namespace tpgemm::ops
