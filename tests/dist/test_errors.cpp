@@ -9,6 +9,7 @@
 #include <string>
 
 #include "comm/launcher.h"
+#include "comm/team_state.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "support/dist_harness.h"
@@ -61,6 +62,24 @@ TEST(DistErrors, ShapesOrDtypesThatDifferAcrossRanksFailOnEveryRank) {
               // The team is still usable afterwards.
               const auto c = testsupport::check_plan(team, small(Op::kAgGemm), {}, 1, 5);
               RANK_EXPECT(c.ok, "after the errors: %s", c.status.message.c_str());
+            }),
+            0);
+}
+
+// fused's kernel needs a cluster of 2 SMs beside the comm_sms it leaves free: asking for all but
+// one fails at plan time, on every rank, naming the option; the team stays usable.
+TEST(DistErrors, FusedWithTooFewSmsLeftFailsOnEveryRank) {
+  TPGEMM_REQUIRE_GPUS(2);
+  EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
+              PlanOptions o;
+              o.impl = Impl::kFused;
+              o.comm_sms = team.state()->num_sms - 1;
+              const Status s = caught([&] { Plan plan(team, small(Op::kAgGemm), o); });
+              RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "comm_sms") && has(s, "fused"), "%s",
+                          s.message.c_str());
+              o.comm_sms = -1;
+              const auto c = testsupport::check_plan(team, small(Op::kAgGemm), o, 1, 6);
+              RANK_EXPECT(c.ok, "after the error: %s", c.status.message.c_str());
             }),
             0);
 }

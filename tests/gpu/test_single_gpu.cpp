@@ -87,6 +87,19 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
         }
 }
 
+// fused alone is the GEMM core with the rule's configuration: on this shape stream-K, which
+// needs a workspace (tests/unit/test_sm90_config.cpp pins that choice).
+TEST(TeamOfOne, FusedOnAShapeTheCoreRunsAsStreamK) {
+  TPGEMM_REQUIRE_GPUS(1);
+  GemmProblem p;
+  p.op = Op::kAgGemm;
+  p.m = 2048, p.n = 3584, p.k = 8192;
+  PlanOptions o;
+  o.impl = Impl::kFused;
+  const auto c = check_plan(solo(), p, o, 2, 300);
+  EXPECT_TRUE(c.ok) << describe_check(p, o, c);
+}
+
 TEST(TeamOfOne, BadOperandsThrowAndLeaveDUntouched) {
   TPGEMM_REQUIRE_GPUS(1);
   GemmProblem p;

@@ -1,9 +1,9 @@
 // The tile scheduler of the fused AllGather+GEMM (NOTE [chunk wait] in kernels.h): CUTLASS's
 // persistent scheduler, with two changes made where every warp of the kernel gets its tiles, so
 // the producer, the consumers and the epilogue all agree on them:
-//   - rotation: tile row m is served as (m + first tile of this rank's rows) mod tiles, so each
-//     rank starts on its own rows (in place at launch) and meets its peers' blocks in the order
-//     they arrive (the kernel rasters along N: a wave covers a few rows of tiles);
+//   - rotation: tile row m is served as (m + first tile starting in this rank's rows) mod tiles,
+//     so each rank starts on its own rows (in place at launch) and meets its peers' blocks in
+//     the order they arrive (the kernel rasters along N: a wave covers a few rows of tiles);
 //   - waiting: before the load warp starts a tile, it waits until every row of A the tile reads
 //     has arrived (a flag per part of the tile in a peer's block), bounded by the plan's timeout (comm::wait_geq). Only that warp waits: the
 //     consumer warps wait on its shared-memory pipeline, as in any CUTLASS kernel.
@@ -34,7 +34,9 @@ class ChunkWaitTileScheduler : public cutlass::gemm::kernel::detail::PersistentT
     // groups: those extra tile rows lie past M (no-ops, all loads and stores out of bounds) and
     // are left where they are, so the rotation stays a permutation of the real tiles.
     int32_t m_tiles = 1;
-    int32_t m_rotate = 0;  // the tile row holding this rank's first row
+    // The first tile row that starts inside this rank's rows. The row before it, shared with
+    // the previous rank's block (stage W-1, pulled last), then comes last.
+    int32_t m_rotate = 0;
   };
 
   template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
@@ -49,7 +51,7 @@ class ChunkWaitTileScheduler : public cutlass::gemm::kernel::detail::PersistentT
     const int64_t m = cute::get<0>(problem);
     const int64_t cm = cute::size<0>(cluster);
     p.m_tiles = static_cast<int32_t>((m + TileM * cm - 1) / (TileM * cm) * cm);
-    p.m_rotate = static_cast<int32_t>(args.wait.rank * args.wait.rows_per_rank / TileM % p.m_tiles);
+    p.m_rotate = static_cast<int32_t>((args.wait.rank * args.wait.rows_per_rank + TileM - 1) / TileM % p.m_tiles);
     return p;
   }
 

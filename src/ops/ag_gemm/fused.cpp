@@ -51,7 +51,13 @@ class AgGemmFused final : public OpImpl {
                                                     "use impl=pipelined_ce or baseline", t.device, major, minor));
       shape_ = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
       shape_.has_c = p_.has_c;
-      if (W > 1) shape_.sm_count = t.num_sms - std::max(ctx.choice.comm_sms, 1);  // barrier 1 runs beside the kernel
+      if (W > 1) {
+        shape_.sm_count = t.num_sms - std::max(ctx.choice.comm_sms, 1);  // barrier 1 runs beside the kernel
+        if (shape_.sm_count < 2)
+          throw Error(ErrorCode::kInvalidArgument,
+                      strfmt("comm_sms=%d leaves %d of %d SMs: impl fused needs at least 2 (one cluster of its kernel)",
+                             ctx.choice.comm_sms, shape_.sm_count, t.num_sms));
+      }
       throw_if_error(gemm::sm90::check_shape(shape_));
       if (W > 1) {
         copy_stream_ = Stream::highest_priority();
@@ -59,7 +65,10 @@ class AgGemmFused final : public OpImpl {
       }
     });
     if (W == 1) {  // nothing to gather: the GEMM core alone
-      t.agree_local("planning the GEMM", [&] { gemm_ = gemm::Sm90Gemm(shape_); });
+      t.agree_local("planning the GEMM", [&] {
+        gemm_ = gemm::Sm90Gemm(shape_);
+        if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());  // stream-K's
+      });
       return;
     }
     gathered_ = comm::SymmetricBuffer(team_, static_cast<size_t>(p_.l * p_.m * p_.k * es_), "fused ag_gemm gathered A");
