@@ -80,5 +80,44 @@ TEST(GatherWait, ATileIsReleasedExactlyWhenAllItsRowsHaveArrived) {
   }
 }
 
+// The scheduler's rotation (chunk_wait_first_tile_row / chunk_wait_tile_row, as the kernel's
+// 128-row tiles in clusters of 2 use them): a permutation of the real tile rows that leaves
+// padded rows alone, starts on a tile inside this rank's rows, and serves tile rows in arrival
+// order: the latest stage a tile row waits for never decreases along the order.
+TEST(GatherWait, TheRotationIsAPermutationServedInArrivalOrder) {
+  std::mt19937 rng(11);
+  constexpr int64_t kTile = 128, kCluster = 2;
+  for (int trial = 0; trial < 3000; ++trial) {
+    ChunkWait c;
+    c.world = 1 + static_cast<int>(rng() % 8);
+    c.rank = static_cast<int>(rng() % c.world);
+    c.rows_per_rank = 1 + static_cast<int64_t>(rng() % 2000);
+    const int64_t m = c.rows_per_rank * c.world;
+    const int64_t m_tiles = (m + kTile * kCluster - 1) / (kTile * kCluster) * kCluster;
+    const int64_t first = chunk_wait_first_tile_row(c, kTile, m_tiles);
+    std::vector<int> seen(static_cast<size_t>(m_tiles), 0);
+    int last_stage = 0;
+    for (int64_t served = 0; served < m_tiles; ++served) {
+      const int64_t row = chunk_wait_tile_row(served, first, m_tiles);
+      ASSERT_GE(row, 0);
+      ASSERT_LT(row, m_tiles);
+      ++seen[static_cast<size_t>(row)];
+      if (row * kTile >= m) continue;  // a cluster's padding tile past M: no rows, no wait
+      int stage = 0;  // the latest stage among the tile's rows (0: all its rows are this rank's)
+      for (int64_t r = row * kTile; r < std::min((row + 1) * kTile, m);) {
+        const GatherPart p = gather_part(r, std::min((row + 1) * kTile, m), c);
+        stage = std::max(stage, p.stage);
+        r = p.end;
+      }
+      if (served == 0 && c.rows_per_rank >= 2 * kTile) ASSERT_EQ(stage, 0) << "the first tile is not all own rows";
+      ASSERT_GE(stage, last_stage) << "W=" << c.world << " rank=" << c.rank << " rows/rank=" << c.rows_per_rank
+                                   << ": tile row " << row << " (served " << served << ") waits for an earlier stage";
+      last_stage = stage;
+    }
+    for (int64_t t = 0; t < m_tiles; ++t) ASSERT_EQ(seen[static_cast<size_t>(t)], 1) << "tile row " << t;
+    ASSERT_EQ(chunk_wait_tile_row(m_tiles + 3, first, m_tiles), m_tiles + 3);  // swizzle padding stays put
+  }
+}
+
 }  // namespace
 }  // namespace tpgemm::gemm::sm90

@@ -34,9 +34,7 @@ class ChunkWaitTileScheduler : public cutlass::gemm::kernel::detail::PersistentT
     // groups: those extra tile rows lie past M (no-ops, all loads and stores out of bounds) and
     // are left where they are, so the rotation stays a permutation of the real tiles.
     int32_t m_tiles = 1;
-    // The first tile row that starts inside this rank's rows. The row before it, shared with
-    // the previous rank's block (stage W-1, pulled last), then comes last.
-    int32_t m_rotate = 0;
+    int32_t m_rotate = 0;  // chunk_wait_first_tile_row (NOTE [chunk wait])
   };
 
   template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
@@ -51,7 +49,7 @@ class ChunkWaitTileScheduler : public cutlass::gemm::kernel::detail::PersistentT
     const int64_t m = cute::get<0>(problem);
     const int64_t cm = cute::size<0>(cluster);
     p.m_tiles = static_cast<int32_t>((m + TileM * cm - 1) / (TileM * cm) * cm);
-    p.m_rotate = static_cast<int32_t>((args.wait.rank * args.wait.rows_per_rank + TileM - 1) / TileM % p.m_tiles);
+    p.m_rotate = static_cast<int32_t>(chunk_wait_first_tile_row(args.wait, TileM, p.m_tiles));
     return p;
   }
 
@@ -74,7 +72,7 @@ class ChunkWaitTileScheduler : public cutlass::gemm::kernel::detail::PersistentT
  private:
   CUTLASS_DEVICE WorkTileInfo arrive(WorkTileInfo w) const {
     if (!w.is_valid()) return w;
-    if (w.M_idx < params_->m_tiles) w.M_idx = (w.M_idx + params_->m_rotate) % params_->m_tiles;
+    w.M_idx = static_cast<int32_t>(chunk_wait_tile_row(w.M_idx, params_->m_rotate, params_->m_tiles));
     // Warp 0 is the cooperative kernel's mainloop load warp (ProducerWarpRole::Mainloop).
     if (params_->wait.flag != nullptr && threadIdx.x < 32) {
       if (threadIdx.x == 0) wait_for_rows(static_cast<int64_t>(w.M_idx) * TileM);

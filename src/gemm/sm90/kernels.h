@@ -47,6 +47,17 @@ TPGEMM_HD constexpr int64_t gather_piece_begin(int64_t j, int64_t rows, int piec
   return (j * rows + pieces - 1) / pieces;
 }
 
+// The tile scheduler's rotation. Tile rows (of tile_m rows, m_tiles of them once padded to
+// whole clusters) are served from the first one that starts inside this rank's rows, wrapping
+// around; rows CUTLASS pads beyond m_tiles (whole swizzle groups, past M) stay where they are.
+// Served in this order, the stage a tile row waits for never decreases (tests/unit).
+TPGEMM_HD constexpr int64_t chunk_wait_first_tile_row(const ChunkWait& c, int64_t tile_m, int64_t m_tiles) {
+  return (c.rank * c.rows_per_rank + tile_m - 1) / tile_m % m_tiles;
+}
+TPGEMM_HD constexpr int64_t chunk_wait_tile_row(int64_t served, int64_t first, int64_t m_tiles) {
+  return served < m_tiles ? (served + first) % m_tiles : served;
+}
+
 // The part of A's rows [row, row1) that lies in one block (0 <= row < M): rows [row, end),
 // from rank `src`, at `stage` (0: this rank's own), all in place once the stage's flag reaches
 // seq[piece] (the piece of the part's last row; pieces arrive in order). A tile waits for each
