@@ -42,33 +42,37 @@ bool Sm90Gemm::supports(const MatmulShape& shape, std::string* why) {
   return st.ok();
 }
 
-Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) : Sm90Gemm(s, "coop_128x256_c2x1") {
+Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) {
+  set_up(s);
+  config_ = pick_config(s, config_name, base_.sm_count);
+  kernel_ = &kTables[config_]->fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
+  TPGEMM_ASSERT(kernel_->run != nullptr);
+  base_.swizzle = static_cast<int>(env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(1));
+  finish();
+}
+
+Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) {
   TPGEMM_ASSERT(wait.world >= 1 && wait.pieces >= 1 && wait.rows_per_rank * wait.world == s.m);
+  set_up(s);
+  config_ = *sm90::find_config("coop_128x256_c2x1");
   waits_ = true;
   kernel_ = &sm90::kGatherCoop128x256C2x1.fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
   sm90::Args& x = base_;
   x.wait = wait;
   x.raster = 2;  // along N: a wave covers a few rows of tiles, so the blocks are met in arrival order
-  x.swizzle = sm90::chunk_wait_swizzle(s.m, s.n, wait.rows_per_rank);
-  if (const auto sw = env_int("TPGEMM_SM90_SWIZZLE", 1, 8)) x.swizzle = static_cast<int>(*sw);  // calibration
-  x.max_active_clusters = kernel_->prepare();
-  if (!kernel_->implementable(x))
-    throw Error(ErrorCode::kUnsupported, strfmt("sm90 GEMM core: the chunk-waiting kernel cannot run M=%lld N=%lld K=%lld",
-                                                (long long)s.m, (long long)s.n, (long long)s.k));
-  workspace_bytes_ = kernel_->workspace_bytes(x);
+  x.swizzle = static_cast<int>(
+      env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(sm90::chunk_wait_swizzle(s.m, s.n, wait.rows_per_rank)));
+  finish();
 }
 
-Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) : shape_(s) {
+void Sm90Gemm::set_up(const MatmulShape& s) {
   throw_if_error(sm90::check_shape(s));
   TPGEMM_ASSERT(std::size(kTables) == sm90::configs().size());
+  shape_ = s;
   int device = 0, sms = 0;
   TPGEMM_CUDA_CHECK(cudaGetDevice(&device));
   TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   if (s.sm_count > 0) sms = std::min(sms, s.sm_count);  // leave the rest to communication kernels
-  config_ = pick_config(s, config_name, sms);
-  kernel_ = &kTables[config_]->fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
-  TPGEMM_ASSERT(kernel_->run != nullptr);
-
   sm90::Args& x = base_;
   x.m = static_cast<int>(s.m), x.n = static_cast<int>(s.n), x.k = static_cast<int>(s.k), x.l = static_cast<int>(s.batch);
   x.lda = s.lda, x.ldb = s.ldb, x.ldd = s.ldd;
@@ -77,14 +81,17 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) : shape_(
   x.stride_c = s.has_c ? s.stride_c : s.stride_d;
   x.device = device;
   x.sm_count = sms;
-  x.swizzle = static_cast<int>(env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(1));
-  x.max_active_clusters = kernel_->prepare();
-  if (!kernel_->implementable(x))
+}
+
+void Sm90Gemm::finish() {
+  const MatmulShape& s = shape_;
+  base_.max_active_clusters = kernel_->prepare();
+  if (!kernel_->implementable(base_))
     throw Error(ErrorCode::kUnsupported, strfmt("sm90 GEMM core: %s cannot run M=%lld N=%lld K=%lld L=%lld (%s, B %s)",
                                                 config(), (long long)s.m, (long long)s.n, (long long)s.k,
                                                 (long long)s.batch, std::string(to_string(s.dtype)).c_str(),
                                                 std::string(to_string(s.b_layout)).c_str()));
-  workspace_bytes_ = kernel_->workspace_bytes(x);
+  workspace_bytes_ = kernel_->workspace_bytes(base_);
 }
 
 const char* Sm90Gemm::config() const {

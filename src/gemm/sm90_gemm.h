@@ -40,6 +40,9 @@ class Sm90Gemm {
            cudaStream_t stream) const;
 
  private:
+  void set_up(const MatmulShape& s);  // shape_ and the arguments every kernel shares
+  void finish();                      // once kernel_ and its arguments are set
+
   MatmulShape shape_{};
   int config_ = -1;
   const sm90::KernelFns* kernel_ = nullptr;
