@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/check.h"
+#include "core/env.h"
 
 namespace tpgemm::comm {
 
@@ -60,6 +61,10 @@ Status TimeoutMailbox::status() const {
                      "stopped early, or made a different call). This team is now unusable: destroy it and create a "
                      "new one.",
                      r.rank, static_cast<double>(r.waited_ns) * 1e-6, r.peer, to_string(site), what.c_str(), r.peer)};
+}
+
+bool test_drops_signals(int rank) {
+  return env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == rank;
 }
 
 }  // namespace tpgemm::comm

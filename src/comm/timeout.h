@@ -26,4 +26,8 @@ class TimeoutMailbox {
   int32_t* tripped_ = nullptr;
 };
 
+// Test hook: whether TPGEMM_TEST_DROP_SIGNALS_RANK names `rank`. That rank raises no flag and
+// sends no data, so its peers' bounded waits must end in Error(Timeout) naming it.
+bool test_drops_signals(int rank);
+
 }  // namespace tpgemm::comm

@@ -20,9 +20,9 @@
 // 0.33 against 0.25 ms; bench/results/2026-11-22-fused/).
 #include "comm/signal_pad.h"
 #include "comm/symmetric.h"
+#include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
-#include "core/env.h"
 #include "gemm/lt_matmul.h"
 #include "gemm/sm90_config.h"
 #include "gemm/sm90_gemm.h"
@@ -51,44 +51,27 @@ class AgGemmFused final : public OpImpl {
                                                     "use impl=pipelined_ce or baseline", t.device, major, minor));
       shape_ = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
       shape_.has_c = p_.has_c;
+      throw_if_error(gemm::sm90::check_shape(shape_));
       if (W > 1) {
         shape_.sm_count = t.num_sms - std::max(ctx.choice.comm_sms, 1);  // barrier 1 runs beside the kernel
         if (shape_.sm_count < 2)
           throw Error(ErrorCode::kInvalidArgument,
                       strfmt("comm_sms=%d leaves %d of %d SMs: impl fused needs at least 2 (one cluster of its kernel)",
                              ctx.choice.comm_sms, shape_.sm_count, t.num_sms));
-      }
-      throw_if_error(gemm::sm90::check_shape(shape_));
-      if (W > 1) {
         copy_stream_ = Stream::highest_priority();
         for (Event* e : {&start_, &own_rows_, &end_}) *e = Event::create();
       }
     });
-    if (W == 1) {  // nothing to gather: the GEMM core alone
-      t.agree_local("planning the GEMM", [&] {
-        gemm_ = gemm::Sm90Gemm(shape_);
-        if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());  // stream-K's
-      });
-      return;
+    if (W > 1) {
+      gathered_ = comm::SymmetricBuffer(team_, static_cast<size_t>(p_.l * p_.m * p_.k * es_), "fused ag_gemm gathered A");
+      pad_ = comm::SignalPad(team_, 2, W - 1, pieces_, "fused ag_gemm flags");
+      drop_signals_ = comm::test_drops_signals(t.rank);
     }
-    gathered_ = comm::SymmetricBuffer(team_, static_cast<size_t>(p_.l * p_.m * p_.k * es_), "fused ag_gemm gathered A");
-    pad_ = comm::SignalPad(team_, 2, W - 1, pieces_, "fused ag_gemm flags");
-    t.agree_local("planning the chunk-waiting GEMM", [&] {
-      gemm::sm90::ChunkWait w;
-      // Family s - 1 is stage s; this rank raises its own slot of it (NOTE [signal pad layout]).
-      w.flag = pad_.family_slots(0) + t.rank;
-      w.flag_stride = W;  // families are groups of W slots
-      w.seq = pad_.seq();
-      w.rank = t.rank;
-      w.world = W;
-      w.pieces = pieces_;
-      w.rows_per_rank = mw_;
-      w.env = t.wait_env();
-      gemm_ = gemm::Sm90Gemm(shape_, w);
+    t.agree_local("planning the GEMM", [&] {
+      // W = 1: nothing to gather, the GEMM core alone (its rule may pick stream-K: a workspace).
+      gemm_ = W == 1 ? gemm::Sm90Gemm(shape_) : gemm::Sm90Gemm(shape_, chunk_wait());
       if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());
     });
-    // Test hook: this rank never raises its flags, so its peers' bounded waits must fire.
-    drop_signals_ = env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == t.rank;
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
@@ -123,6 +106,22 @@ class AgGemmFused final : public OpImpl {
   }
 
  private:
+  // The kernel's arrival schedule (NOTE [chunk wait]): family s - 1 of the pad is stage s, and
+  // this rank raises its own slot of each (NOTE [signal pad layout]: families are W slots apart).
+  gemm::sm90::ChunkWait chunk_wait() const {
+    const TeamState& t = *team_;
+    gemm::sm90::ChunkWait w;
+    w.flag = pad_.family_slots(0) + t.rank;
+    w.flag_stride = t.world;
+    w.seq = pad_.seq();
+    w.rank = t.rank;
+    w.world = t.world;
+    w.pieces = pieces_;
+    w.rows_per_rank = mw_;
+    w.env = t.wait_env();
+    return w;
+  }
+
   // Rows [src_row, src_row + rows) of every batch entry of a packed [L][src_rows][K] tensor to
   // rows [dst_row, ...) of a packed [L][dst_rows][K] one.
   void copy_rows(const void* src, int64_t src_rows, int64_t src_row, void* dst, int64_t dst_rows, int64_t dst_row,

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "comm/team_state.h"
+#include "comm/timeout.h"
 #include "core/check.h"
-#include "core/env.h"
 #include "plan/problem.h"
 
 namespace tpgemm::ops {
@@ -14,7 +14,7 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
   detail::TeamState& t = *team_;
   TPGEMM_ASSERT(count % 8 == 0 && t.world <= plan::kMaxSymmetricAllReduceWorld && t.all_lsa);
   kernel_ = two_shot ? twoshot_fn(dtype, t.world) : oneshot_fn(dtype, t.world);
-  drop_sends_ = env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == t.rank;
+  drop_sends_ = comm::test_drops_signals(t.rank);
   // One vector per thread per block, up to what fits at once: two-shot's unit is a slice.
   const int64_t vecs = two_shot ? (count / 8 + t.world - 1) / t.world : count / 8;
   const int64_t wanted = std::max<int64_t>(1, (vecs + kAllReduceThreads - 1) / kAllReduceThreads);

@@ -72,7 +72,7 @@ class SymmAllReduce {
   bool two_shot_;
   const void* kernel_;  // oneshot_fn or twoshot_fn
   int blocks_;
-  bool drop_sends_;  // TPGEMM_TEST_DROP_SIGNALS_RANK names this rank
+  bool drop_sends_;  // comm::test_drops_signals
   comm::SymmetricBuffer stage_;
   DeviceBuffer calls_;
 };

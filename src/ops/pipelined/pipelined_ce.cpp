@@ -8,8 +8,8 @@
 
 #include "comm/signal_pad.h"
 #include "comm/symmetric.h"
+#include "comm/timeout.h"
 #include "core/check.h"
-#include "core/env.h"
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
 #include "ops/common/copy_batched.h"
@@ -66,8 +66,7 @@ class PipelinedCE final : public OpImpl {
         symmetric_[b] =
             comm::SymmetricBuffer(team_, bytes_of(static_cast<Buf>(b)), std::string(plan::to_string(static_cast<Buf>(b))).c_str());
     if (t.world > 1) pad_ = comm::SignalPad(team_, schedule_.num_barriers, plan::kNumFlags, schedule_.rounds, "pipelined flags");
-    // Test hook: this rank never raises its flags, so its peers' bounded waits must fire.
-    drop_signals_ = env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == t.rank;
+    drop_signals_ = comm::test_drops_signals(t.rank);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
