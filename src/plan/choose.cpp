@@ -26,14 +26,16 @@ namespace {
 
 constexpr int64_t kMiB = int64_t(1) << 20;
 
+// Chunks per rank block when the options leave it open. fused: one piece per block (2 and 4
+// measured no better, bench/results/2026-11-22-fused).
+int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
+  return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
+}
+
 Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
-  const int64_t block = max_block_rows(p.m, world);
-  // fused: one piece per rank block; its tiles wait per piece, and a block lands long before
-  // the kernel is through the rows before it.
-  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank
-                                   : (p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1);
+  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, max_block_rows(p.m, world), impl);
   c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : 2;
   return c;
 }
@@ -48,9 +50,8 @@ double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks) {
 Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo) {
   const int64_t block = max_block_rows(p.m, topo.world);
   if (block < 256) return Impl::kBaseline;
-  const int chunks = block >= 2048 ? 2 : 1;  // as fill_defaults gives pipelined_ce
-  if (topo.world >= 4 && block >= 1024 && pipelined_wave_fill(p, block, chunks) < 0.9 &&
-      impl_supported(p, Impl::kFused, topo).ok())
+  const double fill = pipelined_wave_fill(p, block, default_chunks(p, block, Impl::kPipelinedCE));
+  if (topo.world >= 4 && block >= 1024 && fill < 0.9 && impl_supported(p, Impl::kFused, topo).ok())
     return Impl::kFused;
   return Impl::kPipelinedCE;
 }
