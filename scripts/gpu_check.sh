@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist gemm_core bench peers sweep sweep_fused
+#   stages: info build test_cpu test_gpu test_dist gemm_core bench peers ladder sweep sweep_fused
 #   (default: all but the sweeps)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
@@ -78,6 +78,13 @@ for s in $STAGES; do
         # shellcheck disable=SC2086
         stage "bench_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" $BENCH_ARGS --json "$LOGS/bench_W$w.json"
         grep -A40 "^geomean" "$LOGS/bench_W$w.log" | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    ladder)  # the nvFuser study's rungs beside fused and the baseline (docs/design.md), fp16 as in the study
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        stage "ladder_W$w" 600 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm --impl ladder --dtype fp16 \
+          --shapes bench/ladder_shapes.txt --iterations 5 --warmup-iterations 1 --check --json "$LOGS/ladder_W$w.json"
+        grep -E "^ag_gemm" "$LOGS/ladder_W$w.log" | sed "s/^/ladder_W$w /" | tee -a "$SUMMARY" > /dev/null
       done ;;
     sweep)  # calibration of the planner: every implementation, pipelined at several chunkings
       for w in $WORLDS; do

@@ -30,6 +30,11 @@ enum class Impl : int {
   kGemmTwoShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's two-shot all-reduce
   kFused,        // ag_gemm only: one persistent Hopper GEMM kernel that waits, tile by tile, for
                  // the rows of A the copy engines are still pulling (sm_90)
+  // The ladder of the nvFuser study (ag_gemm only; docs/design.md): SM threads read peers' rows
+  // over NVLink. Kept to measure fused against; slow by design, and never chosen by kAuto.
+  kNaiveRemote,       // one thread per element of D, its row of A read from the owner each time
+  kThreadloadGather,  // one kernel: thread-load gather, device semaphores, fp32 FMA tiles (no tensor cores)
+  kGatherThenGemm,    // a thread-load gather kernel, then the Hopper GEMM core (sm_90)
 };
 
 // The standalone all-reduce (the kernels GEMM+AllReduce builds on).

@@ -15,7 +15,8 @@ const char* to_string(WaitSite s) {
     case WaitSite::kReadyFlag: return "reduced rows to be ready";
     case WaitSite::kAllReduceStart: return "its all-reduce input to arrive";
     case WaitSite::kAllReduceMiddle: return "its reduced all-reduce slice to arrive";
-    case WaitSite::kGatherPiece: return "its rows of A to be pulled (the fused GEMM's tile wait)";
+    case WaitSite::kGatherPiece: return "its rows of A to be gathered (the fused GEMM's tile wait)";
+    case WaitSite::kShardReady: return "its A shard to be published for peers to read";
   }
   return "?";
 }

@@ -37,6 +37,9 @@ std::string_view to_string(Impl v) {
     case Impl::kGemmOneShot: return "gemm_oneshot";
     case Impl::kGemmTwoShot: return "gemm_twoshot";
     case Impl::kFused: return "fused";
+    case Impl::kNaiveRemote: return "naive_remote";
+    case Impl::kThreadloadGather: return "threadload_gather";
+    case Impl::kGatherThenGemm: return "gather_then_gemm";
   }
   return "?";
 }
@@ -73,13 +76,16 @@ std::optional<Op> parse_op(std::string_view s) {
 }
 
 std::optional<Impl> parse_impl(std::string_view s) {
-  static constexpr std::array<std::pair<std::string_view, Impl>, 7> t{{{"auto", Impl::kAuto},
+  static constexpr std::array<std::pair<std::string_view, Impl>, 10> t{{{"auto", Impl::kAuto},
                                                                        {"baseline", Impl::kBaseline},
                                                                        {"pipelined_ce", Impl::kPipelinedCE},
                                                                        {"pipelined", Impl::kPipelinedCE},
                                                                        {"gemm_oneshot", Impl::kGemmOneShot},
                                                                        {"gemm_twoshot", Impl::kGemmTwoShot},
-                                                                       {"fused", Impl::kFused}}};
+                                                                       {"fused", Impl::kFused},
+                                                                       {"naive_remote", Impl::kNaiveRemote},
+                                                                       {"threadload_gather", Impl::kThreadloadGather},
+                                                                       {"gather_then_gemm", Impl::kGatherThenGemm}}};
   return lookup(t, s);
 }
 

@@ -114,41 +114,41 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops) {
 }
 
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
-  const std::string op = std::string(to_string(p.op));
+  const std::string name(to_string(impl)), op(to_string(p.op));
+  if (name == "?") return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
   switch (impl) {
     case Impl::kAuto:
-    case Impl::kBaseline:
-      return Status::Ok();
+    case Impl::kBaseline: return Status::Ok();
+    case Impl::kPipelinedCE: break;
     case Impl::kGemmOneShot:
     case Impl::kGemmTwoShot:
-      if (p.op != Op::kGemmAr)
-        return unsupported(strfmt("impl %s exists for gemm_ar only, not %s", std::string(to_string(impl)).c_str(), op.c_str()));
+      if (p.op != Op::kGemmAr) return unsupported(strfmt("impl %s exists for gemm_ar only, not %s", name.c_str(), op.c_str()));
       if (topo.world > kMaxSymmetricAllReduceWorld)
         return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
-                                  std::string(to_string(impl)).c_str(), kMaxSymmetricAllReduceWorld, topo.world));
-      [[fallthrough]];
+                                  name.c_str(), kMaxSymmetricAllReduceWorld, topo.world));
+      break;
     case Impl::kFused:
-      if (impl == Impl::kFused) {
-        if (p.op != Op::kAgGemm)
-          return unsupported(strfmt("impl fused exists for ag_gemm only, not %s", op.c_str()));
-        if (topo.world > 32)
-          return unsupported(strfmt("impl fused supports teams of up to 32 ranks, and this one has %d; use "
-                                    "impl=pipelined_ce", topo.world));
-        // The GEMM core's own limits (gemm/sm90_config.h): TMA rows of 16 bytes, 32-bit extents.
-        if (p.n % 8 != 0 || p.k % 8 != 0 || p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX || p.l > INT32_MAX)
-          return unsupported(strfmt("impl fused needs N and K multiples of 8 and M, N, K, L below 2^31 (got N=%lld "
-                                    "K=%lld); use impl=pipelined_ce",
-                                    (long long)p.n, (long long)p.k));
-      }
-      [[fallthrough]];
-    case Impl::kPipelinedCE:
-      if (topo.world > 1 && !topo.all_lsa_peers)
-        return unsupported(strfmt("impl %s needs every rank to be an NVLink load/store (LSA) peer with P2P access, "
-                                  "and this team of %d ranks is not; use impl=baseline",
-                                  std::string(to_string(impl)).c_str(), topo.world));
-      return Status::Ok();
+    case Impl::kNaiveRemote:
+    case Impl::kThreadloadGather:
+    case Impl::kGatherThenGemm:
+      if (p.op != Op::kAgGemm) return unsupported(strfmt("impl %s exists for ag_gemm only, not %s", name.c_str(), op.c_str()));
+      if (topo.world > 32)  // their signal pads' barrier is one warp
+        return unsupported(strfmt("impl %s supports teams of up to 32 ranks, and this one has %d; use "
+                                  "impl=pipelined_ce",
+                                  name.c_str(), topo.world));
+      // The GEMM core's own limits (gemm/sm90_config.h): TMA rows of 16 bytes, 32-bit extents.
+      if ((impl == Impl::kFused || impl == Impl::kGatherThenGemm) &&
+          (p.n % 8 != 0 || p.k % 8 != 0 || p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX || p.l > INT32_MAX))
+        return unsupported(strfmt("impl %s needs N and K multiples of 8 and M, N, K, L below 2^31 (got N=%lld "
+                                  "K=%lld); use impl=pipelined_ce",
+                                  name.c_str(), (long long)p.n, (long long)p.k));
+      break;
   }
-  return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
+  if (topo.world > 1 && !topo.all_lsa_peers)
+    return unsupported(strfmt("impl %s needs every rank to be an NVLink load/store (LSA) peer with P2P access, "
+                              "and this team of %d ranks is not; use impl=baseline",
+                              name.c_str(), topo.world));
+  return Status::Ok();
 }
 
 double flops_per_rank(const GemmProblem& p) {

@@ -216,7 +216,8 @@ void expect_rank0_times_out_naming_rank1(const std::string& what, const std::fun
 TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
   for (auto [op, impl] : {std::pair{Op::kAgGemm, Impl::kPipelinedCE}, std::pair{Op::kGemmRs, Impl::kPipelinedCE},
-                          std::pair{Op::kAgGemm, Impl::kFused}})
+                          std::pair{Op::kAgGemm, Impl::kFused}, std::pair{Op::kAgGemm, Impl::kNaiveRemote},
+                          std::pair{Op::kAgGemm, Impl::kThreadloadGather}, std::pair{Op::kAgGemm, Impl::kGatherThenGemm}})
     expect_rank0_times_out_naming_rank1(strfmt("%s %s", std::string(to_string(op)).c_str(), std::string(to_string(impl)).c_str()),
                                         [op, impl](const Team& team, cudaStream_t st) {
       PlanOptions o;

@@ -22,7 +22,9 @@ using testsupport::describe_check;
 
 std::vector<Impl> impls_for(Op op) {
   if (op == Op::kGemmAr) return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kAuto};
-  if (op == Op::kAgGemm) return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kAuto};
+  if (op == Op::kAgGemm)
+    return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kNaiveRemote, Impl::kThreadloadGather,
+            Impl::kGatherThenGemm, Impl::kAuto};
   return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kAuto};
 }
 

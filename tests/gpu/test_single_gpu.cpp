@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
+#include "plan/problem.h"
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
@@ -66,9 +67,8 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
     for (DType dt : {DType::kBF16, DType::kFP16})
       for (BLayout layout : {BLayout::kKN, BLayout::kNK})
         for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kFused,
-                          Impl::kAuto}) {
-          if ((impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot) && op != Op::kGemmAr) continue;
-          if (impl == Impl::kFused && op != Op::kAgGemm) continue;
+                          Impl::kNaiveRemote, Impl::kThreadloadGather, Impl::kGatherThenGemm, Impl::kAuto}) {
+          if (!plan::impl_supported(GemmProblem{.op = op}, impl, {1, true}).ok()) continue;  // not for this op
           GemmProblem p;
           p.op = op;
           p.m = 200;

@@ -65,6 +65,14 @@ TEST(Cli, BaselineMeansNcclForTheAllReduce) {
   EXPECT_EQ(c.allreduce_impls[1], AllReduceImpl::kTwoShot);
 }
 
+TEST(Cli, LadderNamesItsThreeRungsAndFused) {
+  const BenchConfig c = parse({"--op=ag_gemm", "--impl=baseline,ladder"});
+  const std::vector<Impl> want = {Impl::kBaseline, Impl::kNaiveRemote, Impl::kThreadloadGather, Impl::kGatherThenGemm,
+                                  Impl::kFused};
+  EXPECT_EQ(c.impls, want);
+  EXPECT_EQ(parse({"--impl=threadload_gather"}).impls, std::vector<Impl>{Impl::kThreadloadGather});
+}
+
 TEST(Cli, GemmCoreOnlyWhenNamed) {
   const BenchConfig c = parse({"--op=gemm", "--gpus=1"});
   EXPECT_TRUE(c.gemm_core);

@@ -130,9 +130,17 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
   expect_error(impl_supported(p, Impl::kFused, split), ErrorCode::kUnsupported, {"fused", "LSA"});
   expect_error(impl_supported(p, Impl::kFused, {33, true}), ErrorCode::kUnsupported, {"fused", "32 ranks"});
+  for (Impl rung : {Impl::kNaiveRemote, Impl::kThreadloadGather, Impl::kGatherThenGemm}) {
+    const std::string name(to_string(rung));
+    EXPECT_TRUE(impl_supported(p, rung, nvlink).ok()) << name;
+    expect_error(impl_supported(p, rung, split), ErrorCode::kUnsupported, {name.c_str(), "LSA"});
+    expect_error(impl_supported(p, rung, {33, true}), ErrorCode::kUnsupported, {name.c_str(), "32 ranks"});
+  }
+  expect_error(impl_supported(p, static_cast<Impl>(99), nvlink), ErrorCode::kUnsupported, {"99", "unknown"});
   p.op = Op::kGemmAr;
   EXPECT_TRUE(impl_supported(p, Impl::kGemmTwoShot, nvlink).ok());
   expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_ar"});
+  expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"threadload_gather", "ag_gemm only"});
 }
 
 TEST(Choose, BaselineWithoutNvlinkPeersOrAlone) {

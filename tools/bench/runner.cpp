@@ -283,8 +283,10 @@ class Runner {
     all.push_back(Impl::kAuto);
     if (cfg_.impls.empty()) return all;
     std::vector<Impl> out = {Impl::kBaseline};  // always timed: every speedup is relative to it
-    for (Impl i : cfg_.impls)
-      if (i != Impl::kBaseline) out.push_back(i);
+    const std::vector<Impl> ladder = {Impl::kNaiveRemote, Impl::kThreadloadGather, Impl::kGatherThenGemm};
+    const auto has = [](const std::vector<Impl>& v, Impl i) { return std::find(v.begin(), v.end(), i) != v.end(); };
+    for (Impl i : cfg_.impls)  // those named, where they exist for this op
+      if (i != Impl::kBaseline && (has(all, i) || (op == Op::kAgGemm && has(ladder, i)))) out.push_back(i);
     return out;
   }
 

@@ -43,12 +43,6 @@ class AgGemmFused final : public OpImpl {
     // NOTE [collective construction]: local checks and buffers first, agreed on; then the
     // collective (symmetric) allocations, which fail on every rank alike.
     t.agree_local("building the fused ag_gemm kernel's plan", [&] {
-      int major = 0, minor = 0;
-      TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, t.device));
-      TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, t.device));
-      if (major != 9 || minor != 0)
-        throw Error(ErrorCode::kUnsupported, strfmt("impl fused needs a Hopper GPU (sm_90), and device %d is sm_%d%d; "
-                                                    "use impl=pipelined_ce or baseline", t.device, major, minor));
       shape_ = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
       shape_.has_c = p_.has_c;
       throw_if_error(gemm::sm90::check_shape(shape_));
