@@ -123,6 +123,10 @@ int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count) 
   return best_sk >= 0 && cost_sk < kStreamKMargin * cost ? best_sk : best;
 }
 
+bool chunk_wait_one_wave(int64_t m, int64_t n, int64_t batch, int sm_count) {
+  return ceil_div(m, 256) * 2 * ceil_div(n, 256) * batch <= sm_count;  // clusters of two tiles along M
+}
+
 int chunk_wait_swizzle(int64_t m, int64_t n, int64_t rows_per_rank) {
   const int64_t tile_cols = (n + 255) / 256, cluster_rows = (m + 255) / 256, per_block = rows_per_rank / 256;
   for (int s : {8, 4, 2})

@@ -52,7 +52,8 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) {
 }
 
 Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) {
-  TPGEMM_ASSERT(wait.world >= 1 && wait.pieces >= 1 && wait.rows_per_rank * wait.world == s.m);
+  TPGEMM_ASSERT(wait.world >= 1 && wait.pieces >= 1 && wait.pieces <= sm90::chunk_wait_k_tiles(s.k) &&
+                wait.rows_per_rank * wait.world == s.m);
   set_up(s);
   config_ = *sm90::find_config("coop_128x256_c2x1");
   waits_ = true;

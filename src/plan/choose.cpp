@@ -1,5 +1,7 @@
 #include "plan/choose.h"
 
+#include "gemm/sm90_config.h"
+
 namespace tpgemm::plan {
 
 // NOTE [planner rules]
@@ -26,9 +28,14 @@ namespace {
 
 constexpr int64_t kMiB = int64_t(1) << 20;
 
-// Chunks per rank block when the options leave it open. fused: one piece per block (2 and 4
-// measured no better, bench/results/2026-11-22-fused).
+constexpr int kSms = 132;  // an H100 / H200: the machines behind the rules
+
+// Chunks per rank block when the options leave it open. fused: pieces of K columns; one where
+// its tiles take several waves (2 and 4 pieces of rows measured no better there,
+// bench/results/2026-11-22-fused), four where they all start at once and would otherwise wait
+// for whole blocks of rows (NOTE [chunk wait]).
 int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
+  if (impl == Impl::kFused) return gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms) ? 4 : 1;
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 
@@ -43,7 +50,7 @@ Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptio
 // How full pipelined_ce's chunk matmuls keep their waves: each is (block / chunks) rows by N,
 // in 128 x 256 tiles, on 132 SMs (an H100/H200; the measurements behind the rule).
 double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks) {
-  const int64_t tiles = (block / chunks + 127) / 128 * ((p.n + 255) / 256), slots = 132;
+  const int64_t tiles = (block / chunks + 127) / 128 * ((p.n + 255) / 256), slots = kSms;
   return static_cast<double>(tiles) / static_cast<double>((tiles + slots - 1) / slots * slots);
 }
 

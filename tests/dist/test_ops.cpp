@@ -89,24 +89,26 @@ TEST_P(Dist, PipelinedChunkingsAndCarveOutsMatchTheReference) {
 }
 
 // The fused kernel on a problem of several waves of tiles (so tiles of later blocks really wait,
-// and the rotation wraps), its rows split into 1 to 3 pieces per rank, with and without C.
+// and the rotation wraps; pulled stage by stage) and on one of a single wave (pulled piece by
+// piece across the stages), K split into 1 or 3 pieces, with and without C.
 TEST_P(Dist, FusedAgGemmOverSeveralWavesAndPiecesMatchesTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
               uint64_t seed = 700;
-              for (int pieces : {1, 3})
-                for (int variant : {0, 1}) {
-                  GemmProblem p = problem(Op::kAgGemm, W, DType::kBF16, BLayout::kNK, variant);
-                  p.m = W * 1000;  // 1000 rows per rank: blocks end inside 128-row tiles
-                  p.n = 2056;
-                  p.k = 264;
-                  PlanOptions o;
-                  o.impl = Impl::kFused;
-                  o.chunks_per_rank = pieces;
-                  const auto c = check_plan(team, p, o, 3, seed += 10);
-                  RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
-                }
+              for (bool one_wave : {false, true})
+                for (int pieces : {1, 3})
+                  for (int variant : {0, 1}) {
+                    GemmProblem p = problem(Op::kAgGemm, W, DType::kBF16, BLayout::kNK, variant);
+                    p.m = W * (one_wave ? 120 : 1000);  // blocks end inside 128-row tiles
+                    p.n = 2056;
+                    p.k = one_wave ? 1000 : 264;  // 16 k-tiles (the last one partial), or 5
+                    PlanOptions o;
+                    o.impl = Impl::kFused;
+                    o.chunks_per_rank = pieces;
+                    const auto c = check_plan(team, p, o, 3, seed += 10);
+                    RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                  }
             }),
             0);
 }

@@ -1,6 +1,7 @@
 // The fused AllGather+GEMM's arrival bookkeeping (NOTE [chunk wait] in gemm/sm90/kernels.h),
-// checked on the CPU against brute force: the piece split, and that the kernel lets a tile go
-// exactly when the pulls have delivered every row it reads.
+// checked on the CPU against brute force: the split of K into pieces, that the kernel lets a
+// tile's k-tile go exactly when the pulls have delivered those columns of every row it reads,
+// and the tile scheduler's rotation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,70 +14,75 @@
 namespace tpgemm::gemm::sm90 {
 namespace {
 
-TEST(GatherWait, PiecesPartitionTheBlockAndAgreeWithPieceOfRow) {
-  for (int64_t rows = 1; rows <= 300; ++rows)
-    for (int pieces = 1; pieces <= 8 && pieces <= rows; ++pieces) {
-      ASSERT_EQ(gather_piece_begin(0, rows, pieces), 0);
-      ASSERT_EQ(gather_piece_begin(pieces, rows, pieces), rows);
+TEST(GatherWait, PiecesPartitionTheKTilesAndAgreeWithPieceOfTile) {
+  for (int64_t k_tiles = 1; k_tiles <= 300; ++k_tiles)
+    for (int pieces = 1; pieces <= 16 && pieces <= k_tiles; ++pieces) {
+      ASSERT_EQ(gather_k_piece_begin(0, k_tiles, pieces), 0);
+      ASSERT_EQ(gather_k_piece_begin(pieces, k_tiles, pieces), k_tiles);
       for (int j = 0; j < pieces; ++j) {
-        const int64_t b = gather_piece_begin(j, rows, pieces), e = gather_piece_begin(j + 1, rows, pieces);
-        ASSERT_LT(b, e) << "rows=" << rows << " pieces=" << pieces << " j=" << j << ": an empty piece";
-        for (int64_t r = b; r < e; ++r) ASSERT_EQ(gather_piece_of_row(r, rows, pieces), j);
+        const int64_t b = gather_k_piece_begin(j, k_tiles, pieces), e = gather_k_piece_begin(j + 1, k_tiles, pieces);
+        ASSERT_LT(b, e) << "k_tiles=" << k_tiles << " pieces=" << pieces << " j=" << j << ": an empty piece";
+        for (int64_t kt = b; kt < e; ++kt) ASSERT_EQ(gather_k_piece_of_tile(kt, k_tiles, pieces), j);
       }
     }
+  EXPECT_EQ(chunk_wait_k_tiles(8192), 128);
+  EXPECT_EQ(chunk_wait_k_tiles(200), 4);  // the last k-tile is partial
 }
 
 // The host's pulls (ops/ag_gemm/fused.cpp): stage s = 1 .. W-1 pulls rank (rank + s) mod W's
-// block on its own stream, piece by piece in order, raising the stage's flag to seq[j] after
-// piece j. `done[s - 1]` pieces of stage s have landed; which rows are in place?
-std::vector<bool> arrived(const ChunkWait& c, const std::vector<int>& done) {
-  const int64_t mw = c.rows_per_rank;
-  std::vector<bool> in(static_cast<size_t>(mw * c.world), false);
-  for (int64_t r = 0; r < mw; ++r) in[static_cast<size_t>(c.rank * mw + r)] = true;  // own rows: in place at launch
-  for (int s = 1; s < c.world; ++s) {
-    const int src = (c.rank + s) % c.world;
-    for (int64_t r = 0; r < gather_piece_begin(done[s - 1], mw, c.pieces); ++r) in[static_cast<size_t>(src * mw + r)] = true;
-  }
-  return in;
+// block piece by piece in order (each piece a range of K columns of every row), raising the
+// stage's flag to seq[j] after piece j. `done[s - 1]` pieces of stage s have landed: is
+// (row, k-tile kt) in place?
+bool arrived(const ChunkWait& c, int64_t k_tiles, const std::vector<int>& done, int64_t row, int64_t kt) {
+  const int src = static_cast<int>(row / c.rows_per_rank), stage = (src - c.rank + c.world) % c.world;
+  if (stage == 0) return true;  // own rows: in place at launch
+  for (int j = 0; j < done[stage - 1]; ++j)
+    if (gather_k_piece_begin(j, k_tiles, c.pieces) <= kt && kt < gather_k_piece_begin(j + 1, k_tiles, c.pieces))
+      return true;
+  return false;
 }
 
-// What the kernel's load warp does for a tile (chunk_wait_scheduler.cuh): wait for each part.
-bool released(int64_t row0, int64_t row1, const ChunkWait& c, const std::vector<int>& done) {
+// What the kernel's load warp does before k-tile kt of a tile (chunk_wait_mainloop.cuh): wait,
+// for each part of the tile's rows, until its stage's flag reaches seq[piece of kt].
+bool released(int64_t row0, int64_t row1, int64_t kt, int64_t k_tiles, const ChunkWait& c,
+              const std::vector<int>& done) {
   row1 = std::min(row1, c.rows_per_rank * c.world);
+  const int j = gather_k_piece_of_tile(kt, k_tiles, c.pieces);
   for (int64_t row = row0; row < row1;) {
     const GatherPart p = gather_part(row, row1, c);
     if (p.src != static_cast<int>(row / c.rows_per_rank) || p.end <= row) return false;  // malformed part
-    if (p.stage > 0 && done[p.stage - 1] <= p.piece) return false;  // flag < seq[piece]
+    if (p.stage > 0 && done[p.stage - 1] <= j) return false;  // flag < seq[j]
     row = p.end;
   }
   return true;
 }
 
-// For random shapes and random progress of every stage: a tile is released exactly when all
-// of its rows are in place (never before: no stale read; never later: no needless wait), and
-// every tile is released once every piece has landed.
-TEST(GatherWait, ATileIsReleasedExactlyWhenAllItsRowsHaveArrived) {
+// For random shapes and random progress of every stage: a tile's k-tile is released exactly
+// when every row of the tile has that k-tile's columns in place (never before: no stale read;
+// never later: no needless wait), and everything is released once every piece has landed.
+TEST(GatherWait, AKTileIsReleasedExactlyWhenItsColumnsOfEveryRowHaveArrived) {
   std::mt19937 rng(7);
-  for (int trial = 0; trial < 2000; ++trial) {
+  for (int trial = 0; trial < 1500; ++trial) {
     ChunkWait c;
     c.world = 1 + static_cast<int>(rng() % 8);
     c.rank = static_cast<int>(rng() % c.world);
     c.rows_per_rank = 1 + static_cast<int64_t>(rng() % 300);
-    c.pieces = 1 + static_cast<int>(rng() % std::min<int64_t>(4, c.rows_per_rank));
+    const int64_t k_tiles = 1 + static_cast<int64_t>(rng() % 40);
+    c.pieces = 1 + static_cast<int>(rng() % std::min<int64_t>(8, k_tiles));
     const int64_t m = c.rows_per_rank * c.world;
     const int64_t tile = int64_t{1} << (4 + rng() % 4);  // 16 .. 128 rows
     std::vector<int> done(static_cast<size_t>(std::max(c.world - 1, 1)));
     const bool all = trial % 5 == 0;
     for (int& d : done) d = all ? c.pieces : static_cast<int>(rng() % (c.pieces + 1));
-    const std::vector<bool> in = arrived(c, done);
-    for (int64_t row0 = 0; row0 < m + tile; row0 += tile) {  // padded tiles past M too
-      bool there = true;
-      for (int64_t r = row0; r < std::min(row0 + tile, m); ++r) there = there && in[static_cast<size_t>(r)];
-      ASSERT_EQ(released(row0, row0 + tile, c, done), there)
-          << "W=" << c.world << " rank=" << c.rank << " rows/rank=" << c.rows_per_rank << " pieces=" << c.pieces
-          << " tile@" << row0 << "+" << tile;
-      if (all) { ASSERT_TRUE(there); }
-    }
+    for (int64_t row0 = 0; row0 < m + tile; row0 += tile)  // padded tiles past M too
+      for (int64_t kt = 0; kt < k_tiles; ++kt) {
+        bool there = true;
+        for (int64_t r = row0; r < std::min(row0 + tile, m); ++r) there = there && arrived(c, k_tiles, done, r, kt);
+        ASSERT_EQ(released(row0, row0 + tile, kt, k_tiles, c, done), there)
+            << "W=" << c.world << " rank=" << c.rank << " rows/rank=" << c.rows_per_rank << " pieces=" << c.pieces
+            << " k_tiles=" << k_tiles << " tile@" << row0 << "+" << tile << " kt=" << kt;
+        if (all) { ASSERT_TRUE(there); }
+      }
   }
 }
 

@@ -184,6 +184,16 @@ TEST(Choose, AllReduceBySize) {
 }
 
 // The measured rules of NOTE [planner rules], on the shared shapes.
+TEST(Choose, FusedPullsPiecesOfColumnsOnlyWhenItsTilesAreOneWave) {
+  PlanOptions o;
+  o.impl = Impl::kFused;
+  const Topology nvlink{4, true};
+  EXPECT_EQ(choose(ag(512, 8192, 8192), nvlink, o).chunks, 4);     // 128 tiles: one wave
+  EXPECT_EQ(choose(ag(16384, 3584, 8192), nvlink, o).chunks, 1);   // 1792 tiles
+  o.chunks_per_rank = 2;
+  EXPECT_EQ(choose(ag(16384, 3584, 8192), nvlink, o).chunks, 2);   // asked for
+}
+
 TEST(Choose, SharedShapesFollowTheMeasurements) {
   struct Case { Op op; int64_t m, n, k; int world; Impl want; int chunks; };
   const Case cases[] = {

@@ -19,14 +19,21 @@
 
 namespace tpgemm::gemm::sm90 {
 
-// Tile (M, N, K), cluster (M, N), mainloop and epilogue schedules, tile scheduler.
-template <int TM, int TN, int TK, int CM, int CN, class MainloopSchedule, class EpilogueSchedule, class TileScheduler_>
+template <class Collective>
+using BuiltMainloop = Collective;
+
+// Tile (M, N, K), cluster (M, N), mainloop and epilogue schedules, tile scheduler, and what
+// becomes of the collective mainloop the builder makes (by default, itself).
+template <int TM, int TN, int TK, int CM, int CN, class MainloopSchedule, class EpilogueSchedule, class TileScheduler_,
+          template <class> class MainloopWrapper = BuiltMainloop>
 struct Config {
   using Tile = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
   using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
   using Mainloop = MainloopSchedule;
   using Epilogue = EpilogueSchedule;
   using TileScheduler = TileScheduler_;
+  template <class Collective>
+  using WrapMainloop = MainloopWrapper<Collective>;
 };
 
 // T: cutlass::bfloat16_t or cutlass::half_t. LayoutB: ColumnMajor is tpgemm's kNK ([N, K]
@@ -40,12 +47,12 @@ struct Kernel {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Cfg::Tile, typename Cfg::Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, T, Row, kAlign, T, Row, kAlign,
       typename Cfg::Epilogue, Fusion>::CollectiveOp;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using CollectiveMainloop = typename Cfg::template WrapMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, Row, kAlign, T, LayoutB, kAlign, float,
       typename Cfg::Tile, typename Cfg::Cluster,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Cfg::Mainloop>::CollectiveOp;
+      typename Cfg::Mainloop>::CollectiveOp>;
   using GemmKernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                           CollectiveEpilogue, typename Cfg::TileScheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
@@ -73,6 +80,7 @@ struct Kernel {
     using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
     args.scheduler.raster_order = x.raster == 1 ? Raster::AlongM : x.raster == 2 ? Raster::AlongN : Raster::Heuristic;
     if constexpr (requires { args.scheduler.wait; }) args.scheduler.wait = x.wait;  // NOTE [chunk wait]
+    if constexpr (requires { args.mainloop.wait; }) args.mainloop.wait = x.wait;
     if constexpr (requires { args.scheduler.decomposition_mode; }) {
       // Stream-K whenever the last wave is partial (CUTLASS's own heuristic keeps data-parallel
       // tiles when that wave is more than half full, e.g. 224 tiles on 132 SMs: tpgemm's rule

@@ -16,19 +16,24 @@ namespace tpgemm::gemm::sm90 {
 // The fused AllGather+GEMM's kernel (src/ops/ag_gemm/fused.cpp) multiplies a gathered A whose
 // rows arrive while it runs. A's M rows are W blocks of rows_per_rank, block q being rank q's
 // shard. This rank's own block (rank) is in place at launch; block (rank + s) mod W, stage
-// s = 1 .. W-1, is pulled in `pieces` pieces of rows (gather_piece_of_row), in order; after
-// each piece the copy stream raises the stage's flag, flag + (s - 1) * flag_stride, to
-// seq[piece]. (The host pulls the stages one after the other; the kernel does not rely on it.) Flags only grow (sequence
-// numbers of the plan's epoch, NOTE [schedule model]), so no reset is ever needed.
-// The tile scheduler (sm90/chunk_wait_scheduler.cuh) starts each rank on its own rows and
-// walks the blocks in stage order; the CTA's load warp waits before loading a tile's A.
+// s = 1 .. W-1, is pulled in `pieces` pieces of columns: piece j is every row of the block, K
+// columns [gather_k_piece_begin(j) * kChunkWaitTileK, gather_k_piece_begin(j + 1) * ...). A
+// stage's pieces are pulled in order, and after piece j the copy stream raises the stage's flag,
+// flag + (s - 1) * flag_stride, to seq[j]. Flags only grow (sequence numbers of the plan's
+// epoch, NOTE [schedule model]), so no reset is ever needed. How the pieces of different stages
+// interleave is the host's choice: the kernel relies only on the order within a stage.
+// The tile scheduler (sm90/rotating_scheduler.cuh) starts each rank on its own rows and walks
+// the blocks in stage order; the CTA's load warp (sm90/chunk_wait_mainloop.cuh) waits before
+// it loads the first k-tile of each piece, so a tile multiplies the columns that have arrived
+// while later ones are still on their way (which is what a GEMM of one wave needs: there every
+// tile starts at once).
 struct ChunkWait {
   const uint64_t* flag = nullptr;  // stage 1's flag; null: a plain GEMM, nothing to wait for
   int64_t flag_stride = 0;         // elements from one stage's flag to the next's
   const uint64_t* seq = nullptr;   // seq[piece]: the value a piece's flag carries in this call
   int rank = 0;
   int world = 1;
-  int pieces = 1;
+  int pieces = 1;  // at most the number of k-tiles (chunk_wait_max_pieces)
   int64_t rows_per_rank = 0;
   comm::WaitEnv env{};
 };
@@ -39,12 +44,16 @@ struct ChunkWait {
 #define TPGEMM_HD
 #endif
 
-// The piece of a block of `rows` rows (0 <= row < rows) that holds `row`, when the block is
-// split into `pieces` near-equal pieces; and where piece j starts (the same split, inverted):
-// row is in piece j iff gather_piece_begin(j) <= row < gather_piece_begin(j + 1).
-TPGEMM_HD constexpr int64_t gather_piece_of_row(int64_t row, int64_t rows, int pieces) { return row * pieces / rows; }
-TPGEMM_HD constexpr int64_t gather_piece_begin(int64_t j, int64_t rows, int pieces) {
-  return (j * rows + pieces - 1) / pieces;
+// The K extent of the chunk-waiting kernel's tiles: pieces are whole k-tiles.
+constexpr int64_t kChunkWaitTileK = 64;
+TPGEMM_HD constexpr int64_t chunk_wait_k_tiles(int64_t k) { return (k + kChunkWaitTileK - 1) / kChunkWaitTileK; }
+
+// The k-tiles [0, k_tiles) split into `pieces` (1 <= pieces <= k_tiles) near-equal, non-empty
+// runs: piece j starts at gather_k_piece_begin(j), and k-tile kt is in piece
+// gather_k_piece_of_tile(kt), the j with begin(j) <= kt < begin(j + 1).
+TPGEMM_HD constexpr int64_t gather_k_piece_begin(int64_t j, int64_t k_tiles, int pieces) { return j * k_tiles / pieces; }
+TPGEMM_HD constexpr int gather_k_piece_of_tile(int64_t kt, int64_t k_tiles, int pieces) {
+  return static_cast<int>(((kt + 1) * pieces - 1) / k_tiles);
 }
 
 // The tile scheduler's rotation. Tile rows (of tile_m rows, m_tiles of them once padded to
@@ -59,14 +68,12 @@ TPGEMM_HD constexpr int64_t chunk_wait_tile_row(int64_t served, int64_t first, i
 }
 
 // The part of A's rows [row, row1) that lies in one block (0 <= row < M): rows [row, end),
-// from rank `src`, at `stage` (0: this rank's own), all in place once the stage's flag reaches
-// seq[piece] (the piece of the part's last row; pieces arrive in order). A tile waits for each
-// of its parts in turn.
+// from rank `src`, at `stage` (0: this rank's own). A tile's k-tile kt is in place once, for
+// each of its parts of stage > 0, the stage's flag reaches seq[gather_k_piece_of_tile(kt)].
 struct GatherPart {
   int64_t end = 0;
   int src = 0;
   int stage = 0;
-  int piece = 0;
 };
 TPGEMM_HD constexpr GatherPart gather_part(int64_t row, int64_t row1, const ChunkWait& c) {
   const int64_t mw = c.rows_per_rank;
@@ -74,7 +81,6 @@ TPGEMM_HD constexpr GatherPart gather_part(int64_t row, int64_t row1, const Chun
   p.src = static_cast<int>(row / mw);
   p.end = (p.src + 1) * mw < row1 ? (p.src + 1) * mw : row1;
   p.stage = (p.src - c.rank + c.world) % c.world;
-  p.piece = static_cast<int>(gather_piece_of_row(p.end - 1 - p.src * mw, mw, c.pieces));
   return p;
 }
 

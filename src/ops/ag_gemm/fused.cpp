@@ -10,9 +10,13 @@
 //         epoch), then my shard A -> G[my rows]
 //   caller's stream: waits for that copy, then the kernel (leaving comm_sms SMs free so that the
 //         barrier below can run beside it)
-//   copy: barrier 1 (every rank's rows are in G), then stage by stage (s = 1 .. W-1), piece by
-//         piece: G[rows of rank (r+s) mod W] from that rank's G -> my G, then stage s's flag :=
-//         the piece's sequence number (a copy-engine write, after the copy in stream order)
+//   copy: barrier 1 (every rank's rows are in G), then for each stage s = 1 .. W-1 and each
+//         piece j (a range of K columns): G[rows of rank (r+s) mod W, piece j's columns] from that
+//         rank's G -> my G, then stage s's flag := piece j's sequence number (a copy-engine
+//         write, after the copy in stream order). Stage by stage, piece by piece; or, when the
+//         GEMM is a single wave of tiles (all of them start at once), piece by piece across the
+//         stages, so that every tile has its first columns early and multiplies while the rest
+//         arrive.
 //   caller's stream: joins the copy stream.
 // G is symmetric: each rank's rows in it are what its peers pull. The stages are pulled one
 // after the other, in the order the kernel needs them: pulling them all at once, each on its
@@ -39,7 +43,7 @@ class AgGemmFused final : public OpImpl {
     TeamState& t = *team_;
     const int W = t.world;
     mw_ = p_.m / W;
-    pieces_ = static_cast<int>(std::min<int64_t>(ctx.choice.chunks, std::max<int64_t>(mw_, 1)));
+    pieces_ = static_cast<int>(std::min<int64_t>(ctx.choice.chunks, gemm::sm90::chunk_wait_k_tiles(p_.k)));
     // NOTE [collective construction]: local checks and buffers first, agreed on; then the
     // collective (symmetric) allocations, which fail on every rank alike.
     t.agree_local("building the fused ag_gemm kernel's plan", [&] {
@@ -52,6 +56,7 @@ class AgGemmFused final : public OpImpl {
           throw Error(ErrorCode::kInvalidArgument,
                       strfmt("comm_sms=%d leaves %d of %d SMs: impl fused needs at least 2 (one cluster of its kernel)",
                              ctx.choice.comm_sms, shape_.sm_count, t.num_sms));
+        piece_major_ = gemm::sm90::chunk_wait_one_wave(p_.m, p_.n, p_.l, shape_.sm_count);
         copy_stream_ = Stream::highest_priority();
         for (Event* e : {&start_, &own_rows_, &end_}) *e = Event::create();
       }
@@ -85,15 +90,11 @@ class AgGemmFused final : public OpImpl {
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, own_rows_.get(), 0));
     gemm_.run(g, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
     if (!drop_signals_) pad_.barrier(1, cs);
-    for (int s = 1; s < t.world; ++s) {
-      const int src = (t.rank + s) % t.world;
-      const char* peer = static_cast<const char*>(gathered_.peer(src));
-      for (int j = 0; j < pieces_; ++j) {
-        const int64_t b = gemm::sm90::gather_piece_begin(j, mw_, pieces_);
-        const int64_t e = gemm::sm90::gather_piece_begin(j + 1, mw_, pieces_);
-        copy_rows(peer, p_.m, src * mw_ + b, g, p_.m, src * mw_ + b, e - b, cs);
-        if (!drop_signals_) pad_.signal(s - 1, t.rank, j, cs);
-      }
+    const int stages = t.world - 1;
+    for (int i = 0; i < stages * pieces_; ++i) {
+      const int s = 1 + (piece_major_ ? i % stages : i / pieces_), j = piece_major_ ? i / stages : i % pieces_;
+      pull_piece((t.rank + s) % t.world, j, cs);
+      if (!drop_signals_) pad_.signal(s - 1, t.rank, j, cs);
     }
     TPGEMM_CUDA_CHECK(cudaEventRecord(end_.get(), cs));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, end_.get(), 0));
@@ -116,6 +117,26 @@ class AgGemmFused final : public OpImpl {
     return w;
   }
 
+  // Piece j of rank src's rows of G, from its G into mine: all K columns in one copy per batch
+  // entry; a range of them, a 2D copy of the block's rows.
+  void pull_piece(int src, int j, cudaStream_t st) const {
+    if (pieces_ == 1) {
+      copy_rows(gathered_.peer(src), p_.m, src * mw_, gathered_.local(), p_.m, src * mw_, mw_, st);
+      return;
+    }
+    const int64_t k_tiles = gemm::sm90::chunk_wait_k_tiles(p_.k), tk = gemm::sm90::kChunkWaitTileK;
+    const int64_t k0 = gemm::sm90::gather_k_piece_begin(j, k_tiles, pieces_) * tk;
+    const int64_t k1 = std::min(gemm::sm90::gather_k_piece_begin(j + 1, k_tiles, pieces_) * tk, p_.k);
+    const size_t pitch = static_cast<size_t>(p_.k * es_);
+    for (int64_t l = 0; l < p_.l; ++l) {
+      const int64_t at = ((l * p_.m + src * mw_) * p_.k + k0) * es_;
+      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(gathered_.local()) + at, pitch,
+                                          static_cast<const char*>(gathered_.peer(src)) + at, pitch,
+                                          static_cast<size_t>((k1 - k0) * es_), static_cast<size_t>(mw_),
+                                          cudaMemcpyDeviceToDevice, st));
+    }
+  }
+
   // Rows [src_row, src_row + rows) of every batch entry of a packed [L][src_rows][K] tensor to
   // rows [dst_row, ...) of a packed [L][dst_rows][K] one.
   void copy_rows(const void* src, int64_t src_rows, int64_t src_row, void* dst, int64_t dst_rows, int64_t dst_row,
@@ -133,6 +154,7 @@ class AgGemmFused final : public OpImpl {
   int64_t es_;
   int64_t mw_ = 0;
   int pieces_ = 1;
+  bool piece_major_ = false;  // pull piece by piece across the stages (a GEMM of one wave)
   gemm::MatmulShape shape_{};
   comm::SymmetricBuffer gathered_;
   comm::SignalPad pad_;
