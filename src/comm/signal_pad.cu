@@ -6,23 +6,19 @@
 namespace tpgemm::comm {
 namespace {
 
-// control = [epoch, seq[0 .. rounds)]: the next call's values. Returns the new epoch.
-__device__ uint64_t bump_epoch(uint64_t* control, int rounds) {
-  const uint64_t e = control[0] + 1;
-  control[0] = e;
-  for (int j = 0; j < rounds; ++j) control[1 + j] = (e - 1) * rounds + j + 1;
-  return e;
-}
-
-__global__ void advance_epoch_kernel(uint64_t* control, int rounds) { bump_epoch(control, rounds); }
-
 // One block of 32 threads (W <= 32 checked on the host). Thread q signals and waits on peer q.
 __global__ void barrier_kernel(uint64_t* const* peer_pads, int group, int world, uint64_t* control, int rounds,
                                bool bump, WaitEnv env) {
   __shared__ uint64_t value;
   if (tripped(env)) return;
   if (threadIdx.x == 0) {
-    value = bump ? bump_epoch(control, rounds) : control[0];
+    uint64_t e = control[0];
+    if (bump) {
+      e += 1;
+      control[0] = e;
+      for (int j = 0; j < rounds; ++j) control[1 + j] = (e - 1) * rounds + j + 1;
+    }
+    value = e;
     __threadfence_system();  // everything this stream wrote before (copies included) is visible before the flag
   }
   __syncthreads();
@@ -40,8 +36,8 @@ __global__ void wait_kernel(const uint64_t* slot, const uint64_t* seq, int round
 }  // namespace
 
 SignalPad::SignalPad(std::shared_ptr<detail::TeamState> team, int num_barriers, int num_families, int rounds,
-                     const char* what, Epoch epoch)
-    : team_(std::move(team)), num_barriers_(num_barriers), epoch_(epoch), rounds_(rounds) {
+                     const char* what)
+    : team_(std::move(team)), num_barriers_(num_barriers), rounds_(rounds) {
   TPGEMM_ASSERT(team_->world <= 32 && rounds >= 1);
   // NOTE [collective construction]: the local word set first, agreed on, then the symmetric pad.
   team_->agree_local("allocating a signal pad's control words", [&] {
@@ -56,14 +52,7 @@ int SignalPad::world() const { return team_->world; }
 
 void SignalPad::barrier(int index, cudaStream_t stream) const {
   barrier_kernel<<<1, 32, 0, stream>>>(reinterpret_cast<uint64_t* const*>(pad_.device_peers()), index, team_->world,
-                                       control_.as<uint64_t>(), rounds_, index == 0 && epoch_ == Epoch::kByBarrierZero,
-                                       team_->wait_env());
-  TPGEMM_CHECK_LAUNCH();
-}
-
-void SignalPad::advance_epoch(cudaStream_t stream) const {
-  TPGEMM_ASSERT(epoch_ == Epoch::kByAdvanceEpoch);
-  advance_epoch_kernel<<<1, 1, 0, stream>>>(control_.as<uint64_t>(), rounds_);
+                                       control_.as<uint64_t>(), rounds_, index == 0, team_->wait_env());
   TPGEMM_CHECK_LAUNCH();
 }
 

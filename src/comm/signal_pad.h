@@ -5,7 +5,7 @@
 //   [barrier 0 .. barrier B-1][family 0 .. family F-1]
 // Slot (group g, source q) is element g * W + q; rank q writes only slot q of a peer's pad,
 // so no two ranks ever write the same word. Beside it, in local device memory: the plan's
-// epoch (bumped once per call, by barrier 0 or by advance_epoch) and seq[j] = (epoch - 1) * rounds + j + 1, the
+// epoch (bumped once per call by barrier 0) and seq[j] = (epoch - 1) * rounds + j + 1, the
 // value that round j's flags carry (NOTE [schedule model] in src/plan/schedule.h).
 #pragma once
 
@@ -23,22 +23,14 @@ namespace tpgemm::comm {
 class SignalPad {
  public:
   SignalPad() = default;
-  // Who bumps the epoch once per call: barrier 0 (before any flag of the call can be raised or
-  // read), or the plan itself with advance_epoch(), when a kernel that reads seq must start
-  // before barrier 0 has run.
-  enum class Epoch { kByBarrierZero, kByAdvanceEpoch };
   // Collective.
-  SignalPad(std::shared_ptr<detail::TeamState> team, int num_barriers, int num_families, int rounds, const char* what,
-            Epoch epoch = Epoch::kByBarrierZero);
+  SignalPad(std::shared_ptr<detail::TeamState> team, int num_barriers, int num_families, int rounds, const char* what);
   SignalPad(SignalPad&&) noexcept = default;
   SignalPad& operator=(SignalPad&&) noexcept = default;
 
-  // A barrier of all ranks on `stream` (one small kernel, bounded). With Epoch::kByBarrierZero,
-  // barrier 0 of a call bumps the epoch first, so it must come before any flag of that call.
+  // A barrier of all ranks on `stream` (one small kernel, bounded). Barrier 0 of a call bumps
+  // the epoch first, so it must come before any flag of that call.
   void barrier(int index, cudaStream_t stream) const;
-  // With Epoch::kByAdvanceEpoch: bumps the epoch (one tiny kernel), first thing in every call;
-  // later work on other streams must be ordered after it by an event.
-  void advance_epoch(cudaStream_t stream) const;
   // Raise family `family` of round `round` in `peer`'s pad: a copy-engine write of seq[round].
   void signal(int family, int peer, int round, cudaStream_t stream) const;
   // Wait (one small kernel, bounded) until `peer` has raised family `family` of round `round` here.
@@ -54,7 +46,6 @@ class SignalPad {
   SymmetricBuffer pad_;
   DeviceBuffer control_;  // uint64: [0] epoch, [1 + j] seq[j]
   int num_barriers_ = 0;
-  Epoch epoch_ = Epoch::kByBarrierZero;
   int rounds_ = 1;
 };
 

@@ -63,12 +63,13 @@ struct ChunkWaitMainloop : Base {
   }
 
  private:
-  // Every part of the tile's rows [row0, row0 + kTileM), its own included, has piece j in place.
+  // Every part of the tile's rows [row0, row0 + kTileM) that a peer owns has piece j in place.
   CUTLASS_DEVICE static void wait_for_piece(const ChunkWait& c, int64_t row0, int j) {
     const int64_t m = c.rows_per_rank * c.world, row1 = row0 + kTileM < m ? row0 + kTileM : m;
     for (int64_t row = row0; row < row1;) {
       const GatherPart p = gather_part(row, row1, c);
-      comm::wait_geq(c.flag + p.stage * c.flag_stride, c.seq[j], c.env, p.src, comm::WaitSite::kGatherPiece, j);
+      if (p.stage > 0)
+        comm::wait_geq(c.flag + (p.stage - 1) * c.flag_stride, c.seq[j], c.env, p.src, comm::WaitSite::kGatherPiece, j);
       row = p.end;
     }
   }

@@ -15,12 +15,11 @@ namespace tpgemm::gemm::sm90 {
 // NOTE [chunk wait]
 // The fused AllGather+GEMM's kernel (src/ops/ag_gemm/fused.cpp) multiplies a gathered A whose
 // rows arrive while it runs. A's M rows are W blocks of rows_per_rank, block q being rank q's
-// shard. This rank's own block (rank), stage 0, is copied in whole while the kernel starts, and
-// then its flag is raised to seq[pieces - 1]; block (rank + s) mod W, stage s = 1 .. W-1, is
-// pulled in `pieces` pieces of columns: piece j is every row of the block, K columns
-// [gather_k_piece_begin(j) * kChunkWaitTileK, gather_k_piece_begin(j + 1) * ...). A stage's
-// pieces are pulled in order, and after piece j the copy stream raises the stage's flag,
-// flag + s * flag_stride, to seq[j]. Flags only grow (sequence numbers of the plan's
+// shard. This rank's own block (rank) is in place at launch; block (rank + s) mod W, stage
+// s = 1 .. W-1, is pulled in `pieces` pieces of columns: piece j is every row of the block, K
+// columns [gather_k_piece_begin(j) * kChunkWaitTileK, gather_k_piece_begin(j + 1) * ...). A
+// stage's pieces are pulled in order, and after piece j the copy stream raises the stage's flag,
+// flag + (s - 1) * flag_stride, to seq[j]. Flags only grow (sequence numbers of the plan's
 // epoch, NOTE [schedule model]), so no reset is ever needed. How the pieces of different stages
 // interleave is the host's choice: the kernel relies only on the order within a stage.
 // The tile scheduler (sm90/rotating_scheduler.cuh) starts each rank on its own rows and walks
@@ -29,7 +28,7 @@ namespace tpgemm::gemm::sm90 {
 // while later ones are still on their way (which is what a GEMM of one wave needs: there every
 // tile starts at once).
 struct ChunkWait {
-  const uint64_t* flag = nullptr;  // stage 0's flag; null: a plain GEMM, nothing to wait for
+  const uint64_t* flag = nullptr;  // stage 1's flag; null: a plain GEMM, nothing to wait for
   int64_t flag_stride = 0;         // elements from one stage's flag to the next's
   const uint64_t* seq = nullptr;   // seq[piece]: the value a piece's flag carries in this call
   int rank = 0;
@@ -70,7 +69,7 @@ TPGEMM_HD constexpr int64_t chunk_wait_tile_row(int64_t served, int64_t first, i
 
 // The part of A's rows [row, row1) that lies in one block (0 <= row < M): rows [row, end),
 // from rank `src`, at `stage` (0: this rank's own). A tile's k-tile kt is in place once, for
-// each of its parts, the stage's flag reaches seq[gather_k_piece_of_tile(kt)].
+// each of its parts of stage > 0, the stage's flag reaches seq[gather_k_piece_of_tile(kt)].
 struct GatherPart {
   int64_t end = 0;
   int src = 0;

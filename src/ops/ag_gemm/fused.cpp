@@ -6,12 +6,10 @@
 // soon as its rows land.
 //
 // One call, rank r (copy = a high-priority side stream; the kernel runs on the caller's stream):
-//   caller's stream: bumps the plan's epoch (a tiny kernel: the flags below carry its sequence
-//         numbers), then the kernel at once (leaving comm_sms SMs free so that the barriers
-//         below can run beside it); its own tiles wait for stage 0's flag, not for an event, so
-//         its launch and set-up overlap the barrier and the copy
-//   copy: barrier 0 (every peer has finished pulling my rows of the previous call), then my
-//         shard A -> G[my rows], then stage 0's flag := the last piece's sequence number
+//   copy: barrier 0 (every peer has finished pulling my rows of the previous call; bumps the
+//         epoch), then my shard A -> G[my rows]
+//   caller's stream: waits for that copy, then the kernel (leaving comm_sms SMs free so that the
+//         barrier below can run beside it)
 //   copy: barrier 1 (every rank's rows are in G), then for each stage s = 1 .. W-1 and each
 //         piece j (a range of K columns): G[rows of rank (r+s) mod W, piece j's columns] from that
 //         rank's G -> my G, then stage s's flag := piece j's sequence number (a copy-engine
@@ -60,12 +58,12 @@ class AgGemmFused final : public OpImpl {
                              ctx.choice.comm_sms, shape_.sm_count, t.num_sms));
         piece_major_ = gemm::sm90::chunk_wait_one_wave(p_.m, p_.n, p_.l, shape_.sm_count);
         copy_stream_ = Stream::highest_priority();
-        for (Event* e : {&start_, &end_}) *e = Event::create();
+        for (Event* e : {&start_, &own_rows_, &end_}) *e = Event::create();
       }
     });
     if (W > 1) {
       gathered_ = comm::SymmetricBuffer(team_, static_cast<size_t>(p_.l * p_.m * p_.k * es_), "fused ag_gemm gathered A");
-      pad_ = comm::SignalPad(team_, 2, W, pieces_, "fused ag_gemm flags", comm::SignalPad::Epoch::kByAdvanceEpoch);
+      pad_ = comm::SignalPad(team_, 2, W - 1, pieces_, "fused ag_gemm flags");
       drop_signals_ = comm::test_drops_signals(t.rank);
     }
     t.agree_local("planning the GEMM", [&] {
@@ -84,26 +82,26 @@ class AgGemmFused final : public OpImpl {
     }
     const cudaStream_t cs = copy_stream_.get();
     char* g = static_cast<char*>(gathered_.local());
-    pad_.advance_epoch(stream);
     TPGEMM_CUDA_CHECK(cudaEventRecord(start_.get(), stream));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(cs, start_.get(), 0));
-    gemm_.run(g, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
     if (!drop_signals_) pad_.barrier(0, cs);
     copy_rows(o.a, mw_, 0, g, p_.m, t.rank * mw_, mw_, cs);
-    pad_.signal(0, t.rank, pieces_ - 1, cs);  // not a cross-rank step: never dropped
+    TPGEMM_CUDA_CHECK(cudaEventRecord(own_rows_.get(), cs));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, own_rows_.get(), 0));
+    gemm_.run(g, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
     if (!drop_signals_) pad_.barrier(1, cs);
     const int stages = t.world - 1;
     for (int i = 0; i < stages * pieces_; ++i) {
       const int s = 1 + (piece_major_ ? i % stages : i / pieces_), j = piece_major_ ? i / stages : i % pieces_;
       pull_piece((t.rank + s) % t.world, j, cs);
-      if (!drop_signals_) pad_.signal(s, t.rank, j, cs);
+      if (!drop_signals_) pad_.signal(s - 1, t.rank, j, cs);
     }
     TPGEMM_CUDA_CHECK(cudaEventRecord(end_.get(), cs));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, end_.get(), 0));
   }
 
  private:
-  // The kernel's arrival schedule (NOTE [chunk wait]): family s of the pad is stage s, and
+  // The kernel's arrival schedule (NOTE [chunk wait]): family s - 1 of the pad is stage s, and
   // this rank raises its own slot of each (NOTE [signal pad layout]: families are W slots apart).
   gemm::sm90::ChunkWait chunk_wait() const {
     const TeamState& t = *team_;
@@ -161,7 +159,7 @@ class AgGemmFused final : public OpImpl {
   comm::SymmetricBuffer gathered_;
   comm::SignalPad pad_;
   Stream copy_stream_;
-  Event start_, end_;
+  Event start_, own_rows_, end_;
   gemm::Sm90Gemm gemm_;
   DeviceBuffer workspace_;
   bool drop_signals_ = false;
