@@ -115,7 +115,9 @@ TEST(GatherWait, TheRotationIsAPermutationServedInArrivalOrder) {
         stage = std::max(stage, p.stage);
         r = p.end;
       }
-      if (served == 0 && c.rows_per_rank >= 2 * kTile) ASSERT_EQ(stage, 0) << "the first tile is not all own rows";
+      if (served == 0 && c.rows_per_rank >= 2 * kTile) {
+        ASSERT_EQ(stage, 0) << "the first tile is not all own rows";
+      }
       ASSERT_GE(stage, last_stage) << "W=" << c.world << " rank=" << c.rank << " rows/rank=" << c.rows_per_rank
                                    << ": tile row " << row << " (served " << served << ") waits for an earlier stage";
       last_stage = stage;

@@ -64,7 +64,8 @@ struct ChunkWaitMainloop : Base {
 
  private:
   // Every part of the tile's rows [row0, row0 + kTileM) that a peer owns has piece j in place.
-  CUTLASS_DEVICE static void wait_for_piece(const ChunkWait& c, int64_t row0, int j) {
+  // Not inlined: the load warp runs on few registers (the consumers take the rest).
+  __device__ __noinline__ static void wait_for_piece(const ChunkWait& c, int64_t row0, int j) {
     const int64_t m = c.rows_per_rank * c.world, row1 = row0 + kTileM < m ? row0 + kTileM : m;
     for (int64_t row = row0; row < row1;) {
       const GatherPart p = gather_part(row, row1, c);
