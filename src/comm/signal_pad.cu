@@ -41,6 +41,9 @@ SignalPad::SignalPad(std::shared_ptr<detail::TeamState> team, int num_barriers, 
   TPGEMM_ASSERT(team_->world <= 32 && rounds >= 1);
   // NOTE [collective construction]: the local word set first, agreed on, then the symmetric pad.
   team_->agree_local("allocating a signal pad's control words", [&] {
+    // They run beside kernels that wait for them (NOTE [lazy loading]).
+    load_kernel_now(barrier_kernel);
+    load_kernel_now(wait_kernel);
     control_ = DeviceBuffer(sizeof(uint64_t) * (1 + static_cast<size_t>(rounds)));
     TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
   });

@@ -11,6 +11,18 @@
 
 namespace tpgemm {
 
+// NOTE [lazy loading]
+// The CUDA runtime loads a kernel on its first launch (CUDA_MODULE_LOADING=LAZY, the default),
+// and loading waits for the kernels already running. A kernel launched beside a persistent
+// kernel that waits for it (a barrier or flag kernel beside the fused GEMM) would then never
+// start: the two wait on each other until the bounded wait gives up (measured on an H200,
+// tests/gpu/test_chunk_wait.cu). Such kernels are loaded ahead, when their plan is built.
+template <class... Params>
+void load_kernel_now(void (*kernel)(Params...)) {
+  cudaFuncAttributes attributes{};
+  TPGEMM_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+}
+
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;

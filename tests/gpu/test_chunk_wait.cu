@@ -2,7 +2,9 @@
 // load warps wait for flags that work on another stream raises while the GEMM runs. That is
 // only possible if the GEMM leaves SMs for that work (MatmulShape::sm_count): this test makes
 // the GEMM wait on a peer's rows that a kernel on a second stream, launched after the GEMM,
-// releases; a GEMM that took every SM would time out instead of computing D.
+// releases; a GEMM that took every SM would time out instead of computing D. So would a flag
+// kernel loaded on its first launch (NOTE [lazy loading]): without load_kernel_now below, the
+// first case timed out on an H200 and the later ones, the kernel loaded by then, passed.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -79,6 +81,7 @@ Status run_beside(Beside beside, int64_t mw, int64_t n, int64_t k, int free_sms,
 TEST(ChunkWaitKernel, LeavesSmsForTheKernelsThatRaiseItsFlags) {
   TPGEMM_REQUIRE_GPUS(1);
   TPGEMM_CUDA_CHECK(cudaSetDevice(0));
+  load_kernel_now(raise_flag);
   // 1024 x 8192 x 2048: 256 tiles, two waves; 512 x 8192: one wave, every tile waiting at once.
   for (int64_t mw : {512, 256})
     for (Beside beside : {Beside::kFlagOnly, Beside::kCopyThenFlag}) {
