@@ -28,8 +28,8 @@ enum class Impl : int {
   kPipelinedCE,  // chunked cuBLASLt matmuls overlapped with copy-engine transfers over NVLink
   kGemmOneShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's one-shot all-reduce
   kGemmTwoShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's two-shot all-reduce
-  kFused,        // ag_gemm only: one persistent Hopper GEMM kernel that waits, tile by tile, for
-                 // the rows of A the copy engines are still pulling (sm_90)
+  kFused,        // ag_gemm only: one persistent Hopper GEMM kernel that waits, piece of K by piece,
+                 // for the rows of A the copy engines are still pulling (sm_90)
   // The ladder of the nvFuser study (ag_gemm only; docs/design.md): SM threads read peers' rows
   // over NVLink. Kept to measure fused against; slow by design, and never chosen by kAuto.
   kNaiveRemote,       // one thread per element of D, its row of A read from the owner each time
@@ -82,7 +82,8 @@ struct Operands {
 
 struct PlanOptions {
   Impl impl = Impl::kAuto;
-  // Pipelined schedules: chunks per rank block (0 = the planner's choice).
+  // pipelined_ce: chunks per rank block (gemm_ar: rounds); fused: pieces of K per peer block
+  // (at most ceil(K / 64)); the ladder ignores it. 0 = the planner's choice.
   int chunks_per_rank = 0;
   // SMs the matmuls leave free while tpgemm's small synchronisation kernels run beside them
   // (-1 = the planner's choice).

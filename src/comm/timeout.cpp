@@ -17,6 +17,7 @@ const char* to_string(WaitSite s) {
     case WaitSite::kAllReduceMiddle: return "its reduced all-reduce slice to arrive";
     case WaitSite::kGatherPiece: return "its rows of A to be gathered (the fused GEMM's tile wait)";
     case WaitSite::kShardReady: return "its A shard to be published for peers to read";
+    case WaitSite::kGatheredChunk: return "another block of its own to gather a chunk of A (threadload_gather)";
   }
   return "?";
 }
@@ -55,7 +56,11 @@ Status TimeoutMailbox::status() const {
   const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle;
   const std::string what = data ? std::string(": its data never reached this rank's staging buffer")
                                  : strfmt(" (%s %d), expected a flag >= %llu and saw %llu",
-                                          site == WaitSite::kBarrier ? "barrier" : site == WaitSite::kGatherPiece ? "piece" : "round", r.index,
+                                          site == WaitSite::kBarrier          ? "barrier"
+                                          : site == WaitSite::kGatherPiece   ? "piece"
+                                          : site == WaitSite::kGatheredChunk ? "chunk"
+                                                                             : "round",
+                                          r.index,
                                           (unsigned long long)r.expected, (unsigned long long)r.seen);
   return Status{ErrorCode::kTimeout,
               strfmt("rank %d waited %.1f ms on the GPU for rank %d: %s%s. Rank %d never got there (crashed, "

@@ -42,6 +42,17 @@ bool Sm90Gemm::supports(const MatmulShape& shape, std::string* why) {
   return st.ok();
 }
 
+Status Sm90Gemm::device_supported(int device) {
+  int major = 0, minor = 0;
+  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major == 9 && minor == 0) return Status::Ok();
+  return {ErrorCode::kUnsupported,
+          strfmt("the sm90 GEMM core (impls fused and gather_then_gemm) needs a Hopper GPU (sm_90), and device %d is "
+                 "sm_%d%d; use impl=pipelined_ce or baseline",
+                 device, major, minor)};
+}
+
 Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) {
   set_up(s);
   config_ = pick_config(s, config_name, base_.sm_count);
@@ -70,15 +81,9 @@ void Sm90Gemm::set_up(const MatmulShape& s) {
   throw_if_error(sm90::check_shape(s));
   TPGEMM_ASSERT(std::size(kTables) == sm90::configs().size());
   shape_ = s;
-  int device = 0, sms = 0, major = 0, minor = 0;
+  int device = 0, sms = 0;
   TPGEMM_CUDA_CHECK(cudaGetDevice(&device));
-  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major != 9 || minor != 0)  // its kernels are sm_90a machine code (wgmma), nothing else
-    throw Error(ErrorCode::kUnsupported,
-                strfmt("the sm90 GEMM core (impls fused and gather_then_gemm) needs a Hopper GPU (sm_90), and device %d "
-                       "is sm_%d%d; use impl=pipelined_ce or baseline",
-                       device, major, minor));
+  throw_if_error(device_supported(device));
   TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   if (s.sm_count > 0) sms = std::min(sms, s.sm_count);  // leave the rest to communication kernels
   sm90::Args& x = base_;

@@ -11,6 +11,7 @@
 
 #include "gemm/lt_matmul.h"
 #include "gemm/sm90/kernels.h"
+#include "tpgemm/error.h"
 
 namespace tpgemm::gemm {
 
@@ -18,6 +19,9 @@ class Sm90Gemm {
  public:
   // Whether the core can run `shape` (dtype, layout, alignment, sizes); if not, says why.
   static bool supports(const MatmulShape& shape, std::string* why);
+  // Ok on a Hopper GPU (sm_90: the core's kernels are sm_90a code), else Unsupported saying so.
+  // Plans that build on the core check it before their collective allocations.
+  static Status device_supported(int device);
 
   Sm90Gemm() = default;
   // On the current device. `config_name`: a name from sm90::configs(); empty: the environment

@@ -29,13 +29,16 @@ namespace {
 constexpr int64_t kMiB = int64_t(1) << 20;
 
 constexpr int kSms = 132;  // an H100 / H200: the machines behind the rules
+constexpr int kDefaultCommSms = 2;
 
 // Chunks per rank block when the options leave it open. fused: pieces of K columns; one where
 // its tiles take several waves (2 and 4 pieces of rows measured no better there,
 // bench/results/2026-11-22-fused), four where they all start at once and would otherwise wait
 // for whole blocks of rows (NOTE [chunk wait]).
 int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
-  if (impl == Impl::kFused) return gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms) ? 4 : 1;
+  // The SMs fused's kernel gets with the default comm_sms: fused pulls across the stages
+  // exactly when the same test holds there.
+  if (impl == Impl::kFused) return gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms - kDefaultCommSms) ? 4 : 1;
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 
@@ -43,7 +46,7 @@ Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptio
   Choice c;
   c.impl = impl;
   c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, max_block_rows(p.m, world), impl);
-  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : 2;
+  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : kDefaultCommSms;
   return c;
 }
 

@@ -7,7 +7,9 @@
 // first case timed out on an H200 and the later ones, the kernel loaded by then, passed.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "comm/device/sync.cuh"
 #include "comm/timeout.h"
@@ -67,6 +69,9 @@ Status run_beside(Beside beside, int64_t mw, int64_t n, int64_t k, int free_sms,
   const gemm::Sm90Gemm mm(shape, w);
   const DeviceBuffer ws(mm.workspace_bytes());
   mm.run(g.get(), b.get(), nullptr, d.get(), 1.0f, 0.0f, ws.get(), s1);
+  // The GEMM's tiles of the peer's rows cannot finish without the flag: after this pause it is
+  // surely resident, so the work below has to run beside it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (beside == Beside::kCopyThenFlag)
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(g.as<char>() + mw * k * 2, a.as<char>() + mw * k * 2, mw * k * 2,
                                       cudaMemcpyDeviceToDevice, s2));

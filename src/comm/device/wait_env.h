@@ -13,9 +13,9 @@ enum class WaitSite : int32_t {
   kReadyFlag,        // a peer's reduced rows are ready to pull (index = round)
   kAllReduceStart,   // a peer's all-reduce input is ready
   kAllReduceMiddle,  // two-shot: a peer's reduced slice is ready
-  kGatherPiece,      // fused ag_gemm: a piece of a peer's A rows has been pulled (index = round);
-                     // threadload_gather: a chunk of rows has been gathered here (index = chunk)
+  kGatherPiece,      // fused ag_gemm: a piece of a peer's A rows has been pulled (index = piece)
   kShardReady,       // the ladder's ag_gemm rungs: a peer's A shard is in its gathered buffer
+  kGatheredChunk,    // threadload_gather: another block of this GPU has gathered a chunk (index = chunk)
 };
 const char* to_string(WaitSite s);
 

@@ -33,7 +33,7 @@ struct ChunkWait {
   const uint64_t* seq = nullptr;   // seq[piece]: the value a piece's flag carries in this call
   int rank = 0;
   int world = 1;
-  int pieces = 1;  // at most the number of k-tiles (chunk_wait_max_pieces)
+  int pieces = 1;  // at most the number of k-tiles, chunk_wait_k_tiles(K)
   int64_t rows_per_rank = 0;
   comm::WaitEnv env{};
 };

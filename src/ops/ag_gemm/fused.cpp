@@ -1,9 +1,9 @@
 // AllGather + GEMM in one persistent Hopper kernel (tpgemm's GEMM core, gemm/sm90): the copy
 // engines pull each peer's rows of A into a local gathered buffer while the kernel multiplies,
-// and the kernel's load warp waits, tile by tile, for the rows it is about to read (NOTE [chunk
-// wait] in gemm/sm90/kernels.h). Unlike pipelined_ce there is one kernel, not one matmul per
-// chunk: no per-chunk launch, no partial last wave per chunk, and the tiles of a chunk start as
-// soon as its rows land.
+// and the kernel's load warp waits, piece of K by piece, for the rows it is about to read (NOTE
+// [chunk wait] in gemm/sm90/kernels.h). Unlike pipelined_ce there is one kernel, not one matmul
+// per chunk: no per-chunk launch, no partial last wave per chunk, and a tile starts on its rows
+// as soon as their first piece lands.
 //
 // One call, rank r (copy = a high-priority side stream; the kernel runs on the caller's stream):
 //   copy: barrier 0 (every peer has finished pulling my rows of the previous call; bumps the
@@ -47,6 +47,7 @@ class AgGemmFused final : public OpImpl {
     // NOTE [collective construction]: local checks and buffers first, agreed on; then the
     // collective (symmetric) allocations, which fail on every rank alike.
     t.agree_local("building the fused ag_gemm kernel's plan", [&] {
+      throw_if_error(gemm::Sm90Gemm::device_supported(t.device));
       shape_ = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
       shape_.has_c = p_.has_c;
       throw_if_error(gemm::sm90::check_shape(shape_));
@@ -117,8 +118,9 @@ class AgGemmFused final : public OpImpl {
     return w;
   }
 
-  // Piece j of rank src's rows of G, from its G into mine: all K columns in one copy per batch
-  // entry; a range of them, a 2D copy of the block's rows.
+  // Piece j of rank src's rows of G, from its G into mine: with one piece, all K columns, one
+  // copy for all batch entries; with several, a range of the columns, one 2D copy (the block's
+  // rows) per batch entry.
   void pull_piece(int src, int j, cudaStream_t st) const {
     if (pieces_ == 1) {
       copy_rows(gathered_.peer(src), p_.m, src * mw_, gathered_.local(), p_.m, src * mw_, mw_, st);

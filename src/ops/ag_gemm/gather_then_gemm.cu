@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kThreads) gather_kernel(LadderArgs a) {
 
 class GatherThenGemm final : public LadderRung {
  public:
-  explicit GatherThenGemm(const ImplContext& ctx) : LadderRung(ctx) {
+  explicit GatherThenGemm(const ImplContext& ctx) : LadderRung(ctx, true) {
     team_->agree_local("planning gather_then_gemm's GEMM", [&] {
       gemm::MatmulShape s = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
       s.has_c = p_.has_c;

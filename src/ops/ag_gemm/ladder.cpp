@@ -3,14 +3,19 @@
 
 #include "comm/timeout.h"
 #include "core/check.h"
+#include "gemm/sm90_gemm.h"
 #include "ops/common/copy_batched.h"
 
 namespace tpgemm::detail {
 
-LadderRung::LadderRung(const ImplContext& ctx) : team_(ctx.team), p_(ctx.problem), choice_(ctx.choice) {
-  const TeamState& t = *team_;
+LadderRung::LadderRung(const ImplContext& ctx, bool gemm_core) : team_(ctx.team), p_(ctx.problem), choice_(ctx.choice) {
+  TeamState& t = *team_;
   const size_t es = dtype_size(p_.dtype);
-  // Collective, in the same order on every rank; the rungs agree on their local work after.
+  // NOTE [collective construction]: what can fail locally first, agreed on; then the collective
+  // allocations, in the same order on every rank. The rungs agree on their own local work after.
+  t.agree_local("checking the device", [&] {
+    if (gemm_core) throw_if_error(gemm::Sm90Gemm::device_supported(t.device));
+  });
   g_ = comm::SymmetricBuffer(team_, static_cast<size_t>(p_.l * p_.m * p_.k) * es, "ladder gathered A");
   if (t.world > 1) pad_ = comm::SignalPad(team_, 1, 1, 1, "ladder flags");
   drop_signals_ = comm::test_drops_signals(t.rank);

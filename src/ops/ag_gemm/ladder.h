@@ -47,7 +47,8 @@ struct LadderArgs {
 
 class LadderRung : public OpImpl {
  protected:
-  explicit LadderRung(const ImplContext& ctx);
+  // `gemm_core`: the rung runs the Hopper GEMM core (checked before any collective step).
+  LadderRung(const ImplContext& ctx, bool gemm_core);
   // NOTE [ladder protocol]'s first three steps, then the kernels' arguments.
   LadderArgs publish_shard(const Operands& o, cudaStream_t stream) const;
 

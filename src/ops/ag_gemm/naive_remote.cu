@@ -51,7 +51,7 @@ void launch_naive_remote(const LadderArgs& a, DType dtype, int num_sms, cudaStre
 
 class NaiveRemote final : public LadderRung {
  public:
-  explicit NaiveRemote(const ImplContext& ctx) : LadderRung(ctx) {}
+  explicit NaiveRemote(const ImplContext& ctx) : LadderRung(ctx, false) {}
   void run(const Operands& o, cudaStream_t stream) override {
     launch_naive_remote(publish_shard(o, stream), p_.dtype, team_->num_sms, stream);
   }

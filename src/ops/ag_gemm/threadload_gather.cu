@@ -1,8 +1,9 @@
 // The ladder's second rung (NOTE [ladder protocol]): the study's threadloadGatherScalarCompute.
 // One persistent kernel, every block co-resident (a cooperative launch guarantees it):
 //   phase 1  each block gathers chunks of peers' rows into G with thread loads over NVLink
-//            (ladder_gather_chunk), then marks the chunk gathered: a device semaphore in local
-//            memory carrying this call's sequence number, so it never needs a reset;
+//            (ladder_gather_chunk), then marks the chunk gathered: a device semaphore in this
+//            GPU's memory (not shared with peers) carrying this call's sequence number, so it
+//            never needs a reset;
 //   phase 2  each block computes 64 x 64 tiles of D with plain fp32 FMAs from shared memory (no
 //            tensor cores), waiting, bounded, on the semaphore of the tile's chunk.
 // Both phases start at this rank's own rows, which need no gathering. A block waits in phase 2
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) threadload_gather_kernel(LadderArgs 
     const int64_t l = t / (chunks * tiles_n), c = chunk_at((t / tiles_n) % chunks), nt = t % tiles_n;
     if (chunk_has_peer_rows(a, c)) {
       if (threadIdx.x == 0)
-        ok = comm::wait_geq(chunk_ready + l * chunks + c, seq, a.env, a.rank, comm::WaitSite::kGatherPiece,
+        ok = comm::wait_geq(chunk_ready + l * chunks + c, seq, a.env, a.rank, comm::WaitSite::kGatheredChunk,
                             static_cast<int>(c));
       __syncthreads();
       if (!ok) return;
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) threadload_gather_kernel(LadderArgs 
 
 class ThreadloadGather final : public LadderRung {
  public:
-  explicit ThreadloadGather(const ImplContext& ctx) : LadderRung(ctx) {
+  explicit ThreadloadGather(const ImplContext& ctx) : LadderRung(ctx, false) {
     TeamState& t = *team_;
     t.agree_local("sizing the threadload_gather kernel", [&] {
       kernel_ = p_.dtype == DType::kBF16 ? threadload_gather_kernel<__nv_bfloat16> : threadload_gather_kernel<__half>;
@@ -114,7 +115,8 @@ class ThreadloadGather final : public LadderRung {
       blocks_ = per_sm * t.num_sms;
       const int64_t chunks = (p_.m + kLadderChunkRows - 1) / kLadderChunkRows;
       chunk_ready_ = DeviceBuffer(static_cast<size_t>(p_.l * chunks) * sizeof(uint64_t));
-      TPGEMM_CUDA_CHECK(cudaMemset(chunk_ready_.get(), 0, chunk_ready_.bytes()));
+      TPGEMM_CUDA_CHECK(cudaMemsetAsync(chunk_ready_.get(), 0, chunk_ready_.bytes(), t.internal_stream));
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(t.internal_stream));  // zero before any call, on any stream
     });
   }
 
