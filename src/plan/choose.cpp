@@ -31,14 +31,21 @@ constexpr int64_t kMiB = int64_t(1) << 20;
 constexpr int kSms = 132;  // an H100 / H200: the machines behind the rules
 constexpr int kDefaultCommSms = 2;
 
-// Chunks per rank block when the options leave it open. fused: pieces of K columns; one where
-// its tiles take several waves (2 and 4 pieces of rows measured no better there,
-// bench/results/2026-11-22-fused), four where they all start at once and would otherwise wait
-// for whole blocks of rows (NOTE [chunk wait]).
+// Chunks per rank block when the options leave it open. fused: pieces of K columns. One where
+// its tiles take several waves (more pieces measured no better there, W=2, and neither did
+// pieces of rows at W=4: bench/results/2026-11-22-fused, -ladder). Four where they all start at
+// once and each peer block is at least 2 MiB (W=2, 512 x 8192 x 8192, 4 MiB blocks: 0.138 ms
+// against 0.149 with one piece), so that no tile waits for a whole block (NOTE [chunk wait]);
+// smaller blocks keep one (1024^3, 1 MiB blocks: 0.070 ms with four against 0.057 with one, in
+// two runs).
 int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
-  // The SMs fused's kernel gets with the default comm_sms: fused pulls across the stages
-  // exactly when the same test holds there.
-  if (impl == Impl::kFused) return gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms - kDefaultCommSms) ? 4 : 1;
+  if (impl == Impl::kFused) {
+    const int64_t block_bytes = p.l * block * p.k * static_cast<int64_t>(dtype_size(p.dtype));
+    // The SMs fused's kernel gets with the default comm_sms: fused pulls across the stages
+    // exactly when the same test holds there.
+    const bool one_wave = gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms - kDefaultCommSms);
+    return one_wave && block_bytes >= 2 * kMiB ? 4 : 1;
+  }
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 

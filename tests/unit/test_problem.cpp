@@ -188,7 +188,8 @@ TEST(Choose, FusedPullsPiecesOfColumnsOnlyWhenItsTilesAreOneWave) {
   PlanOptions o;
   o.impl = Impl::kFused;
   const Topology nvlink{4, true};
-  EXPECT_EQ(choose(ag(512, 8192, 8192), nvlink, o).chunks, 4);     // 128 tiles: one wave
+  EXPECT_EQ(choose(ag(512, 8192, 8192), nvlink, o).chunks, 4);     // 128 tiles: one wave; 2 MiB blocks
+  EXPECT_EQ(choose(ag(1024, 1024, 1024), {2, true}, o).chunks, 1);  // one wave, but 1 MiB blocks
   EXPECT_EQ(choose(ag(16384, 3584, 8192), nvlink, o).chunks, 1);   // 1792 tiles
   o.chunks_per_rank = 2;
   EXPECT_EQ(choose(ag(16384, 3584, 8192), nvlink, o).chunks, 2);   // asked for
