@@ -7,6 +7,21 @@
 
 namespace tpgemm::ops {
 
+// The instance of a kernel template for `dtype` and this world size, as `pick.template
+// operator()<T, W>()` returns it: unrolled for 2, 4 and 8 ranks, W = 0 (a loop over the ranks)
+// for any other.
+template <class Pick>
+const void* kernel_instance(DType dtype, int world, Pick pick) {
+  const auto for_type = [&]<class T>() -> const void* {
+    switch (world) {
+      case 2: return pick.template operator()<T, 2>();
+      case 4: return pick.template operator()<T, 4>();
+      case 8: return pick.template operator()<T, 8>();
+      default: return pick.template operator()<T, 0>();
+    }
+  };
+  return dtype == DType::kBF16 ? for_type.template operator()<__nv_bfloat16>() : for_type.template operator()<__half>();
+}
 
 // Block b's call number for this call (its counter + 1), broadcast to the block. Only block b
 // touches calls[b]: it stores the new value in end_call().

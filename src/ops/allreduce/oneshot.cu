@@ -45,21 +45,14 @@ __global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(SymmAllReduc
   end_call(a, e);
 }
 
-template <typename T>
-const void* kernel_for_world(int world) {
-  switch (world) {
-    case 2: return reinterpret_cast<const void*>(oneshot_kernel<T, 2>);
-    case 4: return reinterpret_cast<const void*>(oneshot_kernel<T, 4>);
-    case 8: return reinterpret_cast<const void*>(oneshot_kernel<T, 8>);
-    default: return reinterpret_cast<const void*>(oneshot_kernel<T, 0>);
-  }
-}
+struct OneshotKernel {
+  template <typename T, int W>
+  const void* operator()() const { return reinterpret_cast<const void*>(oneshot_kernel<T, W>); }
+};
 
 }  // namespace
 
-const void* oneshot_fn(DType dtype, int world) {
-  return dtype == DType::kBF16 ? kernel_for_world<__nv_bfloat16>(world) : kernel_for_world<__half>(world);
-}
+const void* oneshot_fn(DType dtype, int world) { return kernel_instance(dtype, world, OneshotKernel{}); }
 
 int64_t oneshot_stage_elems(int64_t count, int world) { return 2 * int64_t(world) * count; }
 

@@ -80,21 +80,14 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduc
   end_call(a, e);
 }
 
-template <typename T>
-const void* kernel_for_world(int world) {
-  switch (world) {
-    case 2: return reinterpret_cast<const void*>(twoshot_kernel<T, 2>);
-    case 4: return reinterpret_cast<const void*>(twoshot_kernel<T, 4>);
-    case 8: return reinterpret_cast<const void*>(twoshot_kernel<T, 8>);
-    default: return reinterpret_cast<const void*>(twoshot_kernel<T, 0>);
-  }
-}
+struct TwoshotKernel {
+  template <typename T, int W>
+  const void* operator()() const { return reinterpret_cast<const void*>(twoshot_kernel<T, W>); }
+};
 
 }  // namespace
 
-const void* twoshot_fn(DType dtype, int world) {
-  return dtype == DType::kBF16 ? kernel_for_world<__nv_bfloat16>(world) : kernel_for_world<__half>(world);
-}
+const void* twoshot_fn(DType dtype, int world) { return kernel_instance(dtype, world, TwoshotKernel{}); }
 
 int64_t twoshot_stage_elems(int64_t count, int world) {
   return 2 * (world * slice_vecs(count / 8, world) + count / 8) * 8;
