@@ -86,7 +86,7 @@ class AgGemmFused final : public OpImpl {
     TPGEMM_CUDA_CHECK(cudaEventRecord(start_.get(), stream));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(cs, start_.get(), 0));
     if (!drop_signals_) pad_.barrier(0, cs);
-    copy_rows(o.a, mw_, 0, g, p_.m, t.rank * mw_, mw_, cs);
+    ops::copy_rows(g, p_.m, t.rank * mw_, o.a, mw_, 0, mw_, p_.k * es_, p_.l, cs);
     TPGEMM_CUDA_CHECK(cudaEventRecord(own_rows_.get(), cs));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, own_rows_.get(), 0));
     gemm_.run(g, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
@@ -123,7 +123,7 @@ class AgGemmFused final : public OpImpl {
   // rows) per batch entry.
   void pull_piece(int src, int j, cudaStream_t st) const {
     if (pieces_ == 1) {
-      copy_rows(gathered_.peer(src), p_.m, src * mw_, gathered_.local(), p_.m, src * mw_, mw_, st);
+      ops::copy_rows(gathered_.local(), p_.m, src * mw_, gathered_.peer(src), p_.m, src * mw_, mw_, p_.k * es_, p_.l, st);
       return;
     }
     const int64_t k_tiles = gemm::sm90::chunk_wait_k_tiles(p_.k), tk = gemm::sm90::kChunkWaitTileK;
@@ -137,18 +137,6 @@ class AgGemmFused final : public OpImpl {
                                           static_cast<size_t>((k1 - k0) * es_), static_cast<size_t>(mw_),
                                           cudaMemcpyDeviceToDevice, st));
     }
-  }
-
-  // Rows [src_row, src_row + rows) of every batch entry of a packed [L][src_rows][K] tensor to
-  // rows [dst_row, ...) of a packed [L][dst_rows][K] one.
-  void copy_rows(const void* src, int64_t src_rows, int64_t src_row, void* dst, int64_t dst_rows, int64_t dst_row,
-                 int64_t rows, cudaStream_t st) const {
-    if (rows <= 0) return;
-    const int64_t row_bytes = p_.k * es_;
-    const char* s = static_cast<const char*>(src) + src_row * row_bytes;
-    char* d = static_cast<char*>(dst) + dst_row * row_bytes;
-    ops::copy_batched(d, static_cast<size_t>(dst_rows * row_bytes), s, static_cast<size_t>(src_rows * row_bytes),
-                      static_cast<size_t>(rows * row_bytes), p_.l, st);
   }
 
   std::shared_ptr<TeamState> team_;

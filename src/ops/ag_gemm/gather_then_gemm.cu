@@ -15,7 +15,7 @@ namespace {
 constexpr int kThreads = 512;
 
 __global__ void __launch_bounds__(kThreads) gather_kernel(LadderArgs a) {
-  const int64_t chunks = (a.m + kLadderChunkRows - 1) / kLadderChunkRows;
+  const int64_t chunks = ladder_chunks(a.m);
   for (int64_t u = blockIdx.x; u < a.l * chunks; u += gridDim.x)
     if (!ladder_gather_chunk(a, u / chunks, u % chunks)) return;
 }
@@ -34,7 +34,7 @@ class GatherThenGemm final : public LadderRung {
   void run(const Operands& o, cudaStream_t stream) override {
     const LadderArgs a = publish_shard(o, stream);
     if (team_->world > 1) {
-      const int64_t units = a.l * ((a.m + kLadderChunkRows - 1) / kLadderChunkRows);
+      const int64_t units = a.l * ladder_chunks(a.m);
       const int blocks = static_cast<int>(std::min<int64_t>(units, int64_t(team_->num_sms) * 2));
       gather_kernel<<<blocks, kThreads, 0, stream>>>(a);
       TPGEMM_CHECK_LAUNCH();

@@ -25,8 +25,7 @@ LadderArgs LadderRung::publish_shard(const Operands& o, cudaStream_t stream) con
   const TeamState& t = *team_;
   const int64_t mw = p_.m / t.world, row_bytes = p_.k * static_cast<int64_t>(dtype_size(p_.dtype));
   if (t.world > 1 && !drop_signals_) pad_.barrier(0, stream);
-  ops::copy_batched(static_cast<char*>(g_.local()) + t.rank * mw * row_bytes, static_cast<size_t>(p_.m * row_bytes), o.a,
-                    static_cast<size_t>(mw * row_bytes), static_cast<size_t>(mw * row_bytes), p_.l, stream);
+  ops::copy_rows(g_.local(), p_.m, t.rank * mw, o.a, mw, 0, mw, row_bytes, p_.l, stream);
   if (t.world > 1 && !drop_signals_)
     for (int q = 0; q < t.world; ++q)
       if (q != t.rank) pad_.signal(0, q, 0, stream);

@@ -64,5 +64,6 @@ class LadderRung : public OpImpl {
 
 // Rows [chunk * kLadderChunkRows, ...) of G form one chunk: the gather's unit of work and of waiting.
 constexpr int64_t kLadderChunkRows = 64;
+constexpr int64_t ladder_chunks(int64_t m) { return (m + kLadderChunkRows - 1) / kLadderChunkRows; }
 
 }  // namespace tpgemm::detail

@@ -73,7 +73,7 @@ __device__ void scalar_tile(const LadderArgs& a, int64_t l, int64_t r0, int64_t 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) threadload_gather_kernel(LadderArgs a, uint64_t* chunk_ready) {
   __shared__ int ok;
-  const int64_t chunks = (a.m + kLadderChunkRows - 1) / kLadderChunkRows;
+  const int64_t chunks = ladder_chunks(a.m);
   const int64_t first = a.rank * a.rows_per_rank / kLadderChunkRows;  // the chunk of my first row
   const auto chunk_at = [&](int64_t u) { return (first + u) % chunks; };
   const uint64_t seq = a.world > 1 ? a.seq[0] : 0;
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) threadload_gather_kernel(LadderArgs 
     __syncthreads();  // every thread's stores, then one release (the grid-sync pattern)
     if (threadIdx.x == 0) {
       __threadfence();
-      asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(chunk_ready + l * chunks + c), "l"(seq) : "memory");
+      comm::st_release_sys(chunk_ready + l * chunks + c, seq);
     }
   }
 
@@ -113,7 +113,7 @@ class ThreadloadGather final : public LadderRung {
       TPGEMM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, kThreads, 0));
       if (per_sm < 1) throw Error(ErrorCode::kInternal, "threadload_gather: its kernel cannot be resident on an SM");
       blocks_ = per_sm * t.num_sms;
-      const int64_t chunks = (p_.m + kLadderChunkRows - 1) / kLadderChunkRows;
+      const int64_t chunks = ladder_chunks(p_.m);
       chunk_ready_ = DeviceBuffer(static_cast<size_t>(p_.l * chunks) * sizeof(uint64_t));
       TPGEMM_CUDA_CHECK(cudaMemsetAsync(chunk_ready_.get(), 0, chunk_ready_.bytes(), t.internal_stream));
       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(t.internal_stream));  // zero before any call, on any stream

@@ -21,4 +21,14 @@ inline void copy_batched(void* dst, size_t dst_pitch, const void* src, size_t sr
                                         cudaMemcpyDeviceToDevice, stream));
 }
 
+// Rows [src_row, src_row + rows) of every batch entry of a packed [batches][src_rows] tensor of
+// `row_bytes`-byte rows to rows [dst_row, ...) of a packed [batches][dst_rows] one.
+inline void copy_rows(void* dst, int64_t dst_rows, int64_t dst_row, const void* src, int64_t src_rows, int64_t src_row,
+                      int64_t rows, int64_t row_bytes, int64_t batches, cudaStream_t stream) {
+  if (rows <= 0) return;
+  copy_batched(static_cast<char*>(dst) + dst_row * row_bytes, static_cast<size_t>(dst_rows * row_bytes),
+               static_cast<const char*>(src) + src_row * row_bytes, static_cast<size_t>(src_rows * row_bytes),
+               static_cast<size_t>(rows * row_bytes), batches, stream);
+}
+
 }  // namespace tpgemm::ops
