@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist gemm_core bench peers ladder sweep sweep_fused
+#   stages: info build test_cpu test_gpu test_dist gemm_core bench peers ladder sweep sweep_fused sweep_rs
 #   (default: all but the sweeps)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
@@ -106,6 +106,15 @@ for s in $STAGES; do
               --impl fused --chunks "$c" --check --json "$LOGS/$name.json"
             grep -E "^ag_gemm" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
           done
+        done
+      done ;;
+    sweep_rs)  # the fused gemm_rs with COMM_SMS SMs for its reduction beside the GEMM, against pipelined_ce
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for c in ${COMM_SMS:-2 4 8 16}; do
+          stage "sweep_rs_W${w}_s$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs --impl fused,pipelined \
+            --comm-sms "$c" --check --json "$LOGS/sweep_rs_W${w}_s$c.json"
+          grep -E "^gemm_rs" "$LOGS/sweep_rs_W${w}_s$c.log" | sed "s/^/sweep_rs_W${w}_s$c /" | tee -a "$SUMMARY" > /dev/null
         done
       done ;;
     peers)

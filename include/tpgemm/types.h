@@ -28,8 +28,10 @@ enum class Impl : int {
   kPipelinedCE,  // chunked cuBLASLt matmuls overlapped with copy-engine transfers over NVLink
   kGemmOneShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's one-shot all-reduce
   kGemmTwoShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's two-shot all-reduce
-  kFused,        // ag_gemm only: one persistent Hopper GEMM kernel that waits, piece of K by piece,
-                 // for the rows of A the copy engines are still pulling (sm_90)
+  kFused,        // one persistent Hopper GEMM kernel (sm_90) with the communication inside its tiles.
+                 // ag_gemm: it waits, piece of K by piece, for the rows of A the copy engines are
+                 // still pulling. gemm_rs: it flags each finished tile, and each owner sums its
+                 // rows' tiles beside it (M a multiple of 128 x W).
   // The ladder of the nvFuser study (ag_gemm only; docs/design.md): SM threads read peers' rows
   // over NVLink. Kept to measure fused against; slow by design, and never chosen by kAuto.
   kNaiveRemote,       // one thread per element of D, its row of A read from the owner each time

@@ -18,6 +18,8 @@ const char* to_string(WaitSite s) {
     case WaitSite::kGatherPiece: return "its rows of A to be gathered (the fused GEMM's tile wait)";
     case WaitSite::kShardReady: return "its A shard to be published for peers to read";
     case WaitSite::kGatheredChunk: return "another block of its own to gather a chunk of A (threadload_gather)";
+    case WaitSite::kPartialFree: return "its partial products of the call before to be read (fused gemm_rs)";
+    case WaitSite::kTileFlag: return "a tile of its partial products to be in place (fused gemm_rs)";
   }
   return "?";
 }
@@ -59,6 +61,7 @@ Status TimeoutMailbox::status() const {
                                           site == WaitSite::kBarrier          ? "barrier"
                                           : site == WaitSite::kGatherPiece   ? "piece"
                                           : site == WaitSite::kGatheredChunk ? "chunk"
+                                          : site == WaitSite::kTileFlag      ? "tile"
                                                                              : "round",
                                           r.index,
                                           (unsigned long long)r.expected, (unsigned long long)r.seen);

@@ -12,7 +12,8 @@ namespace tpgemm::gemm {
 namespace sm90 {
 // One per src/gemm/sm90/<config>.cu, in the order of sm90_config.cpp's table.
 extern const KernelTable kCoop128x256C2x1, kCoop256x128C1x2, kPingpong128x128C1x2, kStreamK128x256C2x1;
-extern const KernelTable kGatherCoop128x256C2x1;  // coop_128x256_c2x1 with the chunk-wait scheduler
+extern const KernelTable kGatherCoop128x256C2x1;  // coop_128x256_c2x1: chunk-wait mainloop, rotated tile rows
+extern const KernelTable kSignalCoop128x256C2x1;  // coop_128x256_c2x1: tile-signal epilogue, interleaved tile rows
 }  // namespace sm90
 
 namespace {
@@ -67,13 +68,28 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) {
                 wait.rows_per_rank * wait.world == s.m);
   set_up(s);
   config_ = *sm90::find_config("coop_128x256_c2x1");
-  waits_ = true;
+  variant_ = "coop_128x256_c2x1+chunk_wait";
   kernel_ = &sm90::kGatherCoop128x256C2x1.fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
   sm90::Args& x = base_;
   x.wait = wait;
+  x.order.first_row = wait.rank * wait.rows_per_rank;  // each rank starts on its own rows
   x.raster = 2;  // along N: a wave covers a few rows of tiles, so the blocks are met in arrival order
   x.swizzle = static_cast<int>(
       env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(sm90::chunk_wait_swizzle(s.m, s.n, wait.rows_per_rank)));
+  finish();
+}
+
+Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::TileRowOrder& order, const sm90::TileSignal& signal) {
+  TPGEMM_ASSERT(signal.world >= 1 && signal.seq != nullptr && signal.free != nullptr);
+  set_up(s);
+  config_ = *sm90::find_config("coop_128x256_c2x1");
+  variant_ = "coop_128x256_c2x1+tile_signal";
+  kernel_ = &sm90::kSignalCoop128x256C2x1.fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
+  sm90::Args& x = base_;
+  x.order = order;
+  x.signal = signal;
+  x.raster = 2;  // along N, no swizzle: whole tile rows, in the order's turn
+  x.swizzle = 1;
   finish();
 }
 
@@ -108,7 +124,7 @@ void Sm90Gemm::finish() {
 }
 
 const char* Sm90Gemm::config() const {
-  if (waits_) return "coop_128x256_c2x1+chunk_wait";
+  if (variant_ != nullptr) return variant_;
   return config_ < 0 ? "none" : sm90::configs()[config_].name;
 }
 

@@ -32,6 +32,10 @@ class Sm90Gemm {
   // arrive while it runs, as `wait` describes; configuration coop_128x256_c2x1, rastered along
   // N from this rank's own rows. `wait` is fixed for the plan's life (its flags are the plan's).
   Sm90Gemm(const MatmulShape& shape, const sm90::ChunkWait& wait);
+  // The fused GEMM+ReduceScatter's kernel: tile rows served in `order` (NOTE [tile order]), each
+  // tile's flag raised once its stores are done (NOTE [tile signal]); configuration
+  // coop_128x256_c2x1, rastered along N, no swizzle (tile rows are met in order).
+  Sm90Gemm(const MatmulShape& shape, const sm90::TileRowOrder& order, const sm90::TileSignal& signal);
 
   // The workspace run() needs (stream-K's partial sums; 0 for the others).
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -52,7 +56,7 @@ class Sm90Gemm {
   const sm90::KernelFns* kernel_ = nullptr;
   sm90::Args base_{};  // shape, strides and hardware; pointers and scalars are set per call
   size_t workspace_bytes_ = 0;
-  bool waits_ = false;
+  const char* variant_ = nullptr;  // a fused kernel's name, else null
 };
 
 }  // namespace tpgemm::gemm

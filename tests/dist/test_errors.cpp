@@ -66,20 +66,22 @@ TEST(DistErrors, ShapesOrDtypesThatDifferAcrossRanksFailOnEveryRank) {
             0);
 }
 
-// fused's kernel needs a cluster of 2 SMs beside the comm_sms it leaves free: asking for all but
+// fused's kernels need a cluster of 2 SMs beside the comm_sms they leave free: asking for all but
 // one fails at plan time, on every rank, naming the option; the team stays usable.
 TEST(DistErrors, FusedWithTooFewSmsLeftFailsOnEveryRank) {
   TPGEMM_REQUIRE_GPUS(2);
   EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
-              PlanOptions o;
-              o.impl = Impl::kFused;
-              o.comm_sms = team.state()->num_sms - 1;
-              const Status s = caught([&] { Plan plan(team, small(Op::kAgGemm), o); });
-              RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "comm_sms") && has(s, "fused"), "%s",
-                          s.message.c_str());
-              o.comm_sms = -1;
-              const auto c = testsupport::check_plan(team, small(Op::kAgGemm), o, 1, 6);
-              RANK_EXPECT(c.ok, "after the error: %s", c.status.message.c_str());
+              for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
+                PlanOptions o;
+                o.impl = Impl::kFused;
+                o.comm_sms = team.state()->num_sms - 1;
+                const Status s = caught([&] { Plan plan(team, small(op), o); });
+                RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "comm_sms") && has(s, "fused"), "%s",
+                            s.message.c_str());
+                o.comm_sms = -1;
+                const auto c = testsupport::check_plan(team, small(op), o, 1, 6);
+                RANK_EXPECT(c.ok, "after the error: %s", c.status.message.c_str());
+              }
             }),
             0);
 }
@@ -216,7 +218,8 @@ void expect_rank0_times_out_naming_rank1(const std::string& what, const std::fun
 TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
   for (auto [op, impl] : {std::pair{Op::kAgGemm, Impl::kPipelinedCE}, std::pair{Op::kGemmRs, Impl::kPipelinedCE},
-                          std::pair{Op::kAgGemm, Impl::kFused}, std::pair{Op::kAgGemm, Impl::kNaiveRemote},
+                          std::pair{Op::kAgGemm, Impl::kFused}, std::pair{Op::kGemmRs, Impl::kFused},
+                          std::pair{Op::kAgGemm, Impl::kNaiveRemote},
                           std::pair{Op::kAgGemm, Impl::kThreadloadGather}, std::pair{Op::kAgGemm, Impl::kGatherThenGemm}})
     expect_rank0_times_out_naming_rank1(strfmt("%s %s", std::string(to_string(op)).c_str(), std::string(to_string(impl)).c_str()),
                                         [op, impl](const Team& team, cudaStream_t st) {

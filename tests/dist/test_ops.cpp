@@ -25,14 +25,16 @@ std::vector<Impl> impls_for(Op op) {
   if (op == Op::kAgGemm)
     return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kNaiveRemote, Impl::kThreadloadGather,
             Impl::kGatherThenGemm, Impl::kAuto};
-  return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kAuto};
+  return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kAuto};
 }
 
-GemmProblem problem(Op op, int world, DType dt, BLayout layout, int variant) {
+GemmProblem problem(Op op, int world, DType dt, BLayout layout, int variant, Impl impl = Impl::kAuto) {
   GemmProblem p;
   p.op = op;
-  // Not multiples of 64 or 128 anywhere; gemm_ar's M is not a multiple of W either.
+  // Not multiples of 64 or 128 anywhere; gemm_ar's M is not a multiple of W either. The fused
+  // gemm_rs takes whole 128-row tiles per rank: two each.
   p.m = world * 100 + (op == Op::kGemmAr ? world - 1 : 0);
+  if (op == Op::kGemmRs && impl == Impl::kFused) p.m = world * 256;
   p.n = 136;
   p.k = 200;
   p.dtype = dt;
@@ -58,7 +60,7 @@ TEST_P(Dist, EveryOpDtypeLayoutAndImplementationMatchesTheReference) {
                   for (BLayout layout : {BLayout::kKN, BLayout::kNK})
                     for (int variant : {0, 1})
                       for (Impl impl : impls_for(op)) {
-                        const GemmProblem p = problem(op, W, dt, layout, variant);
+                        const GemmProblem p = problem(op, W, dt, layout, variant, impl);
                         PlanOptions o;
                         o.impl = impl;
                         const auto c = check_plan(team, p, o, 2, seed += 10);
@@ -113,6 +115,30 @@ TEST_P(Dist, FusedAgGemmOverSeveralWavesAndPiecesMatchesTheReference) {
             0);
 }
 
+// The fused gemm_rs over several waves of tiles (the reduction beside the GEMM really waits for
+// tiles, and the tail launch takes what is left), tile columns that end inside N, batches and C,
+// with its reduction given 1 or 8 SMs beside the GEMM; three calls each (the flags' epochs).
+TEST_P(Dist, FusedGemmRsOverSeveralWavesMatchesTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 1300;
+              for (int comm_sms : {1, 8})
+                for (int variant : {0, 1}) {
+                  GemmProblem p = problem(Op::kGemmRs, W, DType::kBF16, BLayout::kNK, variant, Impl::kFused);
+                  p.m = W * 1024;  // W x 8 tile rows by 9 tile columns: more tiles than SMs
+                  p.n = 2056;
+                  p.k = 264;
+                  PlanOptions o;
+                  o.impl = Impl::kFused;
+                  o.comm_sms = comm_sms;
+                  const auto c = check_plan(team, p, o, 3, seed += 10);
+                  RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                }
+            }),
+            0);
+}
+
 TEST_P(Dist, CudaGraphReplaysNeedNoReset) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -120,7 +146,7 @@ TEST_P(Dist, CudaGraphReplaysNeedNoReset) {
               uint64_t seed = 900;
               for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
                 for (Impl impl : impls_for(op)) {
-                  const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 0);
+                  const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 0, impl);
                   PlanOptions o;
                   o.impl = impl;
                   const auto c = check_plan(team, p, o, 4, seed += 10, /*graph=*/true);

@@ -1,7 +1,7 @@
 // The fused AllGather+GEMM's arrival bookkeeping (NOTE [chunk wait] in gemm/sm90/kernels.h),
 // checked on the CPU against brute force: the split of K into pieces, that the kernel lets a
 // tile's k-tile go exactly when the pulls have delivered those columns of every row it reads,
-// and the tile scheduler's rotation.
+// and the tile scheduler's orders (NOTE [tile order]).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -125,6 +125,54 @@ TEST(GatherWait, TheRotationIsAPermutationServedInArrivalOrder) {
     for (int64_t t = 0; t < m_tiles; ++t) ASSERT_EQ(seen[static_cast<size_t>(t)], 1) << "tile row " << t;
     ASSERT_EQ(chunk_wait_tile_row(m_tiles + 3, first, m_tiles), m_tiles + 3);  // swizzle padding stays put
   }
+}
+
+// The ordered scheduler's rotation (NOTE [tile order]) is the chunk wait's.
+TEST(TileOrder, RotationIsTheChunkWaitsRotation) {
+  std::mt19937 rng(12);
+  for (int trial = 0; trial < 1000; ++trial) {
+    ChunkWait c;
+    c.world = 1 + static_cast<int>(rng() % 8);
+    c.rank = static_cast<int>(rng() % c.world);
+    c.rows_per_rank = 1 + static_cast<int64_t>(rng() % 2000);
+    const int64_t m_tiles = (c.rows_per_rank * c.world + 255) / 256 * 2;
+    TileRowOrder o;
+    o.first_row = c.rank * c.rows_per_rank;
+    const int64_t first = chunk_wait_first_tile_row(c, 128, m_tiles);
+    for (int64_t served = 0; served < m_tiles + 4; ++served)
+      ASSERT_EQ(ordered_tile_row(o, served, 128, m_tiles), chunk_wait_tile_row(served, first, m_tiles));
+  }
+}
+
+// The interleave (the fused gemm_rs): a permutation of the tile rows that deals them to the
+// owners in turn, each owner's rows in increasing order, so that after any prefix of the order
+// no owner is more than one tile row ahead of another; padded rows stay put.
+TEST(TileOrder, InterleaveDealsEveryOwnersRowsInTurn) {
+  for (int ways : {1, 2, 3, 4, 8})
+    for (int64_t per_way : {1, 2, 5, 8}) {
+      TileRowOrder o;
+      o.ways = ways;
+      o.way_rows = per_way * 128;
+      const int64_t real = ways * per_way, m_tiles = (real + 1) / 2 * 2;  // padded to clusters of 2
+      std::vector<int> seen(static_cast<size_t>(m_tiles), 0);
+      std::vector<int64_t> done(static_cast<size_t>(ways), 0);  // tile rows served per owner
+      for (int64_t served = 0; served < m_tiles; ++served) {
+        const int64_t row = ordered_tile_row(o, served, 128, m_tiles);
+        ASSERT_GE(row, 0);
+        ASSERT_LT(row, m_tiles);
+        ++seen[static_cast<size_t>(row)];
+        if (row >= real) {
+          ASSERT_EQ(row, served) << "a padding row moved";
+          continue;
+        }
+        const int64_t owner = row / per_way;
+        ASSERT_EQ(row % per_way, done[static_cast<size_t>(owner)]) << "owner " << owner << "'s rows out of order";
+        ++done[static_cast<size_t>(owner)];
+        const auto [lo, hi] = std::minmax_element(done.begin(), done.end());
+        ASSERT_LE(*hi - *lo, 1) << "ways=" << ways << " per_way=" << per_way << " served=" << served;
+      }
+      for (int64_t t = 0; t < m_tiles; ++t) ASSERT_EQ(seen[static_cast<size_t>(t)], 1) << "tile row " << t;
+    }
 }
 
 }  // namespace

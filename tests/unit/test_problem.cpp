@@ -139,8 +139,13 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   expect_error(impl_supported(p, static_cast<Impl>(99), nvlink), ErrorCode::kUnsupported, {"99", "unknown"});
   p.op = Op::kGemmAr;
   EXPECT_TRUE(impl_supported(p, Impl::kGemmTwoShot, nvlink).ok());
-  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_ar"});
+  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"ag_gemm and gemm_rs only", "gemm_ar"});
   expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"threadload_gather", "ag_gemm only"});
+  p.op = Op::kGemmRs;  // M = 1024: whole 128-row tiles per rank at W=4 and 8, not at 16
+  EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
+  EXPECT_TRUE(impl_supported(p, Impl::kFused, {8, true}).ok());
+  expect_error(impl_supported(p, Impl::kFused, {16, true}), ErrorCode::kUnsupported, {"fused", "gemm_rs", "2048", "M=1024"});
+  expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_rs"});
 }
 
 TEST(Choose, BaselineWithoutNvlinkPeersOrAlone) {

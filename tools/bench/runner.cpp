@@ -279,7 +279,7 @@ class Runner {
   std::vector<Impl> gemm_impls(Op op) const {
     std::vector<Impl> all = {Impl::kBaseline, Impl::kPipelinedCE};
     if (op == Op::kGemmAr) all.insert(all.end(), {Impl::kGemmOneShot, Impl::kGemmTwoShot});
-    if (op == Op::kAgGemm) all.push_back(Impl::kFused);
+    if (op != Op::kGemmAr) all.push_back(Impl::kFused);
     all.push_back(Impl::kAuto);
     if (cfg_.impls.empty()) return all;
     std::vector<Impl> out = {Impl::kBaseline};  // always timed: every speedup is relative to it

@@ -20,12 +20,12 @@
 namespace tpgemm::gemm::sm90 {
 
 template <class Collective>
-using BuiltMainloop = Collective;
+using AsBuilt = Collective;
 
 // Tile (M, N, K), cluster (M, N), mainloop and epilogue schedules, tile scheduler, and what
-// becomes of the collective mainloop the builder makes (by default, itself).
+// becomes of the collective mainloop and epilogue the builders make (by default, themselves).
 template <int TM, int TN, int TK, int CM, int CN, class MainloopSchedule, class EpilogueSchedule, class TileScheduler_,
-          template <class> class MainloopWrapper = BuiltMainloop>
+          template <class> class MainloopWrapper = AsBuilt, template <class> class EpilogueWrapper = AsBuilt>
 struct Config {
   using Tile = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
   using Cluster = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
@@ -34,6 +34,8 @@ struct Config {
   using TileScheduler = TileScheduler_;
   template <class Collective>
   using WrapMainloop = MainloopWrapper<Collective>;
+  template <class Collective>
+  using WrapEpilogue = EpilogueWrapper<Collective>;
 };
 
 // T: cutlass::bfloat16_t or cutlass::half_t. LayoutB: ColumnMajor is tpgemm's kNK ([N, K]
@@ -43,10 +45,10 @@ struct Kernel {
   using Row = cutlass::layout::RowMajor;
   static constexpr int kAlign = 16 / sizeof(T);  // TMA moves 16-byte aligned rows
   using Fusion = cutlass::epilogue::fusion::LinearCombination<T, float, T, float>;
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+  using CollectiveEpilogue = typename Cfg::template WrapEpilogue<typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Cfg::Tile, typename Cfg::Cluster,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, T, Row, kAlign, T, Row, kAlign,
-      typename Cfg::Epilogue, Fusion>::CollectiveOp;
+      typename Cfg::Epilogue, Fusion>::CollectiveOp>;
   using CollectiveMainloop = typename Cfg::template WrapMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, Row, kAlign, T, LayoutB, kAlign, float,
       typename Cfg::Tile, typename Cfg::Cluster,
@@ -70,7 +72,12 @@ struct Kernel {
         x.l > 1 ? cutlass::gemm::GemmUniversalMode::kBatched : cutlass::gemm::GemmUniversalMode::kGemm,
         {x.m, x.n, x.k, x.l},
         {static_cast<const T*>(x.a), sa, static_cast<const T*>(x.b), sb},
-        {{}, static_cast<const T*>(x.c), sc, static_cast<T*>(x.d), sd}};
+        {}};
+    // By name: a wrapped epilogue's arguments (a derived struct) take no positional list.
+    args.epilogue.ptr_C = static_cast<const T*>(x.c);
+    args.epilogue.dC = sc;
+    args.epilogue.ptr_D = static_cast<T*>(x.d);
+    args.epilogue.dD = sd;
     args.epilogue.thread.alpha = x.alpha;
     args.epilogue.thread.beta = x.beta;
     args.hw_info.device_id = x.device;
@@ -79,8 +86,9 @@ struct Kernel {
     args.scheduler.max_swizzle_size = x.swizzle;
     using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
     args.scheduler.raster_order = x.raster == 1 ? Raster::AlongM : x.raster == 2 ? Raster::AlongN : Raster::Heuristic;
-    if constexpr (requires { args.scheduler.wait; }) args.scheduler.wait = x.wait;  // NOTE [chunk wait]
-    if constexpr (requires { args.mainloop.wait; }) args.mainloop.wait = x.wait;
+    if constexpr (requires { args.scheduler.order; }) args.scheduler.order = x.order;  // NOTE [tile order]
+    if constexpr (requires { args.mainloop.wait; }) args.mainloop.wait = x.wait;        // NOTE [chunk wait]
+    if constexpr (requires { args.epilogue.signal; }) args.epilogue.signal = x.signal;  // NOTE [tile signal]
     if constexpr (requires { args.scheduler.decomposition_mode; }) {
       // Stream-K whenever the last wave is partial (CUTLASS's own heuristic keeps data-parallel
       // tiles when that wave is more than half full, e.g. 224 tiles on 132 SMs: tpgemm's rule

@@ -22,7 +22,7 @@ namespace tpgemm::gemm::sm90 {
 // flag + (s - 1) * flag_stride, to seq[j]. Flags only grow (sequence numbers of the plan's
 // epoch, NOTE [schedule model]), so no reset is ever needed. How the pieces of different stages
 // interleave is the host's choice: the kernel relies only on the order within a stage.
-// The tile scheduler (sm90/rotating_scheduler.cuh) starts each rank on its own rows and walks
+// The tile scheduler (sm90/ordered_scheduler.cuh, rotated) starts each rank on its own rows and walks
 // the blocks in stage order; the CTA's load warp (sm90/chunk_wait_mainloop.cuh) waits before
 // it loads the first k-tile of each piece, so a tile multiplies the columns that have arrived
 // while later ones are still on their way (which is what a GEMM of one wave needs: there every
@@ -84,6 +84,47 @@ TPGEMM_HD constexpr GatherPart gather_part(int64_t row, int64_t row1, const Chun
   return p;
 }
 
+// NOTE [tile order]
+// The order in which the persistent tile scheduler (sm90/ordered_scheduler.cuh) serves tile rows:
+// the s-th tile row it hands out is ordered_tile_row(s). Two orders, both permutations of the
+// real tile rows (rows CUTLASS pads past m_tiles stay where they are):
+//   rotation (ways == 1): from the first tile row that starts at or after `first_row`, wrapping
+//     around: the fused AllGather+GEMM starts each rank on its own rows (NOTE [chunk wait]);
+//   interleave (ways > 1): M is `ways` blocks of `way_rows` rows, whole tile rows each, dealt in
+//     turn, tile row j of block 0, of block 1, ..., then j + 1: the fused GEMM+ReduceScatter
+//     finishes every owner's rows at the same pace, so that each owner reduces its rows while
+//     the GEMM goes on (NOTE [tile signal]).
+struct TileRowOrder {
+  int64_t first_row = 0;
+  int ways = 1;
+  int64_t way_rows = 0;
+};
+TPGEMM_HD constexpr int64_t ordered_tile_row(const TileRowOrder& o, int64_t served, int64_t tile_m, int64_t m_tiles) {
+  if (served >= m_tiles) return served;
+  if (o.ways > 1) {
+    const int64_t per_way = o.way_rows / tile_m;
+    return served < o.ways * per_way ? served % o.ways * per_way + served / o.ways : served;
+  }
+  return chunk_wait_tile_row(served, (o.first_row + tile_m - 1) / tile_m % m_tiles, m_tiles);
+}
+
+// NOTE [tile signal]
+// The fused GEMM+ReduceScatter's kernel (src/ops/gemm_rs/fused.cpp) tells the ranks which tiles
+// of its output are in place. Once a tile's TMA stores have completed, its CTA stores the call's
+// sequence number, *seq, into flags[(l * m_tiles + m) * n_tiles + n] (release, system scope:
+// peers poll it over NVLink). Sequence numbers only grow, so flags never need a reset. Before
+// its first store of a call, each CTA waits until every peer q has raised free[q] to *seq - 1:
+// q has finished reading this buffer in the call before (it is overwritten in place).
+struct TileSignal {
+  uint64_t* flags = nullptr;       // this rank's tile flags; null: a plain GEMM
+  const uint64_t* free = nullptr;  // this rank's W "finished reading" slots, one per peer
+  const uint64_t* seq = nullptr;   // the call's sequence number (device memory)
+  int rank = 0;
+  int world = 1;
+  int64_t m_tiles = 0, n_tiles = 0;  // tiles of tile_m x tile_n covering M x N (not padded)
+  comm::WaitEnv env{};
+};
+
 // Row-major D[l][m][n] = alpha * A[l][m][k] * op(B[l]) + beta * C[l][m][n]; strides in elements.
 struct Args {
   int m = 0, n = 0, k = 0, l = 1;
@@ -100,6 +141,8 @@ struct Args {
   int swizzle = 1;              // tile scheduler: max swizzle (1, 2, 4 or 8)
   int raster = 0;               // 0 heuristic, 1 along M, 2 along N
   ChunkWait wait{};             // used only by the chunk-waiting kernels (NOTE [chunk wait])
+  TileRowOrder order{};         // used only by the ordered-scheduler kernels (NOTE [tile order])
+  TileSignal signal{};          // used only by the tile-signalling kernels (NOTE [tile signal])
 };
 
 // One kernel (configuration x dtype x B layout).

@@ -1,0 +1,136 @@
+// GEMM + ReduceScatter with the reduction beside the GEMM, tile by tile: tpgemm's Hopper GEMM
+// core writes this rank's whole partial product into symmetric memory and raises a flag per
+// tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h); each owner sums the W ranks'
+// tiles of its rows as soon as all W have them (NOTE [tile reduce] in tile_reduce.h). The GEMM
+// is one kernel at full size (no chunk matmuls with partial last waves, as pipelined_ce's), and
+// its tile rows are dealt to the owners in turn (NOTE [tile order]), so every owner's rows
+// finish at the same pace and its reduction runs under the rest of the GEMM; only the last
+// wave's tiles are reduced after it.
+//
+// One call, rank r:
+//   caller's stream: control[0] += 1 (the call's sequence number), then the GEMM on all SMs but
+//                    comm_sms, then the reduction kernel on every SM (the last wave's tiles);
+//   side stream:     the reduction kernel on comm_sms blocks, beside the GEMM;
+//   caller's stream: joins the side stream.
+// The partial buffer is rewritten in place each call: a CTA's first store waits until every
+// peer has finished reading it in the call before (their free flags).
+#include <algorithm>
+
+#include "comm/symmetric.h"
+#include "comm/timeout.h"
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "gemm/sm90_config.h"
+#include "gemm/sm90_gemm.h"
+#include "ops/gemm_rs/tile_reduce.h"
+#include "ops/op_impl.h"
+
+namespace tpgemm::detail {
+namespace {
+
+class GemmRsFused final : public OpImpl {
+ public:
+  explicit GemmRsFused(const ImplContext& ctx) : team_(ctx.team), p_(ctx.problem) {
+    TeamState& t = *team_;
+    const int W = t.world;
+    // NOTE [collective construction]: local checks and buffers first, agreed on; then the
+    // symmetric allocations, which fail on every rank alike.
+    t.agree_local("building the fused gemm_rs kernel's plan", [&] {
+      throw_if_error(gemm::Sm90Gemm::device_supported(t.device));
+      shape_ = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
+      shape_.has_c = W == 1 && p_.has_c;  // W > 1: C is added by the reduction
+      throw_if_error(gemm::sm90::check_shape(shape_));
+      if (W == 1) return;
+      comm_sms_ = std::max(ctx.choice.comm_sms, 1);
+      shape_.sm_count = t.num_sms - comm_sms_;
+      if (shape_.sm_count < 2)
+        throw Error(ErrorCode::kInvalidArgument,
+                    strfmt("comm_sms=%d leaves %d of %d SMs: impl fused needs at least 2 (one cluster of its kernel)",
+                           ctx.choice.comm_sms, shape_.sm_count, t.num_sms));
+      side_ = Stream::highest_priority();
+      for (Event* e : {&start_, &side_done_}) *e = Event::create();
+      control_ = DeviceBuffer(3 * sizeof(uint64_t));
+      TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
+      TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream of ours (non-blocking ones too) reads it
+      ops::preload_tile_reduce(p_.dtype, W);
+    });
+    if (W > 1) {
+      reduce_.m = p_.m, reduce_.n = p_.n, reduce_.l = p_.l;
+      reduce_.m_tiles = (p_.m + ops::kTileReduceM - 1) / ops::kTileReduceM;
+      reduce_.n_tiles = (p_.n + ops::kTileReduceN - 1) / ops::kTileReduceN;
+      reduce_.units = p_.l * (p_.m / W / ops::kTileReduceM) * reduce_.n_tiles;
+      const int64_t tiles = p_.l * reduce_.m_tiles * reduce_.n_tiles;
+      partial_ = comm::SymmetricBuffer(team_, static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype),
+                                       "fused gemm_rs partial products");
+      signals_ = comm::SymmetricBuffer(team_, static_cast<size_t>(tiles + W) * sizeof(uint64_t), "fused gemm_rs flags");
+      reduce_.partial = partial_.device_peers();
+      reduce_.signals = signals_.device_peers();
+      reduce_.control = control_.as<uint64_t>();
+      reduce_.world = W;
+      reduce_.rank = t.rank;
+      reduce_.env = t.wait_env();
+    }
+    t.agree_local("planning the GEMM", [&] {
+      if (W == 1) {
+        gemm_ = gemm::Sm90Gemm(shape_);
+      } else {
+        gemm::sm90::TileRowOrder order;
+        order.ways = W;
+        order.way_rows = p_.m / W;
+        gemm::sm90::TileSignal signal;
+        uint64_t* flags = static_cast<uint64_t*>(signals_.local());
+        // Test hook: a rank that raises no flag, which its peers must report (Error(Timeout)).
+        signal.flags = comm::test_drops_signals(t.rank) ? nullptr : flags;
+        signal.free = flags + p_.l * reduce_.m_tiles * reduce_.n_tiles;
+        signal.seq = control_.as<uint64_t>();
+        signal.rank = t.rank;
+        signal.world = W;
+        signal.m_tiles = reduce_.m_tiles;
+        signal.n_tiles = reduce_.n_tiles;
+        signal.env = t.wait_env();
+        gemm_ = gemm::Sm90Gemm(shape_, order, signal);
+      }
+      if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());
+    });
+  }
+
+  void run(const Operands& o, cudaStream_t stream) override {
+    const TeamState& t = *team_;
+    if (t.world == 1) {
+      gemm_.run(o.a, o.b, p_.has_c ? o.c : nullptr, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
+      return;
+    }
+    ops::launch_begin_call(control_.as<uint64_t>(), stream);
+    TPGEMM_CUDA_CHECK(cudaEventRecord(start_.get(), stream));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(side_.get(), start_.get(), 0));
+    gemm_.run(o.a, o.b, nullptr, partial_.local(), p_.alpha, 0.0f, workspace_.get(), stream);
+    ops::TileReduceArgs a = reduce_;
+    a.d = o.d;
+    a.c = p_.has_c && p_.beta != 0.0f ? o.c : nullptr;
+    a.beta = p_.beta;
+    // Beside the GEMM: one block per SM it leaves free, at most (NOTE [tile reduce]).
+    ops::launch_tile_reduce(a, p_.dtype, comm_sms_, side_.get());
+    ops::launch_tile_reduce(a, p_.dtype, 2 * t.num_sms, stream);
+    TPGEMM_CUDA_CHECK(cudaEventRecord(side_done_.get(), side_.get()));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, side_done_.get(), 0));
+  }
+
+ private:
+  std::shared_ptr<TeamState> team_;
+  GemmProblem p_;
+  int comm_sms_ = 0;
+  gemm::MatmulShape shape_{};
+  comm::SymmetricBuffer partial_, signals_;
+  DeviceBuffer control_;
+  ops::TileReduceArgs reduce_{};
+  Stream side_;
+  Event start_, side_done_;
+  gemm::Sm90Gemm gemm_;
+  DeviceBuffer workspace_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpImpl> make_gemm_rs_fused(const ImplContext& ctx) { return std::make_unique<GemmRsFused>(ctx); }
+
+}  // namespace tpgemm::detail
