@@ -133,7 +133,7 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     case Impl::kGatherThenGemm:
       if (impl == Impl::kFused && p.op == Op::kGemmRs) {
         // Its reduction takes whole 128-row tiles of the GEMM per rank (NOTE [tile reduce]).
-        if (p.m % (128 * static_cast<int64_t>(topo.world)) != 0)
+        if (topo.world > 1 && p.m % (128 * static_cast<int64_t>(topo.world)) != 0)
           return unsupported(strfmt("impl fused for gemm_rs needs M to be a multiple of 128 x W = %lld (whole "
                                     "128-row tiles per rank), and M=%lld; use impl=pipelined_ce",
                                     128 * static_cast<long long>(topo.world), (long long)p.m));

@@ -145,6 +145,9 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
   EXPECT_TRUE(impl_supported(p, Impl::kFused, {8, true}).ok());
   expect_error(impl_supported(p, Impl::kFused, {16, true}), ErrorCode::kUnsupported, {"fused", "gemm_rs", "2048", "M=1024"});
+  p.m = 200;  // a team of one runs the GEMM core alone: any M
+  EXPECT_TRUE(impl_supported(p, Impl::kFused, {1, true}).ok());
+  p.m = 1024;
   expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_rs"});
 }
 

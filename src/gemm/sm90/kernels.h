@@ -122,6 +122,10 @@ struct TileSignal {
   int rank = 0;
   int world = 1;
   int64_t m_tiles = 0, n_tiles = 0;  // tiles of tile_m x tile_n covering M x N (not padded)
+  // How the flag is raised (calibration, TPGEMM_FUSED_RS_SIGNAL): 0 fence.sc.sys then
+  // st.release.sys; 1 st.release.sys alone; 2 st.release.gpu (timing only); 3 as 1 without
+  // waiting for the stores (timing only: the flag may precede the data).
+  int mode = 0;
   comm::WaitEnv env{};
 };
 

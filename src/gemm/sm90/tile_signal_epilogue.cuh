@@ -58,14 +58,16 @@ struct TileSignalEpilogue : Base {
                             tiled_mma, thread_idx, smem, subtile_idx);
     // Only the warp that issued the TMA stores has bulk groups to wait for; in the others this
     // returns at once. Not the ".read" form CUTLASS uses: the writes themselves must be done.
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    if (s.mode != 3) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     asm volatile("fence.proxy.async.global;" ::: "memory");  // async-proxy writes, then generic release
     sync<kThreads>();
     if (thread_idx == 0) {
       const int64_t m = cute::get<0>(coord), n = cute::get<1>(coord), l = cute::get<3>(coord);
       if (m < s.m_tiles && n < s.n_tiles) {  // CUTLASS's padding tiles past M or N store nothing
-        __threadfence_system();
-        comm::st_release_sys(s.flags + (l * s.m_tiles + m) * s.n_tiles + n, seq_);
+        uint64_t* flag = s.flags + (l * s.m_tiles + m) * s.n_tiles + n;
+        if (s.mode == 0) __threadfence_system();
+        if (s.mode == 2) asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flag), "l"(seq_) : "memory");
+        else comm::st_release_sys(flag, seq_);
       }
     }
     return next;

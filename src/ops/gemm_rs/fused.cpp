@@ -20,6 +20,7 @@
 #include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/env.h"
 #include "gemm/sm90_config.h"
 #include "gemm/sm90_gemm.h"
 #include "ops/gemm_rs/tile_reduce.h"
@@ -41,7 +42,7 @@ class GemmRsFused final : public OpImpl {
       shape_.has_c = W == 1 && p_.has_c;  // W > 1: C is added by the reduction
       throw_if_error(gemm::sm90::check_shape(shape_));
       if (W == 1) return;
-      comm_sms_ = std::max(ctx.choice.comm_sms, 1);
+      comm_sms_ = ctx.choice.comm_sms;  // 0: the reduction only after the GEMM
       shape_.sm_count = t.num_sms - comm_sms_;
       if (shape_.sm_count < 2)
         throw Error(ErrorCode::kInvalidArgument,
@@ -88,6 +89,10 @@ class GemmRsFused final : public OpImpl {
         signal.m_tiles = reduce_.m_tiles;
         signal.n_tiles = reduce_.n_tiles;
         signal.env = t.wait_env();
+        signal.mode = static_cast<int>(env_int("TPGEMM_FUSED_RS_SIGNAL", 0, 3).value_or(0));
+        // Calibration only (wrong results): the signalling GEMM alone, no reduction, no wait for readers.
+        gemm_only_ = env_int("TPGEMM_FUSED_RS_GEMM_ONLY", 0, 1).value_or(0) == 1;
+        if (gemm_only_) signal.rank = 0, signal.world = 1;
         gemm_ = gemm::Sm90Gemm(shape_, order, signal);
       }
       if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());
@@ -104,12 +109,13 @@ class GemmRsFused final : public OpImpl {
     TPGEMM_CUDA_CHECK(cudaEventRecord(start_.get(), stream));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(side_.get(), start_.get(), 0));
     gemm_.run(o.a, o.b, nullptr, partial_.local(), p_.alpha, 0.0f, workspace_.get(), stream);
+    if (gemm_only_) return;
     ops::TileReduceArgs a = reduce_;
     a.d = o.d;
     a.c = p_.has_c && p_.beta != 0.0f ? o.c : nullptr;
     a.beta = p_.beta;
     // Beside the GEMM: one block per SM it leaves free, at most (NOTE [tile reduce]).
-    ops::launch_tile_reduce(a, p_.dtype, comm_sms_, side_.get());
+    if (comm_sms_ > 0) ops::launch_tile_reduce(a, p_.dtype, comm_sms_, side_.get());
     ops::launch_tile_reduce(a, p_.dtype, 2 * t.num_sms, stream);
     TPGEMM_CUDA_CHECK(cudaEventRecord(side_done_.get(), side_.get()));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, side_done_.get(), 0));
@@ -119,6 +125,7 @@ class GemmRsFused final : public OpImpl {
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
   int comm_sms_ = 0;
+  bool gemm_only_ = false;
   gemm::MatmulShape shape_{};
   comm::SymmetricBuffer partial_, signals_;
   DeviceBuffer control_;
