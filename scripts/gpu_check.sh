@@ -116,11 +116,6 @@ for s in $STAGES; do
             --comm-sms "$c" --check --json "$LOGS/sweep_rs_W${w}_s$c.json"
           grep -E "^gemm_rs" "$LOGS/sweep_rs_W${w}_s$c.log" | sed "s/^/sweep_rs_W${w}_s$c /" | tee -a "$SUMMARY" > /dev/null
         done
-        for mode in ${SIGNAL_MODES:-}; do  # how its GEMM raises tile flags (TPGEMM_FUSED_RS_SIGNAL)
-          TPGEMM_FUSED_RS_SIGNAL=$mode stage "sweep_rs_W${w}_m$mode" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs \
-            --impl fused --comm-sms "${SIGNAL_COMM_SMS:-8}" --json "$LOGS/sweep_rs_W${w}_m$mode.json"
-          grep -E "^gemm_rs" "$LOGS/sweep_rs_W${w}_m$mode.log" | sed "s/^/sweep_rs_W${w}_m$mode /" | tee -a "$SUMMARY" > /dev/null
-        done
       done ;;
     peers)
       peers=$(find_peers)

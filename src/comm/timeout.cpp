@@ -18,8 +18,8 @@ const char* to_string(WaitSite s) {
     case WaitSite::kGatherPiece: return "its rows of A to be gathered (the fused GEMM's tile wait)";
     case WaitSite::kShardReady: return "its A shard to be published for peers to read";
     case WaitSite::kGatheredChunk: return "another block of its own to gather a chunk of A (threadload_gather)";
-    case WaitSite::kPartialFree: return "its partial products of the call before to be read (fused gemm_rs)";
-    case WaitSite::kTileFlag: return "a tile of its partial products to be in place (fused gemm_rs)";
+    case WaitSite::kTileFlag: return "its own GEMM to store a tile (fused gemm_rs)";
+    case WaitSite::kTilePush: return "partial products of its rows to be pushed to it (fused gemm_rs)";
   }
   return "?";
 }
@@ -55,13 +55,13 @@ Status TimeoutMailbox::status() const {
   const TimeoutRecord r = *host_;
   const auto site = static_cast<WaitSite>(r.site);
   // The all-reduce kernels wait on the data itself (NOTE [empty lanes]), not on a flag.
-  const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle;
+  const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle || site == WaitSite::kTilePush;
   const std::string what = data ? std::string(": its data never reached this rank's staging buffer")
                                  : strfmt(" (%s %d), expected a flag >= %llu and saw %llu",
                                           site == WaitSite::kBarrier          ? "barrier"
                                           : site == WaitSite::kGatherPiece   ? "piece"
                                           : site == WaitSite::kGatheredChunk ? "chunk"
-                                          : site == WaitSite::kTileFlag      ? "tile"
+                                          : site == WaitSite::kTileFlag      ? "unit"
                                                                              : "round",
                                           r.index,
                                           (unsigned long long)r.expected, (unsigned long long)r.seen);

@@ -80,7 +80,7 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) {
 }
 
 Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::TileRowOrder& order, const sm90::TileSignal& signal) {
-  TPGEMM_ASSERT(signal.world >= 1 && signal.seq != nullptr && signal.free != nullptr);
+  TPGEMM_ASSERT(signal.flags != nullptr && signal.seq != nullptr);
   set_up(s);
   config_ = *sm90::find_config("coop_128x256_c2x1");
   variant_ = "coop_128x256_c2x1+tile_signal";

@@ -18,7 +18,9 @@ namespace tpgemm::plan {
 //            within 3% of each other. At W=2 (one peer, whose 64-128 MB block takes longer to pull
 //            than the own block takes to multiply) fused measured 1.21-1.22x against 1.19-1.31x.
 //   gemm_rs  pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
-//            one chunk (two measured no better).
+//            one chunk (two measured no better). fused (the GEMM core flagging tiles, SMs pushing
+//            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
+//            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
 //   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=8192: 1.21x); below
 //            that the matmul then the all-reduce the rule below picks for D's size (W=4:
 //            gemm_twoshot 1.11-1.19x at M=16, 1.30x at M=128), except at W > 2 beyond 4 MB of
@@ -49,11 +51,17 @@ int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 
+// fused gemm_rs: SMs for its push-and-reduce kernel beside the GEMM. 16 was the best of 0, 4, 8
+// and 16 at W=2 on the shared shapes (4096 x 8192 x 2048: 0.319 ms against 0.346 with 0;
+// bench/results/2026-11-22-fused-rs).
+constexpr int kFusedRsCommSms = 16;
+
 Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
   c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, max_block_rows(p.m, world), impl);
-  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : kDefaultCommSms;
+  const bool fused_rs = impl == Impl::kFused && p.op == Op::kGemmRs;
+  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : fused_rs ? kFusedRsCommSms : kDefaultCommSms;
   return c;
 }
 

@@ -16,8 +16,8 @@ enum class WaitSite : int32_t {
   kGatherPiece,      // fused ag_gemm: a piece of a peer's A rows has been pulled (index = piece)
   kShardReady,       // the ladder's ag_gemm rungs: a peer's A shard is in its gathered buffer
   kGatheredChunk,    // threadload_gather: another block of this GPU has gathered a chunk (index = chunk)
-  kPartialFree,      // fused gemm_rs: a peer has finished reading my partial products of the call before
-  kTileFlag,         // fused gemm_rs: a peer's partial product of one of my output tiles is in place (index = tile)
+  kTileFlag,         // fused gemm_rs: this GPU's GEMM has stored a tile (index = unit)
+  kTilePush,         // fused gemm_rs: a peer has pushed its partial products of my rows (data as flag)
 };
 const char* to_string(WaitSite s);
 

@@ -109,24 +109,16 @@ TPGEMM_HD constexpr int64_t ordered_tile_row(const TileRowOrder& o, int64_t serv
 }
 
 // NOTE [tile signal]
-// The fused GEMM+ReduceScatter's kernel (src/ops/gemm_rs/fused.cpp) tells the ranks which tiles
-// of its output are in place. Once a tile's TMA stores have completed, its CTA stores the call's
-// sequence number, *seq, into flags[(l * m_tiles + m) * n_tiles + n] (release, system scope:
-// peers poll it over NVLink). Sequence numbers only grow, so flags never need a reset. Before
-// its first store of a call, each CTA waits until every peer q has raised free[q] to *seq - 1:
-// q has finished reading this buffer in the call before (it is overwritten in place).
+// The fused GEMM+ReduceScatter's kernel (src/ops/gemm_rs/fused.cpp) tells the kernel beside it,
+// on the same GPU, which tiles of its output are in place. Once a tile's TMA stores have
+// completed, its CTA stores the call's sequence number, *seq, into
+// flags[(l * m_tiles + m) * n_tiles + n] (release, GPU scope: the readers are on this GPU; what
+// crosses NVLink is their business, NOTE [tile reduce]). Sequence numbers only grow, so flags
+// never need a reset.
 struct TileSignal {
-  uint64_t* flags = nullptr;       // this rank's tile flags; null: a plain GEMM
-  const uint64_t* free = nullptr;  // this rank's W "finished reading" slots, one per peer
-  const uint64_t* seq = nullptr;   // the call's sequence number (device memory)
-  int rank = 0;
-  int world = 1;
+  uint64_t* flags = nullptr;      // this rank's tile flags; null: a plain GEMM
+  const uint64_t* seq = nullptr;  // the call's sequence number (device memory)
   int64_t m_tiles = 0, n_tiles = 0;  // tiles of tile_m x tile_n covering M x N (not padded)
-  // How the flag is raised (calibration, TPGEMM_FUSED_RS_SIGNAL): 0 fence.sc.sys then
-  // st.release.sys; 1 st.release.sys alone; 2 st.release.gpu (timing only); 3 as 1 without
-  // waiting for the stores (timing only: the flag may precede the data).
-  int mode = 0;
-  comm::WaitEnv env{};
 };
 
 // Row-major D[l][m][n] = alpha * A[l][m][k] * op(B[l]) + beta * C[l][m][n]; strides in elements.

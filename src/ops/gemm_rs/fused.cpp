@@ -1,26 +1,23 @@
-// GEMM + ReduceScatter with the reduction beside the GEMM, tile by tile: tpgemm's Hopper GEMM
-// core writes this rank's whole partial product into symmetric memory and raises a flag per
-// tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h); each owner sums the W ranks'
-// tiles of its rows as soon as all W have them (NOTE [tile reduce] in tile_reduce.h). The GEMM
-// is one kernel at full size (no chunk matmuls with partial last waves, as pipelined_ce's), and
-// its tile rows are dealt to the owners in turn (NOTE [tile order]), so every owner's rows
-// finish at the same pace and its reduction runs under the rest of the GEMM; only the last
-// wave's tiles are reduced after it.
+// GEMM + ReduceScatter with the communication beside the GEMM, tile by tile: tpgemm's Hopper
+// GEMM core writes this rank's whole partial product into a local buffer and raises a local flag
+// per tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h); a kernel beside it pushes each
+// finished tile to its owner over NVLink, and each owner sums its rows' W tiles as they arrive
+// (NOTE [tile reduce] in tile_reduce.h). The GEMM is one kernel at full size (no chunk matmuls
+// with partial last waves, as pipelined_ce's), and its tile rows are dealt to the owners in turn
+// (NOTE [tile order]), so every owner's rows finish at the same pace and travel while the GEMM
+// goes on; only the last wave's tiles move after it.
 //
 // One call, rank r:
 //   caller's stream: control[0] += 1 (the call's sequence number), then the GEMM on all SMs but
-//                    comm_sms, then the reduction kernel on every SM (the last wave's tiles);
-//   side stream:     the reduction kernel on comm_sms blocks, beside the GEMM;
+//                    comm_sms, then the push-and-reduce kernel on every SM (the last wave's tiles);
+//   side stream:     the push-and-reduce kernel on comm_sms blocks, beside the GEMM (none if 0);
 //   caller's stream: joins the side stream.
-// The partial buffer is rewritten in place each call: a CTA's first store waits until every
-// peer has finished reading it in the call before (their free flags).
 #include <algorithm>
 
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
-#include "core/env.h"
 #include "gemm/sm90_config.h"
 #include "gemm/sm90_gemm.h"
 #include "ops/gemm_rs/tile_reduce.h"
@@ -50,25 +47,27 @@ class GemmRsFused final : public OpImpl {
                            ctx.choice.comm_sms, shape_.sm_count, t.num_sms));
       side_ = Stream::highest_priority();
       for (Event* e : {&start_, &side_done_}) *e = Event::create();
-      control_ = DeviceBuffer(3 * sizeof(uint64_t));
+      reduce_.m = p_.m, reduce_.n = p_.n, reduce_.l = p_.l;
+      reduce_.m_tiles = p_.m / ops::kTileReduceM;
+      reduce_.n_tiles = (p_.n + ops::kTileReduceN - 1) / ops::kTileReduceN;
+      partial_ = DeviceBuffer(bytes_of_d());
+      tile_flags_ = DeviceBuffer(static_cast<size_t>(p_.l * reduce_.m_tiles * reduce_.n_tiles) * sizeof(uint64_t));
+      control_ = DeviceBuffer(2 * sizeof(uint64_t));
+      TPGEMM_CUDA_CHECK(cudaMemset(tile_flags_.get(), 0, tile_flags_.bytes()));
       TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
-      TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream of ours (non-blocking ones too) reads it
+      TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream of ours (non-blocking ones too) reads them
       ops::preload_tile_reduce(p_.dtype, W);
     });
     if (W > 1) {
-      reduce_.m = p_.m, reduce_.n = p_.n, reduce_.l = p_.l;
-      reduce_.m_tiles = (p_.m + ops::kTileReduceM - 1) / ops::kTileReduceM;
-      reduce_.n_tiles = (p_.n + ops::kTileReduceN - 1) / ops::kTileReduceN;
-      reduce_.units = p_.l * (p_.m / W / ops::kTileReduceM) * reduce_.n_tiles;
-      const int64_t tiles = p_.l * reduce_.m_tiles * reduce_.n_tiles;
-      partial_ = comm::SymmetricBuffer(team_, static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype),
-                                       "fused gemm_rs partial products");
-      signals_ = comm::SymmetricBuffer(team_, static_cast<size_t>(tiles + W) * sizeof(uint64_t), "fused gemm_rs flags");
-      reduce_.partial = partial_.device_peers();
-      reduce_.signals = signals_.device_peers();
+      // Two halves of W slots of M/W rows; empty (zeros) as NOTE [empty lanes] needs.
+      recv_ = comm::SymmetricBuffer(team_, 2 * bytes_of_d(), "fused gemm_rs receive slots");
+      reduce_.partial = partial_.get();
+      reduce_.tile_flags = tile_flags_.as<uint64_t>();
+      reduce_.recv = recv_.device_peers();
       reduce_.control = control_.as<uint64_t>();
       reduce_.world = W;
       reduce_.rank = t.rank;
+      reduce_.drop_pushes = comm::test_drops_signals(t.rank);  // test hook: peers must time out naming this rank
       reduce_.env = t.wait_env();
     }
     t.agree_local("planning the GEMM", [&] {
@@ -79,20 +78,10 @@ class GemmRsFused final : public OpImpl {
         order.ways = W;
         order.way_rows = p_.m / W;
         gemm::sm90::TileSignal signal;
-        uint64_t* flags = static_cast<uint64_t*>(signals_.local());
-        // Test hook: a rank that raises no flag, which its peers must report (Error(Timeout)).
-        signal.flags = comm::test_drops_signals(t.rank) ? nullptr : flags;
-        signal.free = flags + p_.l * reduce_.m_tiles * reduce_.n_tiles;
+        signal.flags = tile_flags_.as<uint64_t>();
         signal.seq = control_.as<uint64_t>();
-        signal.rank = t.rank;
-        signal.world = W;
         signal.m_tiles = reduce_.m_tiles;
         signal.n_tiles = reduce_.n_tiles;
-        signal.env = t.wait_env();
-        signal.mode = static_cast<int>(env_int("TPGEMM_FUSED_RS_SIGNAL", 0, 3).value_or(0));
-        // Calibration only (wrong results): the signalling GEMM alone, no reduction, no wait for readers.
-        gemm_only_ = env_int("TPGEMM_FUSED_RS_GEMM_ONLY", 0, 1).value_or(0) == 1;
-        if (gemm_only_) signal.rank = 0, signal.world = 1;
         gemm_ = gemm::Sm90Gemm(shape_, order, signal);
       }
       if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());
@@ -108,8 +97,7 @@ class GemmRsFused final : public OpImpl {
     ops::launch_begin_call(control_.as<uint64_t>(), stream);
     TPGEMM_CUDA_CHECK(cudaEventRecord(start_.get(), stream));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(side_.get(), start_.get(), 0));
-    gemm_.run(o.a, o.b, nullptr, partial_.local(), p_.alpha, 0.0f, workspace_.get(), stream);
-    if (gemm_only_) return;
+    gemm_.run(o.a, o.b, nullptr, partial_.get(), p_.alpha, 0.0f, workspace_.get(), stream);
     ops::TileReduceArgs a = reduce_;
     a.d = o.d;
     a.c = p_.has_c && p_.beta != 0.0f ? o.c : nullptr;
@@ -122,13 +110,14 @@ class GemmRsFused final : public OpImpl {
   }
 
  private:
+  size_t bytes_of_d() const { return static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype); }  // [L, M, N]
+
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
   int comm_sms_ = 0;
-  bool gemm_only_ = false;
   gemm::MatmulShape shape_{};
-  comm::SymmetricBuffer partial_, signals_;
-  DeviceBuffer control_;
+  DeviceBuffer partial_, tile_flags_, control_;
+  comm::SymmetricBuffer recv_;
   ops::TileReduceArgs reduce_{};
   Stream side_;
   Event start_, side_done_;

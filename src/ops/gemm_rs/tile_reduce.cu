@@ -1,4 +1,4 @@
-// The fused GEMM+ReduceScatter's reduction kernel (NOTE [tile reduce] in tile_reduce.h).
+// The fused GEMM+ReduceScatter's push-and-reduce kernel (NOTE [tile reduce] in tile_reduce.h).
 #include "comm/device/sync.cuh"
 #include "core/check.h"
 #include "core/cuda_raii.h"
@@ -13,7 +13,7 @@ constexpr int kThreads = 512;
 // Vectors per thread in flight from each rank, as registers allow (W = 0: any other world size,
 // one rank's vector at a time).
 template <int kW>
-constexpr int kUnrollFor = kW == 0 ? 1 : kW <= 4 ? 4 : 2;
+constexpr int kReduceUnroll = kW == 2 ? 4 : kW == 4 ? 2 : 1;
 
 __global__ void begin_call_kernel(uint64_t* control) { control[0] += 1; }
 
@@ -30,87 +30,105 @@ __device__ int64_t take_ticket(unsigned long long* tickets, unsigned long long f
   return -1;
 }
 
-__device__ __forceinline__ uint64_t* flags_of(const TileReduceArgs& a, int q) {
-  return static_cast<uint64_t*>(a.signals[q]);
-}
-
-// This rank has read every peer's partial products of call `seq`: raise my slot of their free flags.
-__device__ void finish_call(const TileReduceArgs& a, uint64_t seq) {
-  __threadfence_system();
-  const int64_t tiles = a.l * a.m_tiles * a.n_tiles;
-  for (int q = 0; q < a.world; ++q)
-    if (q != a.rank) comm::st_release_sys(flags_of(a, q) + tiles + a.rank, seq);
-}
+// A group's rows [128 rows from row0] and vector columns [c0, c0 + nv_span) of a [rows, nv] matrix.
+struct Span {
+  int64_t nv_span;
+  __device__ int64_t at(int64_t v, int64_t nv) const { return v / nv_span * nv + v % nv_span; }
+};
 
 template <typename T, int kW>
 __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a) {
   __shared__ int64_t unit;
-  const int world = kW > 0 ? kW : a.world;
+  const int world = kW > 0 ? kW : a.world, me = a.rank;
   const uint64_t seq = *reinterpret_cast<volatile uint64_t*>(a.control);
-  const int64_t units = a.units;
-  const int64_t rows_per_rank = a.m / world, tiles_per_rank = rows_per_rank / kTileReduceM;
-  const int64_t nv = a.n / 8;  // 16-byte vectors per row
+  const int64_t tiles_per_rank = a.m / world / kTileReduceM, rows_per_rank = a.m / world;
+  const int64_t groups = (a.n_tiles + kTileReduceGroup - 1) / kTileReduceGroup;  // tile_reduce_groups()
+  const int64_t units = a.l * a.m_tiles * groups;
+  const int64_t nv = a.n / 8;                                                   // 16-byte vectors per row
+  const int64_t slot = a.l * rows_per_rank * nv;                                // vectors per receive slot
+  const int64_t half = static_cast<int64_t>(seq & 1) * world * slot;            // NOTE [two staging halves]
+  const uint4* p = static_cast<const uint4*>(a.partial);
   for (;;) {
     if (threadIdx.x == 0)
       unit = take_ticket(reinterpret_cast<unsigned long long*>(a.control + 1), (seq - 1) * units, seq * units);
     __syncthreads();
     const int64_t u = unit;
+    __syncthreads();  // everyone has read `unit` before thread 0 takes the next ticket
     if (u < 0) return;
-    const int64_t nt = u % a.n_tiles, j = u / a.n_tiles % tiles_per_rank, l = u / (a.n_tiles * tiles_per_rank);
-    const int64_t tile = (l * a.m_tiles + a.rank * tiles_per_rank + j) * a.n_tiles + nt;
+    // Group g of tile row s of the GEMM's order (NOTE [tile order]): row j of owner o.
+    const int64_t g = u % groups, s = u / groups % a.m_tiles, l = u / (groups * a.m_tiles);
+    const int o = static_cast<int>(s % world);
+    const int64_t j = s / world, m_tile = o * tiles_per_rank + j;
+    const int64_t t0 = g * kTileReduceGroup, t1 = min(t0 + kTileReduceGroup, a.n_tiles);
+    const int64_t c0 = t0 * (kTileReduceN / 8);
+    const Span span{min(t1 * (kTileReduceN / 8), nv) - c0};
+    const int64_t count = kTileReduceM * span.nv_span;
+    // The group in P (row m_tile * 128 of batch l) and in a [L, M/W, N] matrix (row j * 128 of a block).
+    const int64_t in_p = (l * a.m + m_tile * kTileReduceM) * nv + c0;
+    const int64_t in_block = (l * rows_per_rank + j * kTileReduceM) * nv + c0;
+    // Its tiles from this GPU's GEMM: one lane of warp 0 per tile flag.
     bool ok = true;
-    if (threadIdx.x < world)
-      ok = comm::wait_geq(flags_of(a, threadIdx.x) + tile, seq, a.env, threadIdx.x, comm::WaitSite::kTileFlag,
-                          static_cast<int>(tile));
+    if (threadIdx.x < t1 - t0)
+      ok = comm::wait_geq(a.tile_flags + (l * a.m_tiles + m_tile) * a.n_tiles + t0 + threadIdx.x, seq, a.env, me,
+                          comm::WaitSite::kTileFlag, static_cast<int>(u));
     if (__syncthreads_or(!ok)) return;  // reported; the call fails on the host
 
-    // Rows [row0, row0 + 128) of my block, vector columns [c0, c0 + tile_nv).
-    const int64_t row0 = j * kTileReduceM, c0 = nt * (kTileReduceN / 8);
-    const int64_t tile_nv = min(kTileReduceN / 8, nv - c0), count = kTileReduceM * tile_nv;
-    const int64_t src0 = (l * a.m + a.rank * rows_per_rank + row0) * nv + c0;  // in every rank's partial
-    const int64_t dst0 = (l * rows_per_rank + row0) * nv + c0;                // in D and C
-    constexpr int kUnroll = kUnrollFor<kW>;
-    for (int64_t v0 = threadIdx.x; v0 < count; v0 += kThreads * kUnroll) {
-      // Every rank's vectors in flight before the first add (NVLink latency); summed in rank
-      // order, so the result is reproducible. Loads through L2 only: a line this SM read in an
-      // earlier call must not be served stale from its L1.
-      float acc[kUnroll][8] = {};
-      uint4 x[kUnroll][kW > 0 ? kW : 1];
+    if (o != me) {  // push into slot `me` of owner o; the data is its own flag (NOTE [empty lanes])
+      if (a.drop_pushes) continue;
+      uint4* dst = static_cast<uint4*>(a.recv[o]) + half + me * slot + in_block;
+      constexpr int kU = 4;
+      for (int64_t v0 = threadIdx.x; v0 < count; v0 += kThreads * kU) {
+        uint4 x[kU];
 #pragma unroll
-      for (int i = 0; i < kUnroll; ++i) {
-        const int64_t v = v0 + i * kThreads;
-        if (v >= count) continue;
-        const int64_t off = src0 + v / tile_nv * nv + v % tile_nv;
-        if constexpr (kW > 0) {
+        for (int i = 0; i < kU; ++i)
+          if (v0 + i * kThreads < count) x[i] = __ldcg(p + in_p + span.at(v0 + i * kThreads, nv));
 #pragma unroll
-          for (int q = 0; q < kW; ++q) x[i][q] = __ldcg(static_cast<const uint4*>(a.partial[q]) + off);
-        } else {
-          for (int q = 0; q < world; ++q) add_raw8<T>(__ldcg(static_cast<const uint4*>(a.partial[q]) + off), acc[i]);
-        }
+        for (int i = 0; i < kU; ++i)
+          if (v0 + i * kThreads < count) dst[span.at(v0 + i * kThreads, nv)] = never_empty(x[i]);
+      }
+      continue;
+    }
+    // Reduce: P's own group and the W - 1 received, in rank order (reproducible), each received
+    // vector waited for as it fills and emptied once read.
+    uint4* recv = static_cast<uint4*>(a.recv[me]) + half + in_block;
+    constexpr int kU = kReduceUnroll<kW>;
+    for (int64_t v0 = threadIdx.x; v0 < count; v0 += kThreads * kU) {
+      float acc[kU][8] = {};
+      uint4 x[kU][kW > 0 ? kW : 1];
+      if constexpr (kW > 0) {
+#pragma unroll
+        for (int i = 0; i < kU; ++i)
+#pragma unroll
+          for (int q = 0; q < kW; ++q)
+            if (v0 + i * kThreads < count) {
+              const int64_t at = span.at(v0 + i * kThreads, nv);
+              x[i][q] = q == me ? __ldcg(p + in_p + at) : ld_volatile(recv + q * slot + at);
+            }
       }
 #pragma unroll
-      for (int i = 0; i < kUnroll; ++i) {
+      for (int i = 0; i < kU; ++i) {
         const int64_t v = v0 + i * kThreads;
         if (v >= count) continue;
-        if constexpr (kW > 0) {
-#pragma unroll
-          for (int q = 0; q < kW; ++q) add_raw8<T>(x[i][q], acc[i]);
+        const int64_t at = span.at(v, nv);
+        for (int q = 0; q < world; ++q) {
+          uint4 y;
+          if constexpr (kW > 0) y = x[i][q];
+          else y = q == me ? __ldcg(p + in_p + at) : ld_volatile(recv + q * slot + at);
+          if (q != me) {
+            if (!wait_filled(recv + q * slot + at, y, a.env, q, comm::WaitSite::kTilePush)) return;
+            recv[q * slot + at] = uint4{};
+          }
+          add_raw8<T>(y, acc[i]);
         }
-        const int64_t at = dst0 + v / tile_nv * nv + v % tile_nv;
+        const int64_t out = in_block + at;
         if (a.c != nullptr) {
           float cv[8];
-          widen8<T>(static_cast<const uint4*>(a.c)[at], cv);
+          widen8<T>(static_cast<const uint4*>(a.c)[out], cv);
 #pragma unroll
           for (int e = 0; e < 8; ++e) acc[i][e] += a.beta * cv[e];
         }
-        static_cast<uint4*>(a.d)[at] = pack8<T>(acc[i]);
+        static_cast<uint4*>(a.d)[out] = pack8<T>(acc[i]);
       }
-    }
-    __syncthreads();  // every load of the unit has returned (its value was used)
-    if (threadIdx.x == 0) {
-      __threadfence();
-      const unsigned long long done = atomicAdd(reinterpret_cast<unsigned long long*>(a.control + 2), 1ull) + 1;
-      if (done == seq * units) finish_call(a, seq);
     }
   }
 }
@@ -135,7 +153,7 @@ void launch_begin_call(uint64_t* control, cudaStream_t stream) {
 
 void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cudaStream_t stream) {
   TPGEMM_ASSERT(args.world >= 1 && args.world <= 32 && args.n % 8 == 0 && args.m % (args.world * kTileReduceM) == 0 &&
-                args.units == args.l * (args.m / args.world / kTileReduceM) * args.n_tiles);
+                args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN);
   TileReduceArgs a = args;
   void* params[] = {&a};
   TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_instance(dtype, args.world, TileReduceKernel{}), dim3(blocks),

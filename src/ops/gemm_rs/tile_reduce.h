@@ -1,23 +1,31 @@
-// The reduction side of the fused GEMM+ReduceScatter (src/ops/gemm_rs/fused.cpp).
+// The communication side of the fused GEMM+ReduceScatter (src/ops/gemm_rs/fused.cpp).
 //
 // NOTE [tile reduce]
-// Every rank's GEMM writes its whole partial product P_q [L, M, N] into its symmetric buffer and
-// raises a flag per 128 x 256 tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h). This
-// rank owns rows [rank * M/W, (rank + 1) * M/W): its units are the tiles of those rows, in the
-// order the GEMMs finish them (NOTE [tile order]). For each unit a block waits until all W ranks
-// have raised the tile's flag, sums the W tiles in fp32 in rank order 0..W-1 (bitwise the same
-// result every run, as the pipelined reduction), adds beta * C and stores the tile of D.
+// This rank's GEMM writes its whole partial product P [L, M, N] into a local buffer and raises
+// a local flag per 128 x 256 tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h), in
+// the order NOTE [tile order] deals the tile rows: row j of owner 0, row j of owner 1, ...,
+// then j + 1. The units of a call are groups of kTileReduceGroup tiles of a tile row, in that
+// order; for a group of owner o, once its tiles' local flags are up:
+//   o != rank, a push: store the group into slot `rank` of o's receive buffer (NVLink stores: the
+//     writer never waits on the far side);
+//   o == rank, a reduction: sum the W groups (P's own, the receive slots' others: all local
+//     reads) in fp32 in rank order 0..W-1 (bitwise the same every run, as the pipelined
+//     reduction), add beta * C, store D.
+// The pushed data is its own flag, as in the all-reduce kernels (NOTE [empty lanes] in
+// ops/allreduce/allreduce_device.cuh): the reduction polls each received vector until no lane is
+// empty and empties it after reading, and the receive buffer has two halves used by alternate
+// calls (NOTE [two staging halves]). No fence, no flag crosses NVLink: a system-scope fence and
+// flag per 8 tiles made the pushes several times slower (docs/perf.md). A push waits only for
+// this GPU's GEMM; a reduction of tile row j waits for pushes of tile row j, which every rank
+// hands out at the same place in the same order: no circular wait.
 //
 // Units are handed out by a ticket counter in this rank's control words, so that two launches of
-// the same kernel share them: one beside the GEMM, on the SMs it leaves free (as many blocks as
-// SMs, so it can never take an SM the persistent GEMM's grid is waiting for), and one after the
-// GEMM on the caller's stream, on every SM, for the tiles of the last wave. Control words, all
-// only growing (no reset, CUDA-graph safe):
-//   [0] seq: the call's sequence number, bumped by launch_begin_call() before the GEMM;
-//   [1] tickets handed out over all calls: call seq's are [(seq - 1) U, seq U) for U units;
-//   [2] units finished over all calls. The block that finishes unit seq * U of all calls tells
-//       every peer q, by raising slot `rank` of q's free flags to seq, that this rank has read
-//       q's partial products of the call (q's next GEMM overwrites them only then).
+// one kernel share them: one beside the GEMM, on the SMs it leaves free (at most one block per
+// such SM, so it can never take an SM the persistent GEMM's grid is waiting for), and one after
+// the GEMM on the caller's stream, on every SM, for the last wave's tiles. Control words, both
+// only growing (no reset, CUDA-graph safe): [0] seq, the call's sequence number, bumped by
+// launch_begin_call() before the GEMM; [1] tickets handed out over all calls: call seq's are
+// [(seq - 1) U, seq U) for U units.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,22 +38,25 @@
 namespace tpgemm::ops {
 
 constexpr int64_t kTileReduceM = 128, kTileReduceN = 256;  // the fused kernel's tile (gemm/sm90 coop 128x256)
+// Tiles of a tile row per unit of work (a unit's fixed costs, its waits and ticket, over 8 tiles).
+constexpr int64_t kTileReduceGroup = 8;
 
 struct TileReduceArgs {
-  void* const* partial = nullptr;  // device table: every rank's partial products [L, M, N]
-  void* const* signals = nullptr;  // device table: every rank's [tile flags][W free flags], uint64
-  uint64_t* control = nullptr;     // this rank's control words (above)
-  void* d = nullptr;               // the caller's D [L, M/W, N]
-  const void* c = nullptr;         // optional, D's shape: D = sum + beta * C
+  const void* partial = nullptr;     // this rank's partial product [L, M, N]
+  const uint64_t* tile_flags = nullptr;  // this rank's GEMM tile flags [L][m_tiles][n_tiles]
+  void* const* recv = nullptr;       // device table: every rank's receive buffer [2 halves][W][L, M/W, N]
+  uint64_t* control = nullptr;       // this rank's control words (above)
+  void* d = nullptr;                 // the caller's D [L, M/W, N]
+  const void* c = nullptr;           // optional, D's shape: D = sum + beta * C
   float beta = 0.0f;
   int64_t m = 0, n = 0, l = 1;
-  int64_t m_tiles = 0, n_tiles = 0;  // tiles covering M x N: the flags are [L][m_tiles][n_tiles]
-  int64_t units = 0;                 // per call: this rank's tiles, L x (M / W / 128) x n_tiles
+  int64_t m_tiles = 0, n_tiles = 0;  // tiles covering M x N: m_tiles = M / 128 here
   int world = 1, rank = 0;
+  bool drop_pushes = false;          // test hook: push nothing (owners must time out naming this rank)
   comm::WaitEnv env;
 };
 
-// Loads both kernels now (NOTE [lazy loading]): they run beside a GEMM that waits for peers.
+// Loads both kernels now (NOTE [lazy loading]): they run beside a GEMM.
 void preload_tile_reduce(DType dtype, int world);
 // control[0] += 1, on `stream`: the call's sequence number.
 void launch_begin_call(uint64_t* control, cudaStream_t stream);
