@@ -12,8 +12,8 @@
 //                    comm_sms, then the push-and-reduce kernel on every SM (the last wave's tiles);
 //   side stream:     the push-and-reduce kernel on comm_sms blocks, beside the GEMM (none if 0);
 //   caller's stream: joins the side stream.
-#include <algorithm>
-
+// Measured correct but slower than pipelined_ce, whose copy engines move the partials without
+// taking SMs from the GEMM (docs/perf.md, fifth session): the planner never picks it.
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
 #include "core/check.h"
