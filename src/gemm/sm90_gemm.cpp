@@ -66,14 +66,10 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) {
 Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) {
   TPGEMM_ASSERT(wait.world >= 1 && wait.pieces >= 1 && wait.pieces <= sm90::chunk_wait_k_tiles(s.k) &&
                 wait.rows_per_rank * wait.world == s.m);
-  set_up(s);
-  config_ = *sm90::find_config("coop_128x256_c2x1");
-  variant_ = "coop_128x256_c2x1+chunk_wait";
-  kernel_ = &sm90::kGatherCoop128x256C2x1.fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
+  set_up_fused(s, sm90::kGatherCoop128x256C2x1, "coop_128x256_c2x1+chunk_wait");
   sm90::Args& x = base_;
   x.wait = wait;
   x.order.first_row = wait.rank * wait.rows_per_rank;  // each rank starts on its own rows
-  x.raster = 2;  // along N: a wave covers a few rows of tiles, so the blocks are met in arrival order
   x.swizzle = static_cast<int>(
       env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(sm90::chunk_wait_swizzle(s.m, s.n, wait.rows_per_rank)));
   finish();
@@ -81,16 +77,20 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) {
 
 Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::TileRowOrder& order, const sm90::TileSignal& signal) {
   TPGEMM_ASSERT(signal.flags != nullptr && signal.seq != nullptr);
-  set_up(s);
-  config_ = *sm90::find_config("coop_128x256_c2x1");
-  variant_ = "coop_128x256_c2x1+tile_signal";
-  kernel_ = &sm90::kSignalCoop128x256C2x1.fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
+  set_up_fused(s, sm90::kSignalCoop128x256C2x1, "coop_128x256_c2x1+tile_signal");
   sm90::Args& x = base_;
   x.order = order;
   x.signal = signal;
-  x.raster = 2;  // along N, no swizzle: whole tile rows, in the order's turn
-  x.swizzle = 1;
+  x.swizzle = 1;  // whole tile rows, in the order's turn
   finish();
+}
+
+void Sm90Gemm::set_up_fused(const MatmulShape& s, const sm90::KernelTable& table, const char* variant) {
+  set_up(s);
+  config_ = *sm90::find_config("coop_128x256_c2x1");  // the configuration both fused kernels extend
+  variant_ = variant;
+  kernel_ = &table.fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
+  base_.raster = 2;  // along N: a wave covers a few rows of tiles, met in the order's turn
 }
 
 void Sm90Gemm::set_up(const MatmulShape& s) {

@@ -49,6 +49,8 @@ class Sm90Gemm {
 
  private:
   void set_up(const MatmulShape& s);  // shape_ and the arguments every kernel shares
+  // set_up, and one of the fused kernels (coop_128x256_c2x1 extended), rastered along N.
+  void set_up_fused(const MatmulShape& s, const sm90::KernelTable& table, const char* variant);
   void finish();                      // once kernel_ and its arguments are set
 
   MatmulShape shape_{};

@@ -92,7 +92,8 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
     // vector waited for as it fills and emptied once read.
     uint4* recv = static_cast<uint4*>(a.recv[me]) + half + in_block;
     constexpr int kU = kReduceUnroll<kW>;
-    for (int64_t v0 = threadIdx.x; v0 < count; v0 += kThreads * kU) {
+    bool failed = false;  // a wait ran out (reported): the whole block leaves together, below
+    for (int64_t v0 = threadIdx.x; v0 < count && !failed; v0 += kThreads * kU) {
       float acc[kU][8] = {};
       uint4 x[kU][kW > 0 ? kW : 1];
       if constexpr (kW > 0) {
@@ -108,18 +109,22 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
 #pragma unroll
       for (int i = 0; i < kU; ++i) {
         const int64_t v = v0 + i * kThreads;
-        if (v >= count) continue;
+        if (v >= count || failed) continue;
         const int64_t at = span.at(v, nv);
         for (int q = 0; q < world; ++q) {
           uint4 y;
           if constexpr (kW > 0) y = x[i][q];
           else y = q == me ? __ldcg(p + in_p + at) : ld_volatile(recv + q * slot + at);
           if (q != me) {
-            if (!wait_filled(recv + q * slot + at, y, a.env, q, comm::WaitSite::kTilePush)) return;
+            if (!wait_filled(recv + q * slot + at, y, a.env, q, comm::WaitSite::kTilePush)) {
+              failed = true;
+              break;
+            }
             recv[q * slot + at] = uint4{};
           }
           add_raw8<T>(y, acc[i]);
         }
+        if (failed) continue;
         const int64_t out = in_block + at;
         if (a.c != nullptr) {
           float cv[8];
@@ -130,6 +135,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
         static_cast<uint4*>(a.d)[out] = pack8<T>(acc[i]);
       }
     }
+    if (__syncthreads_or(failed)) return;  // the loop's barriers need every thread of the block
   }
 }
 
@@ -156,8 +162,18 @@ void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cud
                 args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN);
   TileReduceArgs a = args;
   void* params[] = {&a};
-  TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_instance(dtype, args.world, TileReduceKernel{}), dim3(blocks),
-                                     dim3(kThreads), params, 0, stream));
+  // In clusters of 2 where the count allows: then its blocks take whole pairs of SMs, and a
+  // persistent GEMM in clusters of 2 beside it still finds every pair it counted on free.
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 2;
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  if (blocks % 2 == 0) cfg.attrs = &cluster, cfg.numAttrs = 1;
+  TPGEMM_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel_instance(dtype, args.world, TileReduceKernel{}), params));
 }
 
 }  // namespace tpgemm::ops

@@ -21,8 +21,9 @@
 //
 // Units are handed out by a ticket counter in this rank's control words, so that two launches of
 // one kernel share them: one beside the GEMM, on the SMs it leaves free (at most one block per
-// such SM, so it can never take an SM the persistent GEMM's grid is waiting for), and one after
-// the GEMM on the caller's stream, on every SM, for the last wave's tiles. Control words, both
+// such SM, in clusters of 2 like the GEMM's, so that it does not break up a pair of SMs the
+// GEMM's grid counted on; the GEMM waits for nothing, so at worst a cluster of it runs late), and
+// one after the GEMM on the caller's stream, on every SM, for the last wave's tiles. Control words, both
 // only growing (no reset, CUDA-graph safe): [0] seq, the call's sequence number, bumped by
 // launch_begin_call() before the GEMM; [1] tickets handed out over all calls: call seq's are
 // [(seq - 1) U, seq U) for U units.
@@ -37,7 +38,8 @@
 
 namespace tpgemm::ops {
 
-constexpr int64_t kTileReduceM = 128, kTileReduceN = 256;  // the fused kernel's tile (gemm/sm90 coop 128x256)
+// The fused kernel's tile (signal_coop_128x256_c2x1.cu asserts it).
+constexpr int64_t kTileReduceM = 128, kTileReduceN = 256;
 // Tiles of a tile row per unit of work (a unit's fixed costs, its waits and ticket, over 8 tiles).
 constexpr int64_t kTileReduceGroup = 8;
 
