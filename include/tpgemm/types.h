@@ -87,8 +87,9 @@ struct PlanOptions {
   // pipelined_ce: chunks per rank block (gemm_ar: rounds); fused: pieces of K per peer block
   // (at most ceil(K / 64)); the ladder ignores it. 0 = the planner's choice.
   int chunks_per_rank = 0;
-  // SMs the matmuls leave free while tpgemm's small synchronisation kernels run beside them
-  // (-1 = the planner's choice).
+  // SMs the matmuls leave free for tpgemm's kernels beside them: the small synchronisation
+  // kernels (pipelined_ce, fused ag_gemm), or the push-and-reduce kernel of the fused gemm_rs
+  // (0 there: it runs only after the GEMM). -1 = the planner's choice.
   int comm_sms = -1;
 };
 
