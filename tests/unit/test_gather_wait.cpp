@@ -86,7 +86,7 @@ TEST(GatherWait, AKTileIsReleasedExactlyWhenItsColumnsOfEveryRowHaveArrived) {
   }
 }
 
-// The scheduler's rotation (chunk_wait_first_tile_row / chunk_wait_tile_row, as the kernel's
+// The scheduler's rotation (ordered_tile_row with first_row = this rank's first row, as the kernel's
 // 128-row tiles in clusters of 2 use them): a permutation of the real tile rows that leaves
 // padded rows alone, starts on a tile inside this rank's rows, and serves tile rows in arrival
 // order: the latest stage a tile row waits for never decreases along the order.
@@ -100,11 +100,12 @@ TEST(GatherWait, TheRotationIsAPermutationServedInArrivalOrder) {
     c.rows_per_rank = 1 + static_cast<int64_t>(rng() % 2000);
     const int64_t m = c.rows_per_rank * c.world;
     const int64_t m_tiles = (m + kTile * kCluster - 1) / (kTile * kCluster) * kCluster;
-    const int64_t first = chunk_wait_first_tile_row(c, kTile, m_tiles);
+    TileRowOrder order;
+    order.first_row = c.rank * c.rows_per_rank;
     std::vector<int> seen(static_cast<size_t>(m_tiles), 0);
     int last_stage = 0;
     for (int64_t served = 0; served < m_tiles; ++served) {
-      const int64_t row = chunk_wait_tile_row(served, first, m_tiles);
+      const int64_t row = ordered_tile_row(order, served, kTile, m_tiles);
       ASSERT_GE(row, 0);
       ASSERT_LT(row, m_tiles);
       ++seen[static_cast<size_t>(row)];
@@ -123,24 +124,7 @@ TEST(GatherWait, TheRotationIsAPermutationServedInArrivalOrder) {
       last_stage = stage;
     }
     for (int64_t t = 0; t < m_tiles; ++t) ASSERT_EQ(seen[static_cast<size_t>(t)], 1) << "tile row " << t;
-    ASSERT_EQ(chunk_wait_tile_row(m_tiles + 3, first, m_tiles), m_tiles + 3);  // swizzle padding stays put
-  }
-}
-
-// The ordered scheduler's rotation (NOTE [tile order]) is the chunk wait's.
-TEST(TileOrder, RotationIsTheChunkWaitsRotation) {
-  std::mt19937 rng(12);
-  for (int trial = 0; trial < 1000; ++trial) {
-    ChunkWait c;
-    c.world = 1 + static_cast<int>(rng() % 8);
-    c.rank = static_cast<int>(rng() % c.world);
-    c.rows_per_rank = 1 + static_cast<int64_t>(rng() % 2000);
-    const int64_t m_tiles = (c.rows_per_rank * c.world + 255) / 256 * 2;
-    TileRowOrder o;
-    o.first_row = c.rank * c.rows_per_rank;
-    const int64_t first = chunk_wait_first_tile_row(c, 128, m_tiles);
-    for (int64_t served = 0; served < m_tiles + 4; ++served)
-      ASSERT_EQ(ordered_tile_row(o, served, 128, m_tiles), chunk_wait_tile_row(served, first, m_tiles));
+    ASSERT_EQ(ordered_tile_row(order, m_tiles + 3, kTile, m_tiles), m_tiles + 3);  // swizzle padding stays put
   }
 }
 

@@ -56,17 +56,6 @@ TPGEMM_HD constexpr int gather_k_piece_of_tile(int64_t kt, int64_t k_tiles, int 
   return static_cast<int>(((kt + 1) * pieces - 1) / k_tiles);
 }
 
-// The tile scheduler's rotation. Tile rows (of tile_m rows, m_tiles of them once padded to
-// whole clusters) are served from the first one that starts inside this rank's rows, wrapping
-// around; rows CUTLASS pads beyond m_tiles (whole swizzle groups, past M) stay where they are.
-// Served in this order, the stage a tile row waits for never decreases (tests/unit).
-TPGEMM_HD constexpr int64_t chunk_wait_first_tile_row(const ChunkWait& c, int64_t tile_m, int64_t m_tiles) {
-  return (c.rank * c.rows_per_rank + tile_m - 1) / tile_m % m_tiles;
-}
-TPGEMM_HD constexpr int64_t chunk_wait_tile_row(int64_t served, int64_t first, int64_t m_tiles) {
-  return served < m_tiles ? (served + first) % m_tiles : served;
-}
-
 // The part of A's rows [row, row1) that lies in one block (0 <= row < M): rows [row, end),
 // from rank `src`, at `stage` (0: this rank's own). A tile's k-tile kt is in place once, for
 // each of its parts of stage > 0, the stage's flag reaches seq[gather_k_piece_of_tile(kt)].
@@ -89,7 +78,8 @@ TPGEMM_HD constexpr GatherPart gather_part(int64_t row, int64_t row1, const Chun
 // the s-th tile row it hands out is ordered_tile_row(s). Two orders, both permutations of the
 // real tile rows (rows CUTLASS pads past m_tiles stay where they are):
 //   rotation (ways == 1): from the first tile row that starts at or after `first_row`, wrapping
-//     around: the fused AllGather+GEMM starts each rank on its own rows (NOTE [chunk wait]);
+//     around: the fused AllGather+GEMM starts each rank on its own rows (NOTE [chunk wait]) and
+//     meets its peers' blocks in stage order (the stage a tile row waits for never decreases);
 //   interleave (ways > 1): M is `ways` blocks of `way_rows` rows, whole tile rows each, dealt in
 //     turn, tile row j of block 0, of block 1, ..., then j + 1: the fused GEMM+ReduceScatter
 //     finishes every owner's rows at the same pace, so that each owner reduces its rows while
@@ -105,7 +95,8 @@ TPGEMM_HD constexpr int64_t ordered_tile_row(const TileRowOrder& o, int64_t serv
     const int64_t per_way = o.way_rows / tile_m;
     return served < o.ways * per_way ? served % o.ways * per_way + served / o.ways : served;
   }
-  return chunk_wait_tile_row(served, (o.first_row + tile_m - 1) / tile_m % m_tiles, m_tiles);
+  const int64_t first = (o.first_row + tile_m - 1) / tile_m % m_tiles;  // rotation
+  return (served + first) % m_tiles;
 }
 
 // NOTE [tile signal]

@@ -2,7 +2,7 @@
 #include "comm/device/sync.cuh"
 #include "core/check.h"
 #include "core/cuda_raii.h"
-#include "ops/allreduce/allreduce_device.cuh"  // kernel_instance
+#include "ops/allreduce/allreduce_device.cuh"  // kernel_instance, NOTE [empty lanes]
 #include "ops/common/vec.cuh"
 #include "ops/gemm_rs/tile_reduce.h"
 
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
   const int world = kW > 0 ? kW : a.world, me = a.rank;
   const uint64_t seq = *reinterpret_cast<volatile uint64_t*>(a.control);
   const int64_t tiles_per_rank = a.m / world / kTileReduceM, rows_per_rank = a.m / world;
-  const int64_t groups = (a.n_tiles + kTileReduceGroup - 1) / kTileReduceGroup;  // tile_reduce_groups()
+  const int64_t groups = (a.n_tiles + kTileReduceGroup - 1) / kTileReduceGroup;  // of a tile row
   const int64_t units = a.l * a.m_tiles * groups;
   const int64_t nv = a.n / 8;                                                   // 16-byte vectors per row
   const int64_t slot = a.l * rows_per_rank * nv;                                // vectors per receive slot
