@@ -20,7 +20,18 @@ enum class BLayout : int { kKN = 0, kNK = 1 };
 //   kGemmRs  A [L, M, K] (K is this rank's shard); B [L, K, N];       D [L, M/W, N] (sum over ranks, scattered along M)
 //   kGemmAr  A [L, M, K] (K is this rank's shard); B [L, K, N];       D [L, M, N]   (sum over ranks, on every rank)
 // C, when given, has D's shape and is added once: D = alpha * (...) + beta * C.
+// With ShardDim::kN, ag_gemm and gemm_rs work along N instead (below).
 enum class Op : int { kAgGemm = 0, kGemmRs = 1, kGemmAr = 2 };
+
+// The dimension ag_gemm gathers and gemm_rs scatters (gemm_ar has none: kM only).
+//   kM  as above. CUTLASS's AllGather1D_TilingCD_RotatingA and ReduceScatter1D_TilingA_RotatingC.
+//   kN  ag_gemm: A [L, M, K] (this rank's rows, kept); B_local [L, K, N/W] (nk: [L, N/W, K]), this
+//       rank's columns of B, gathered along N; D [L, M, N]. As when a weight sharded by columns is
+//       gathered (CUTLASS's AllGather1D_TilingCD_RotatingB).
+//       gemm_rs: A [L, M, K] and B [L, K, N] as above; D [L, M, N/W], the sum over ranks of this
+//       rank's columns (CUTLASS's ReduceScatter1D_TilingB_RotatingC).
+//       N must be a multiple of 8 x W (each rank's columns, 16-byte rows).
+enum class ShardDim : int { kM = 0, kN = 1 };
 
 enum class Impl : int {
   kAuto = 0,     // let the planner choose per shape (never slower than baseline by design)
@@ -44,6 +55,7 @@ enum class AllReduceImpl : int { kAuto = 0, kNccl, kOneShot, kTwoShot };
 
 std::string_view to_string(DType v);
 std::string_view to_string(BLayout v);
+std::string_view to_string(ShardDim v);
 std::string_view to_string(Op v);
 std::string_view to_string(Impl v);
 std::string_view to_string(AllReduceImpl v);
@@ -51,6 +63,7 @@ std::string_view to_string(AllReduceImpl v);
 // Parse the names to_string() prints (and a few aliases, e.g. "bfloat16", "pipelined").
 std::optional<DType> parse_dtype(std::string_view s);
 std::optional<BLayout> parse_b_layout(std::string_view s);
+std::optional<ShardDim> parse_shard_dim(std::string_view s);
 std::optional<Op> parse_op(std::string_view s);
 std::optional<Impl> parse_impl(std::string_view s);
 std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s);
@@ -61,8 +74,8 @@ size_t dtype_size(DType v);
 // the batch L is the outermost dimension of every operand.
 struct GemmProblem {
   Op op = Op::kAgGemm;
-  int64_t m = 0;  // global rows of D (before any scatter)
-  int64_t n = 0;  // columns of D (this rank's columns for ag_gemm)
+  int64_t m = 0;  // global rows of D (before any scatter; this rank's rows for ag_gemm with kN)
+  int64_t n = 0;  // columns of D (this rank's columns for ag_gemm; global with kN)
   int64_t k = 0;  // inner dimension this rank multiplies (its shard for gemm_rs / gemm_ar)
   int64_t l = 1;  // batch count
   DType dtype = DType::kBF16;
@@ -70,9 +83,10 @@ struct GemmProblem {
   float alpha = 1.0f;
   float beta = 0.0f;
   bool has_c = false;
+  ShardDim shard_dim = ShardDim::kM;  // ag_gemm / gemm_rs: the dimension gathered or scattered
 };
 
-std::string describe(const GemmProblem& p);  // "ag_gemm M=4096 N=8192 K=8192 L=1 bf16 B=nk"
+std::string describe(const GemmProblem& p);  // "ag_gemm M=4096 N=8192 K=8192 L=1 bf16 B=nk" (+ " shard=n")
 
 // Device pointers of one call. `c` is read only when the problem has_c.
 struct Operands {

@@ -20,6 +20,8 @@ std::optional<E> lookup(const std::array<std::pair<std::string_view, E>, N>& tab
 std::string_view to_string(DType v) { return v == DType::kBF16 ? "bf16" : v == DType::kFP16 ? "fp16" : "?"; }
 std::string_view to_string(BLayout v) { return v == BLayout::kKN ? "kn" : v == BLayout::kNK ? "nk" : "?"; }
 
+std::string_view to_string(ShardDim v) { return v == ShardDim::kM ? "m" : v == ShardDim::kN ? "n" : "?"; }
+
 std::string_view to_string(Op v) {
   switch (v) {
     case Op::kAgGemm: return "ag_gemm";
@@ -65,6 +67,11 @@ std::optional<BLayout> parse_b_layout(std::string_view s) {
   return lookup(t, s);
 }
 
+std::optional<ShardDim> parse_shard_dim(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, ShardDim>, 2> t{{{"m", ShardDim::kM}, {"n", ShardDim::kN}}};
+  return lookup(t, s);
+}
+
 std::optional<Op> parse_op(std::string_view s) {
   static constexpr std::array<std::pair<std::string_view, Op>, 6> t{{{"ag_gemm", Op::kAgGemm},
                                                                      {"ag", Op::kAgGemm},
@@ -104,6 +111,7 @@ std::string describe(const GemmProblem& p) {
                          (long long)p.m, (long long)p.n, (long long)p.k, (long long)p.l,
                          std::string(to_string(p.dtype)).c_str(), std::string(to_string(p.b_layout)).c_str());
   if (p.alpha != 1.0f || p.beta != 0.0f || p.has_c) s += strfmt(" alpha=%g beta=%g%s", p.alpha, p.beta, p.has_c ? " +C" : "");
+  if (p.shard_dim != ShardDim::kM) s += strfmt(" shard=%s", std::string(to_string(p.shard_dim)).c_str());
   return s;
 }
 

@@ -24,6 +24,10 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
   if (s.ok()) s = plan::impl_supported(p, o.impl, topology(t));
   if (s.ok() && (o.chunks_per_rank < 0 || o.chunks_per_rank > 64))
     s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d: expected 0 (auto) to 64", o.chunks_per_rank)};
+  if (s.ok() && p.shard_dim == ShardDim::kN && o.chunks_per_rank > 1)
+    s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d with shard_dim=n: along N each rank's column block "
+                                             "moves whole (NOTE [shard along N]); expected 0 or 1",
+                                             o.chunks_per_rank)};
   if (s.ok() && (o.comm_sms < -1 || o.comm_sms >= t.num_sms))
     s = {ErrorCode::kInvalidArgument,
          strfmt("comm_sms=%d: expected -1 (auto) or 0 to %d (this GPU has %d SMs)", o.comm_sms, t.num_sms - 1, t.num_sms)};

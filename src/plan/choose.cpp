@@ -23,8 +23,10 @@ namespace tpgemm::plan {
 //            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
 //   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=8192: 1.21x); below
 //            that the matmul then the all-reduce the rule below picks for D's size (W=4:
-//            gemm_twoshot 1.11-1.19x at M=16, 1.30x at M=128), except at W > 2 beyond 4 MB of
-//            D, where gemm_twoshot measured 0.93-1.06x over four runs (M=1024): the baseline.
+//            gemm_twoshot 1.30x at M=128), except at W > 2 beyond 4 MB of D, where gemm_twoshot
+//            measured 0.93-1.06x over four runs (M=1024): the baseline, and up to 256 KB, where
+//            gemm_oneshot measured 1.19x against gemm_twoshot's 1.14-1.16x (M=16, two calls).
+// Along N (shard_dim n) the rules of the transposed problem, without fused (NOTE [shard along N]).
 // Unmeasured world sizes (W > 4) follow the W = 4 rules.
 namespace {
 
@@ -60,6 +62,7 @@ Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptio
   Choice c;
   c.impl = impl;
   c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, max_block_rows(p.m, world), impl);
+  if (p.shard_dim == ShardDim::kN) c.chunks = 1;  // whole column blocks (NOTE [shard along N])
   const bool fused_rs = impl == Impl::kFused && p.op == Op::kGemmRs;
   c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : fused_rs ? kFusedRsCommSms : kDefaultCommSms;
   return c;
@@ -85,6 +88,10 @@ Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
   if (d_bytes / topo.world >= 16 * kMiB) return Impl::kPipelinedCE;
   if (topo.world > 2 && d_bytes > 4 * kMiB) return Impl::kBaseline;  // 0.93-1.06x: within noise
+  // Behind a matmul, one-shot beat two-shot at W=4 up to 256 KB of D (M=16: 1.19x against 1.14x
+  // and 1.16x, two calls), though two-shot wins there alone.
+  if (topo.world > 2 && d_bytes <= 256 * 1024 && topo.world <= kMaxSymmetricAllReduceWorld && topo.all_lsa_peers)
+    return Impl::kGemmOneShot;
   switch (choose_allreduce(d_bytes, topo)) {
     case AllReduceImpl::kOneShot: return Impl::kGemmOneShot;
     case AllReduceImpl::kTwoShot: return Impl::kGemmTwoShot;
@@ -98,6 +105,14 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   if (options.impl != Impl::kAuto) return fill_defaults(p, topo.world, options.impl, options);
   const bool symmetric = topo.world > 1 && topo.all_lsa_peers;
   if (!symmetric) return fill_defaults(p, topo.world, Impl::kBaseline, options);
+  if (p.shard_dim == ShardDim::kN) {
+    // Along N, pipelined_ce runs the schedule of the transposed problem, whose chunk matmuls
+    // are the same size: its rules apply, fused aside (along M only).
+    const GemmProblem t = transposed(p);
+    Impl impl = t.op == Op::kAgGemm ? choose_ag_gemm(t, topo) : max_block_rows(t.m, topo.world) >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
+    if (impl == Impl::kFused) impl = Impl::kPipelinedCE;
+    return fill_defaults(p, topo.world, impl, options);
+  }
   const int64_t block = max_block_rows(p.m, topo.world);
   Impl impl = Impl::kBaseline;
   switch (p.op) {

@@ -12,8 +12,8 @@ namespace tpgemm {
 OperandSizes operand_sizes(const GemmProblem& p, int world) {
   OperandSizes s;
   s.a = p.l * plan::a_rows(p, world) * p.k;
-  s.b = p.l * p.k * p.n;
-  s.d = p.l * plan::d_rows(p, world) * p.n;
+  s.b = p.l * p.k * plan::b_cols(p, world);
+  s.d = p.l * plan::d_rows(p, world) * plan::d_cols(p, world);
   s.c = p.has_c ? s.d : 0;
   return s;
 }
@@ -46,8 +46,23 @@ RowBlock split_rows(int64_t rows, int parts, int part) {
   return {b, e - b};
 }
 
-int64_t a_rows(const GemmProblem& p, int world) { return p.op == Op::kAgGemm ? p.m / world : p.m; }
-int64_t d_rows(const GemmProblem& p, int world) { return p.op == Op::kGemmRs ? p.m / world : p.m; }
+namespace {
+bool along_m(const GemmProblem& p) { return p.shard_dim == ShardDim::kM; }
+}  // namespace
+
+int64_t a_rows(const GemmProblem& p, int world) { return p.op == Op::kAgGemm && along_m(p) ? p.m / world : p.m; }
+int64_t b_cols(const GemmProblem& p, int world) { return p.op == Op::kAgGemm && !along_m(p) ? p.n / world : p.n; }
+int64_t d_rows(const GemmProblem& p, int world) { return p.op == Op::kGemmRs && along_m(p) ? p.m / world : p.m; }
+int64_t d_cols(const GemmProblem& p, int world) { return p.op == Op::kGemmRs && !along_m(p) ? p.n / world : p.n; }
+
+GemmProblem transposed(const GemmProblem& p) {
+  GemmProblem t = p;
+  t.m = p.n;
+  t.n = p.m;
+  t.b_layout = BLayout::kNK;  // B' = A, [M, K] row-major
+  t.shard_dim = ShardDim::kM;
+  return t;
+}
 
 Status validate_problem(const GemmProblem& p, int world) {
   if (world < 1) return invalid(strfmt("world size %d: expected at least 1 rank", world));
@@ -73,7 +88,16 @@ Status validate_problem(const GemmProblem& p, int world) {
     return unsupported(strfmt("N=%lld: expected a multiple of 8 (rows of D must be 16-byte multiples)", (long long)p.n));
   if (p.k % 8 != 0)
     return unsupported(strfmt("K=%lld: expected a multiple of 8 (rows of A must be 16-byte multiples)", (long long)p.k));
-  if ((p.op == Op::kAgGemm || p.op == Op::kGemmRs) && p.m % world != 0)
+  if (p.shard_dim != ShardDim::kM && p.shard_dim != ShardDim::kN)
+    return unsupported(strfmt("shard_dim %d: expected m or n", static_cast<int>(p.shard_dim)));
+  if (p.shard_dim == ShardDim::kN && p.op == Op::kGemmAr)
+    return invalid("shard_dim=n with gemm_ar: its D is whole on every rank, nothing is gathered or scattered; "
+                   "expected shard_dim=m");
+  if (p.shard_dim == ShardDim::kN && p.n % (8 * static_cast<int64_t>(world)) != 0)
+    return invalid(strfmt("N=%lld with shard_dim=n: expected a multiple of 8 x W = %d (each rank's columns, in "
+                          "16-byte rows)",
+                          (long long)p.n, 8 * world));
+  if ((p.op == Op::kAgGemm || p.op == Op::kGemmRs) && along_m(p) && p.m % world != 0)
     return invalid(strfmt("M=%lld is not divisible by the world size W=%d: %s splits M evenly across ranks",
                           (long long)p.m, world, std::string(to_string(p.op)).c_str()));
   if (p.m < world && p.op == Op::kGemmAr)
@@ -116,6 +140,10 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops) {
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   const std::string name(to_string(impl)), op(to_string(p.op));
   if (name == "?") return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
+  if (p.shard_dim == ShardDim::kN && impl != Impl::kAuto && impl != Impl::kBaseline && impl != Impl::kPipelinedCE)
+    return unsupported(strfmt("impl %s works along M only, and this %s has shard_dim=n; use impl=pipelined_ce or "
+                              "baseline",
+                              name.c_str(), op.c_str()));
   switch (impl) {
     case Impl::kAuto:
     case Impl::kBaseline: return Status::Ok();

@@ -22,9 +22,22 @@ int64_t max_block_rows(int64_t m, int world);
 // Part `part` of `parts` of `rows` rows, as even as possible (may be empty when rows < parts).
 RowBlock split_rows(int64_t rows, int parts, int part);
 
-// Rows of A, and of C and D, as this rank passes them.
+// Rows of A, columns of B, and rows and columns of C and D, as this rank passes them.
 int64_t a_rows(const GemmProblem& p, int world);
+int64_t b_cols(const GemmProblem& p, int world);
 int64_t d_rows(const GemmProblem& p, int world);
+int64_t d_cols(const GemmProblem& p, int world);
+
+// NOTE [shard along N]
+// ag_gemm and gemm_rs along N are ag_gemm and gemm_rs along M of the transposed product,
+// D^T = B^T A^T: B's columns play A's rows. transposed(p) is that problem (shard_dim kM, M and N
+// swapped), and the pipelined schedule of p is the one of transposed(p), proven on the CPU like
+// any other. Only its matmul steps read differently: "rows [r0, r0 + n) of D^T = A'^T rows x B'"
+// runs as D[:, r0 : r0 + n] = A x (columns r0.. of B). Every other step (copies, reduction) moves
+// a region whole, so a region holding a column block of D stores it as the [M, n] row-major
+// matrix it is; the caller's D is written in place, with D's own row length. That needs whole
+// column blocks per step: along N, pipelined_ce takes one chunk per rank.
+GemmProblem transposed(const GemmProblem& p);
 
 // Checks that do not depend on the data pointers: sizes, divisibility, dtype, layout, scalars.
 Status validate_problem(const GemmProblem& p, int world);

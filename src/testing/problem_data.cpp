@@ -1,6 +1,7 @@
 #include "testing/problem_data.h"
 
 #include "core/check.h"
+#include "plan/problem.h"
 
 namespace tpgemm::testing {
 namespace {
@@ -10,21 +11,24 @@ enum Role { kA = 1, kB = 2, kC = 3 };
 size_t bytes_of(int64_t count, DType t) { return static_cast<size_t>(count) * dtype_size(t); }
 }  // namespace
 
+bool gathers_a(const GemmProblem& p) { return p.op == Op::kAgGemm && p.shard_dim == ShardDim::kM; }
+
 void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
-  if (p.op == Op::kAgGemm)
+  if (gathers_a(p))
     fill_random(a, p.dtype, p.l, p.m / world, p.k, rank * (p.m / world), p.m, seed_of(seed, kA, 0), stream);
   else
     fill_random(a, p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, rank), stream);
 }
 
-void fill_b(void* b, const GemmProblem& p, int rank, uint64_t seed, cudaStream_t stream) {
-  const int64_t rows = p.b_layout == BLayout::kKN ? p.k : p.n, cols = p.b_layout == BLayout::kKN ? p.n : p.k;
+void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
+  const int64_t n = plan::b_cols(p, world);  // along N, ag_gemm's B is this rank's own block of columns
+  const int64_t rows = p.b_layout == BLayout::kKN ? p.k : n, cols = p.b_layout == BLayout::kKN ? n : p.k;
   fill_random(b, p.dtype, p.l, rows, cols, 0, rows, seed_of(seed, kB, rank), stream);
 }
 
 void fill_c(void* c, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
-  const int64_t rows = p.op == Op::kGemmRs ? p.m / world : p.m;
-  fill_random(c, p.dtype, p.l, rows, p.n, 0, rows, seed_of(seed, kC, rank), stream);
+  const int64_t rows = plan::d_rows(p, world), cols = plan::d_cols(p, world);
+  fill_random(c, p.dtype, p.l, rows, cols, 0, rows, seed_of(seed, kC, rank), stream);
 }
 
 RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cudaStream_t stream)
@@ -39,7 +43,7 @@ RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cuda
 
 void RankData::refill(uint64_t seed, cudaStream_t stream) {
   fill_a(a.get(), p, world, rank, seed, stream);
-  fill_b(b.get(), p, rank, seed, stream);
+  fill_b(b.get(), p, world, rank, seed, stream);
   if (p.has_c) fill_c(c.get(), p, world, rank, seed, stream);
 }
 
@@ -48,33 +52,52 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
   DeviceBuffer full(static_cast<size_t>(p.l * p.m * p.n) * sizeof(float));
   TPGEMM_CUDA_CHECK(cudaMemsetAsync(full.get(), 0, full.bytes(), stream));
   DeviceBuffer a(bytes_of(p.l * p.m * p.k, p.dtype)), b(bytes_of(p.l * p.k * p.n, p.dtype));
-  if (p.op == Op::kAgGemm) {
+  const bool along_n = p.shard_dim == ShardDim::kN;
+  if (gathers_a(p)) {
     // The gathered A is the global matrix: generate it whole.
     fill_random(a.get(), p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, 0), stream);
-    fill_b(b.get(), p, rank, seed, stream);
+    fill_b(b.get(), p, world, rank, seed, stream);
     reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout, p.alpha, 0.0f,
                    engine, lt, stream);
+  } else if (p.op == Op::kAgGemm) {
+    // Along N: my A times every rank's block of B's columns, each placed at its columns of D.
+    const int64_t nw = p.n / world;
+    DeviceBuffer block(static_cast<size_t>(p.l * p.m * nw) * sizeof(float));
+    fill_a(a.get(), p, world, rank, seed, stream);
+    for (int q = 0; q < world; ++q) {
+      fill_b(b.get(), p, world, q, seed, stream);
+      TPGEMM_CUDA_CHECK(cudaMemsetAsync(block.get(), 0, block.bytes(), stream));
+      reference_gemm(a.get(), b.get(), nullptr, block.as<float>(), p.m, nw, p.k, p.l, p.dtype, p.b_layout, p.alpha, 0.0f,
+                     engine, lt, stream);
+      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(full.as<float>() + q * nw, p.n * sizeof(float), block.get(), nw * sizeof(float),
+                                          nw * sizeof(float), p.l * p.m, cudaMemcpyDeviceToDevice, stream));
+    }
   } else {
     for (int q = 0; q < world; ++q) {
       fill_a(a.get(), p, world, q, seed, stream);
-      fill_b(b.get(), p, q, seed, stream);
+      fill_b(b.get(), p, world, q, seed, stream);
       reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout, p.alpha, 0.0f,
                      engine, lt, stream);
     }
   }
   DeviceBuffer mine = std::move(full);
-  const int64_t rows = p.op == Op::kGemmRs ? p.m / world : p.m;
-  if (p.op == Op::kGemmRs) {  // keep my row block of every batch entry
-    DeviceBuffer part(static_cast<size_t>(p.l * rows * p.n) * sizeof(float));
-    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(part.get(), rows * p.n * sizeof(float), mine.as<float>() + rank * rows * p.n,
-                                        p.m * p.n * sizeof(float), rows * p.n * sizeof(float), p.l, cudaMemcpyDeviceToDevice,
-                                        stream));
+  const int64_t rows = plan::d_rows(p, world), cols = plan::d_cols(p, world);
+  if (p.op == Op::kGemmRs) {  // keep my block of every batch entry: rows along M, columns along N
+    DeviceBuffer part(static_cast<size_t>(p.l * rows * cols) * sizeof(float));
+    if (along_n)
+      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(part.get(), cols * sizeof(float), mine.as<float>() + rank * cols,
+                                          p.n * sizeof(float), cols * sizeof(float), p.l * p.m, cudaMemcpyDeviceToDevice,
+                                          stream));
+    else
+      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(part.get(), rows * p.n * sizeof(float), mine.as<float>() + rank * rows * p.n,
+                                          p.m * p.n * sizeof(float), rows * p.n * sizeof(float), p.l,
+                                          cudaMemcpyDeviceToDevice, stream));
     mine = std::move(part);
   }
   if (p.has_c && p.beta != 0.0f) {
-    DeviceBuffer c(bytes_of(p.l * rows * p.n, p.dtype));
+    DeviceBuffer c(bytes_of(p.l * rows * cols, p.dtype));
     fill_c(c.get(), p, world, rank, seed, stream);
-    reference_add(mine.as<float>(), c.get(), p.beta, p.l * rows * p.n, p.dtype, stream);
+    reference_add(mine.as<float>(), c.get(), p.beta, p.l * rows * cols, p.dtype, stream);
   }
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the temporaries die here
   return mine;

@@ -3,7 +3,8 @@
 // NOTE [reproducible problem data]
 // Every operand is a function of (seed, rank): ag_gemm's A is one global matrix of which rank
 // r holds row block r; gemm_rs's and gemm_ar's A and B are rank r's own (its K shard); B of
-// ag_gemm and every C belong to their rank. So each rank can regenerate every other rank's
+// ag_gemm and every C belong to their rank. Along N, ag_gemm's A is its rank's own, and its B
+// rank r's block of columns (generated per rank: each block's own packed matrix). So each rank can regenerate every other rank's
 // operands on its own GPU and build its expected D alone, and a fresh seed gives fresh data.
 #pragma once
 
@@ -30,7 +31,7 @@ struct RankData {
 };
 
 void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
-void fill_b(void* b, const GemmProblem& p, int rank, uint64_t seed, cudaStream_t stream);
+void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
 void fill_c(void* c, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
 
 // Rank `rank`'s expected D in fp32 (shaped like its D), from every rank's operands for `seed`.

@@ -139,6 +139,32 @@ TEST_P(Dist, FusedGemmRsOverSeveralWavesMatchesTheReference) {
             0);
 }
 
+// Along N (CUTLASS's RotatingB all-gather and TilingB reduce-scatter): B's columns gathered, or
+// D's columns scattered, in both B layouts, with and without batch and C, directly and from a
+// CUDA graph. M is not a multiple of W (nothing is split along M) nor of any tile.
+TEST_P(Dist, AlongNEveryLayoutAndImplementationMatchesTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 800;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs})
+                for (BLayout layout : {BLayout::kKN, BLayout::kNK})
+                  for (int variant : {0, 1})
+                    for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kAuto})
+                      for (bool graph : {false, true}) {
+                        GemmProblem p = problem(op, W, variant ? DType::kFP16 : DType::kBF16, layout, variant, impl);
+                        p.shard_dim = ShardDim::kN;
+                        p.m = 203;
+                        p.n = W * 136;  // 136 columns per rank
+                        PlanOptions o;
+                        o.impl = impl;
+                        const auto c = check_plan(team, p, o, 2, seed += 10, graph);
+                        RANK_EXPECT(c.ok, "%s%s", graph ? "graph replay: " : "", describe_check(p, o, c).c_str());
+                      }
+            }),
+            0);
+}
+
 TEST_P(Dist, CudaGraphReplaysNeedNoReset) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);

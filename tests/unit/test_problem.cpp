@@ -57,6 +57,51 @@ void expect_error(const Status& s, ErrorCode code, const std::vector<std::string
   for (const auto& w : words) EXPECT_NE(s.message.find(w), std::string::npos) << "'" << w << "' not in: " << s.message;
 }
 
+// NOTE [shard along N]: ag_gemm gathers B's columns, gemm_rs scatters D's columns.
+TEST(ShardAlongN, SizesTransposeValidationAndChoice) {
+  GemmProblem p = ag(1001, 8192, 4096);  // M need not divide by W: rows are not split
+  p.shard_dim = ShardDim::kN;
+  p.l = 2;
+  OperandSizes s = operand_sizes(p, 4);
+  EXPECT_EQ(s.a, 2 * 1001 * 4096);  // this rank's rows, kept
+  EXPECT_EQ(s.b, 2 * 4096 * 2048);  // this rank's columns of B
+  EXPECT_EQ(s.d, 2 * 1001 * 8192);
+  EXPECT_TRUE(validate_problem(p, 4).ok());
+  const GemmProblem t = transposed(p);
+  EXPECT_EQ(t.m, 8192);
+  EXPECT_EQ(t.n, 1001);
+  EXPECT_EQ(t.shard_dim, ShardDim::kM);
+  EXPECT_EQ(t.b_layout, BLayout::kNK);
+  EXPECT_EQ(operand_sizes(t, 4).a, s.b);  // the transposed problem gathers B's blocks as its A
+  p.op = Op::kGemmRs;
+  s = operand_sizes(p, 4);
+  EXPECT_EQ(s.b, 2 * 4096 * 8192);
+  EXPECT_EQ(s.d, 2 * 1001 * 2048);  // this rank's columns of the sum
+
+  p.n = 8200;  // 2050 columns per rank: not 16-byte rows
+  expect_error(validate_problem(p, 4), ErrorCode::kInvalidArgument, {"N=8200", "shard_dim=n", "8 x W = 32"});
+  p.n = 8192;
+  p.op = Op::kGemmAr;
+  expect_error(validate_problem(p, 4), ErrorCode::kInvalidArgument, {"shard_dim=n", "gemm_ar", "shard_dim=m"});
+  p.op = Op::kAgGemm;
+  expect_error(impl_supported(p, Impl::kFused, {4, true}), ErrorCode::kUnsupported, {"fused", "along M only", "pipelined_ce"});
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, {4, true}).ok());
+
+  // The transposed problem's rules: 2048 columns per rank take the pipeline, in one chunk.
+  for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
+    p.op = op;
+    const Choice c = choose(p, {4, true}, {});
+    EXPECT_EQ(c.impl, Impl::kPipelinedCE) << to_string(op);
+    EXPECT_EQ(c.chunks, 1);
+    PlanOptions o;
+    o.impl = Impl::kPipelinedCE;
+    o.chunks_per_rank = 3;
+    EXPECT_EQ(choose(p, {4, true}, o).chunks, 1);
+  }
+  p.n = 4 * 128;  // 128 columns per rank: too few for the pipeline
+  EXPECT_EQ(choose(p, {4, true}, {}).impl, Impl::kBaseline);
+}
+
 TEST(ValidateProblem, AcceptsTheSharedShapes) {
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
     GemmProblem p = ag(16384, 8192, 2048);
@@ -211,7 +256,7 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kAgGemm, 16384, 3584, 8192, 4, Impl::kFused, 1},      {Op::kAgGemm, 16384, 3584, 8192, 2, Impl::kPipelinedCE, 2},
       {Op::kAgGemm, 16384, 8192, 8192, 4, Impl::kPipelinedCE, 2}, {Op::kAgGemm, 4096, 8192, 8192, 4, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 512, 8192, 2048, 4, Impl::kBaseline, 1},     {Op::kGemmRs, 512, 8192, 2048, 2, Impl::kPipelinedCE, 1},
-      {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmTwoShot, 1},
+      {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kBaseline, 1},
       {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kBaseline, 1},  {Op::kGemmAr, 1024, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
       {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kPipelinedCE, 1},

@@ -66,6 +66,8 @@ all local GPUs.
                          built-in copy of bench/shapes.txt and bench/allreduce_sizes.txt)
   --dtype=bf16|fp16      (default bf16)
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
+  --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
+                         columns gathered, D's columns scattered; rows named ag_gemm_n, gemm_rs_n)
   --alpha= --beta=       D = alpha * A B + beta * C (beta != 0 adds a random C)
   --iterations=N         timed runs per case (default 40): median per rank, max over ranks
   --warmup-iterations=N  untimed runs first (default 10)
@@ -126,6 +128,10 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       const auto d = parse_dtype(value);
       if (!d) throw bad(flag, value, "bf16 or fp16");
       c.dtype = *d;
+    } else if (flag == "--shard") {
+      const auto d = parse_shard_dim(value);
+      if (!d) throw bad(flag, value, "m or n");
+      c.shard_dim = *d;
     } else if (flag == "--b-layout") {
       const auto b = parse_b_layout(value);
       if (!b) throw bad(flag, value, "nk ([N,K] row-major) or kn ([K,N] row-major)");

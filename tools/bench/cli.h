@@ -19,6 +19,7 @@ struct BenchConfig {
   std::vector<AllReduceImpl> allreduce_impls;  // likewise for the all-reduce
   DType dtype = DType::kBF16;
   BLayout b_layout = BLayout::kNK;
+  ShardDim shard_dim = ShardDim::kM;  // ag_gemm / gemm_rs; gemm_ar always kM
   // One shape from the flags (all of m, n, k given), else the shape file.
   int64_t m = 0, n = 0, k = 0, l = 1;
   int64_t bytes = 0;            // --bytes: one all-reduce size

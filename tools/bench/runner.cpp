@@ -223,6 +223,7 @@ class Runner {
     p.alpha = cfg_.alpha;
     p.beta = cfg_.beta;
     p.has_c = cfg_.beta != 0.0f;
+    if (s.op != Op::kGemmAr) p.shard_dim = cfg_.shard_dim;
     return p;
   }
 
@@ -293,7 +294,7 @@ class Runner {
   void run_gemm(const ShapeSpec& s) {
     const GemmProblem p = problem(s);
     ResultRow base;
-    base.op = std::string(to_string(p.op));
+    base.op = std::string(to_string(p.op)) + (p.shard_dim == ShardDim::kN ? "_n" : "");
     base.world = t_.world;
     base.m = p.m, base.n = p.n, base.k = p.k, base.l = p.l;
     base.dtype = std::string(to_string(p.dtype));
@@ -400,16 +401,23 @@ class Runner {
     const int W = t_.world;
     const size_t es = dtype_size(p.dtype);
     const cudaStream_t st = stream_.get();
+    // ag_gemm gathers A (along N: B) before its matmul; values of the gathered part do not matter.
+    const bool gather_b = p.op == Op::kAgGemm && p.shard_dim == ShardDim::kN;
     DeviceBuffer a_full(static_cast<size_t>(p.l * p.m * p.k) * es), d_full(static_cast<size_t>(p.l * p.m * p.n) * es);
+    DeviceBuffer b_full(gather_b ? static_cast<size_t>(p.l * p.k * p.n) * es : 0);
     DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
-    const void* a = p.op == Op::kAgGemm ? a_full.get() : g.a.get();  // (ag_gemm: gathered below; values do not matter)
-    if (p.op == Op::kAgGemm) testing::fill_random(a_full.get(), p.dtype, p.l, p.m, p.k, 0, p.m, kSeed, st);
+    const bool gather_a = p.op == Op::kAgGemm && !gather_b;
+    const void* a = gather_a ? a_full.get() : g.a.get();
+    const void* b = gather_b ? b_full.get() : g.b.get();
+    if (gather_a) testing::fill_random(a_full.get(), p.dtype, p.l, p.m, p.k, 0, p.m, kSeed, st);
     const gemm::LtMatmul mm(t_.lt, gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout));
-    base.gemm_ms = time_ms([&] { mm.run(a, g.b.get(), nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st); });
+    base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st); });
     const ncclDataType_t type = ops::nccl_type(p.dtype);
     const int64_t mw = p.m / W;
     base.comm_ms = time_ms([&] {
-      if (p.op == Op::kAgGemm)
+      if (gather_b)
+        TPGEMM_NCCL_CHECK(ncclAllGather(g.b.get(), b_full.get(), static_cast<size_t>(p.l * p.k * (p.n / W)), type, t_.comm, st));
+      else if (gather_a)
         TPGEMM_NCCL_CHECK(ncclAllGather(g.a.get(), a_full.get(), static_cast<size_t>(p.l * mw * p.k), type, t_.comm, st));
       else if (p.op == Op::kGemmRs)
         TPGEMM_NCCL_CHECK(ncclReduceScatter(d_full.get(), g.d.get(), static_cast<size_t>(p.l * mw * p.n), type, ncclSum, t_.comm, st));

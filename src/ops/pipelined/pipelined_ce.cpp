@@ -30,7 +30,11 @@ using plan::StepKind;
 class PipelinedCE final : public OpImpl {
  public:
   explicit PipelinedCE(const ImplContext& ctx)
-      : team_(ctx.team), p_(ctx.problem), choice_(ctx.choice), es_(static_cast<int64_t>(dtype_size(p_.dtype))) {
+      : team_(ctx.team),
+        p_(ctx.problem),
+        q_(p_.shard_dim == ShardDim::kN ? plan::transposed(p_) : p_),
+        choice_(ctx.choice),
+        es_(static_cast<int64_t>(dtype_size(p_.dtype))) {
     TeamState& t = *team_;
     TPGEMM_ASSERT(t.world <= 32);
     // NOTE [collective construction]: everything local first (the schedule, cuBLASLt plans,
@@ -38,8 +42,8 @@ class PipelinedCE final : public OpImpl {
     // collective and fail on every rank alike.
     bool used[plan::kNumBufs] = {};
     t.agree_local("building the pipelined schedule and its local workspace", [&] {
-      schedule_ = plan::build_pipelined(p_, t.world, t.rank, choice_.chunks);
-      throw_if_error(plan::check_schedule(schedule_, p_));
+      schedule_ = plan::build_pipelined(q_, t.world, t.rank, choice_.chunks);
+      throw_if_error(plan::check_schedule(schedule_, q_));
       bool gather = false;
       for (const Step& s : schedule_.steps) {
         if (s.kind == StepKind::kGemm || s.kind == StepKind::kCopy)
@@ -78,6 +82,10 @@ class PipelinedCE final : public OpImpl {
       if (drop_signals_ && (s.kind == StepKind::kBarrier || s.kind == StepKind::kSignal)) continue;
       switch (s.kind) {
         case StepKind::kGemm: {
+          if (p_.shard_dim == ShardDim::kN) {
+            column_gemm(s, st);
+            break;
+          }
           const Ptr a = address(s.src), d = address(s.dst);
           const bool c = s.add_c && p_.has_c;
           const char* cptr = c ? static_cast<const char*>(o.c) + (d.ptr - static_cast<char*>(o.d)) : nullptr;
@@ -109,17 +117,18 @@ class PipelinedCE final : public OpImpl {
   };
 
   size_t bytes_of(Buf b) const {
-    const plan::BufGeometry g = plan::buffer_geometry(b, p_, team_->world);
+    const plan::BufGeometry g = plan::buffer_geometry(b, q_, team_->world);
     return static_cast<size_t>(g.slots * p_.l * g.rows * g.cols * es_);
   }
 
   // NOTE [pipelined buffers] row spaces, turned into addresses.
   Ptr address(const Region& r) const {
-    const plan::BufGeometry g = plan::buffer_geometry(r.buf, p_, team_->world);
+    const plan::BufGeometry g = plan::buffer_geometry(r.buf, q_, team_->world);
     char* base = nullptr;
     const int b = static_cast<int>(r.buf);
     switch (r.buf) {
-      case Buf::kUserA: base = static_cast<char*>(const_cast<void*>(ops_.a)); break;
+      // Along N the schedule's A is the caller's B (NOTE [shard along N]).
+      case Buf::kUserA: base = static_cast<char*>(const_cast<void*>(p_.shard_dim == ShardDim::kN ? ops_.b : ops_.a)); break;
       case Buf::kUserC: base = static_cast<char*>(const_cast<void*>(ops_.c)); break;
       case Buf::kUserD: base = static_cast<char*>(ops_.d); break;
       default:
@@ -131,7 +140,69 @@ class PipelinedCE final : public OpImpl {
     return {base + elems * es_, g.rows * g.cols};
   }
 
+  // NOTE [shard along N]: a matmul step of the transposed schedule, rows [r0, r0 + n) of D^T,
+  // runs as D[:, r0 : r0 + n] = A x (those columns of B).
+  struct ColumnOperands {
+    const char* b;
+    char* d;
+    const char* c;
+  };
+  ColumnOperands column_operands(const Step& s) const {
+    ColumnOperands x{};
+    // B: gemm_rs reads the caller's whole B in place; ag_gemm a block it holds or has gathered,
+    // stored as the block's own packed matrix.
+    if (p_.op == Op::kGemmRs) {
+      const int64_t offset = p_.b_layout == BLayout::kNK ? s.src.row0 * p_.k : s.src.row0;
+      x.b = static_cast<const char*>(ops_.b) + offset * es_;
+    } else {
+      x.b = address(s.src).ptr;
+    }
+    // D: the caller's D takes the columns in place; tpgemm's buffers hold the [M, n] block whole.
+    if (s.dst.buf == Buf::kUserD) {
+      x.d = static_cast<char*>(ops_.d) + s.dst.row0 * es_;
+      if (s.add_c && p_.has_c) x.c = static_cast<const char*>(ops_.c) + s.dst.row0 * es_;
+    } else {
+      x.d = address(s.dst).ptr;
+    }
+    return x;
+  }
+
+  void column_gemm(const Step& s, cudaStream_t st) {
+    const ColumnOperands x = column_operands(s);
+    column_matmul_for(s).run(ops_.a, x.b, x.c, x.d, p_.alpha, p_.beta, workspace_.get(), st);
+  }
+
+  const gemm::LtMatmul& column_matmul_for(const Step& s) {
+    const int64_t cols = s.src.rows;
+    const bool user_d = s.dst.buf == Buf::kUserD, c = s.add_c && p_.has_c;
+    const int sms = s.carveout && choice_.comm_sms > 0 ? team_->num_sms - choice_.comm_sms : 0;
+    // Batch strides follow the buffers' geometry, so a plan is kept per pair of geometries.
+    const int64_t src_rows = plan::buffer_geometry(s.src.buf, q_, team_->world).rows;
+    const int64_t dst_rows = user_d ? -1 : plan::buffer_geometry(s.dst.buf, q_, team_->world).rows;
+    const auto key = std::make_tuple(cols, src_rows, dst_rows, c, sms);
+    auto it = matmuls_.find(key);
+    if (it != matmuls_.end()) return it->second;
+    gemm::MatmulShape shape = gemm::packed_shape(p_.m, cols, p_.k, p_.l, p_.dtype, p_.b_layout);
+    const bool kn = p_.b_layout == BLayout::kKN;
+    if (p_.op == Op::kGemmRs) {  // the caller's [K, N] or [N, K]
+      shape.ldb = kn ? p_.n : p_.k;
+      shape.stride_b = p_.k * p_.n;
+    } else {  // a packed block: [K, cols] or [cols, K], batch entries as the buffer lays them out
+      shape.stride_b = src_rows * p_.k;
+    }
+    if (user_d) {
+      shape.ldc = shape.ldd = p_.n;
+      shape.stride_c = shape.stride_d = p_.m * p_.n;
+    } else {
+      shape.stride_d = dst_rows * p_.m;
+    }
+    shape.has_c = c;
+    shape.sm_count = sms;
+    return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
+  }
+
   const gemm::LtMatmul& matmul_for(const Step& s) {
+    if (p_.shard_dim == ShardDim::kN) return column_matmul_for(s);
     const plan::BufGeometry ga = plan::buffer_geometry(s.src.buf, p_, team_->world);
     const plan::BufGeometry gd = plan::buffer_geometry(s.dst.buf, p_, team_->world);
     const bool c = s.add_c && p_.has_c;
@@ -149,15 +220,15 @@ class PipelinedCE final : public OpImpl {
 
   void copy(const Step& s, cudaStream_t st) const {
     const Ptr src = address(s.src), dst = address(s.dst);
-    const int64_t cols = plan::buffer_geometry(s.src.buf, p_, team_->world).cols;
+    const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols;
     ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * es_), src.ptr,
                       static_cast<size_t>(src.batch_stride * es_), static_cast<size_t>(s.src.rows * cols * es_), p_.l, st);
   }
 
   void reduce(const Step& s, cudaStream_t st) const {
     const TeamState& t = *team_;
-    const plan::BufGeometry gr = plan::buffer_geometry(Buf::kRecv, p_, t.world);
-    const plan::BufGeometry gd = plan::buffer_geometry(Buf::kUserD, p_, t.world);
+    const plan::BufGeometry gr = plan::buffer_geometry(Buf::kRecv, q_, t.world);
+    const plan::BufGeometry gd = plan::buffer_geometry(Buf::kUserD, q_, t.world);
     ops::SlotReduceArgs a;
     const int recv = static_cast<int>(Buf::kRecv), red = static_cast<int>(Buf::kReduced);
     a.recv = t.world > 1 ? symmetric_[recv].local() : local_[recv].get();
@@ -165,7 +236,7 @@ class PipelinedCE final : public OpImpl {
     a.recv_batch_elems = gr.rows * gr.cols;
     a.row0 = s.src.row0;
     a.rows = s.src.rows;
-    a.n = p_.n;
+    a.n = q_.n;
     a.l = p_.l;
     a.d = ops_.d;
     a.d_batch_elems = gd.rows * gd.cols;
@@ -186,6 +257,7 @@ class PipelinedCE final : public OpImpl {
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
+  GemmProblem q_;  // the problem the schedule runs: p_, or along N its transpose (NOTE [shard along N])
   plan::Choice choice_;
   int64_t es_;
   plan::Schedule schedule_;
