@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist gemm_core bench peers ladder sweep sweep_fused sweep_rs
+#   stages: info build test_cpu test_gpu test_dist gemm_core bench bench_n peers ladder sweep sweep_fused sweep_rs
 #   (default: all but the sweeps)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
@@ -78,6 +78,14 @@ for s in $STAGES; do
         # shellcheck disable=SC2086
         stage "bench_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" $BENCH_ARGS --json "$LOGS/bench_W$w.json"
         grep -A40 "^geomean" "$LOGS/bench_W$w.log" | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    bench_n)  # ag_gemm and gemm_rs along N (--shard n: B's columns gathered, D's columns scattered)
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        # shellcheck disable=SC2086
+        stage "bench_n_W$w" 600 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs --shard n $BENCH_ARGS \
+          --json "$LOGS/bench_n_W$w.json"
+        grep -A8 "^geomean" "$LOGS/bench_n_W$w.log" | tee -a "$SUMMARY" > /dev/null
       done ;;
     ladder)  # the nvFuser study's rungs beside fused and the baseline (docs/design.md), fp16 as in the study
       for w in $WORLDS; do
