@@ -7,7 +7,7 @@
 #
 #   scripts/gpu_check.sh [STAGE ...]
 #   stages: info build test_cpu test_gpu test_dist gemm_core bench bench_n peers ladder sweep sweep_fused sweep_rs
-#   (default: all but the sweeps)
+#   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"

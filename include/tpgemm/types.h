@@ -75,7 +75,7 @@ size_t dtype_size(DType v);
 struct GemmProblem {
   Op op = Op::kAgGemm;
   int64_t m = 0;  // global rows of D (before any scatter; this rank's rows for ag_gemm with kN)
-  int64_t n = 0;  // columns of D (this rank's columns for ag_gemm; global with kN)
+  int64_t n = 0;  // columns of D (this rank's columns for ag_gemm along M; with kN always the global N)
   int64_t k = 0;  // inner dimension this rank multiplies (its shard for gemm_rs / gemm_ar)
   int64_t l = 1;  // batch count
   DType dtype = DType::kBF16;
@@ -98,8 +98,9 @@ struct Operands {
 
 struct PlanOptions {
   Impl impl = Impl::kAuto;
-  // pipelined_ce: chunks per rank block (gemm_ar: rounds); fused: pieces of K per peer block
-  // (at most ceil(K / 64)); the ladder ignores it. 0 = the planner's choice.
+  // pipelined_ce: chunks per rank block (gemm_ar: rounds; along N only 0 or 1: whole column
+  // blocks); fused: pieces of K per peer block (at most ceil(K / 64)); the ladder ignores it.
+  // 0 = the planner's choice.
   int chunks_per_rank = 0;
   // SMs the matmuls leave free for tpgemm's kernels beside them: the small synchronisation
   // kernels (pipelined_ce, fused ag_gemm), or the push-and-reduce kernel of the fused gemm_rs

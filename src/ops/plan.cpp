@@ -24,7 +24,8 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
   if (s.ok()) s = plan::impl_supported(p, o.impl, topology(t));
   if (s.ok() && (o.chunks_per_rank < 0 || o.chunks_per_rank > 64))
     s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d: expected 0 (auto) to 64", o.chunks_per_rank)};
-  if (s.ok() && p.shard_dim == ShardDim::kN && o.chunks_per_rank > 1)
+  const bool pipelined = o.impl == Impl::kPipelinedCE || o.impl == Impl::kAuto;
+  if (s.ok() && p.shard_dim == ShardDim::kN && pipelined && o.chunks_per_rank > 1)
     s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d with shard_dim=n: along N each rank's column block "
                                              "moves whole (NOTE [shard along N]); expected 0 or 1",
                                              o.chunks_per_rank)};

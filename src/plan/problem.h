@@ -11,7 +11,7 @@ namespace tpgemm::plan {
 
 // The rows of D (global numbering) that rank `rank` owns after a reduce-scatter, or whose A
 // rows it holds before an all-gather. Blocks are as even as possible; ag_gemm and gemm_rs
-// require M % W == 0, so there they are exactly M / W.
+// along M require M % W == 0, so there they are exactly M / W (along N, the same for N).
 struct RowBlock {
   int64_t begin = 0;
   int64_t rows = 0;

@@ -27,7 +27,8 @@
 
 namespace tpgemm::plan {
 
-// NOTE [pipelined buffers]: every buffer a schedule touches. Row spaces (per batch entry):
+// NOTE [pipelined buffers]: every buffer a schedule touches (along N, of the transposed problem:
+// NOTE [shard along N]). Row spaces (per batch entry):
 //   kUserA     the caller's A: ag_gemm [0, M/W) (its shard); gemm_rs / gemm_ar [0, M)
 //   kUserC     the caller's C, rows as kUserD
 //   kUserD     the caller's D: ag_gemm / gemm_ar [0, M); gemm_rs [0, M/W)

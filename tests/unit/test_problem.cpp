@@ -61,6 +61,7 @@ void expect_error(const Status& s, ErrorCode code, const std::vector<std::string
 TEST(ShardAlongN, SizesTransposeValidationAndChoice) {
   GemmProblem p = ag(1001, 8192, 4096);  // M need not divide by W: rows are not split
   p.shard_dim = ShardDim::kN;
+  p.b_layout = BLayout::kKN;
   p.l = 2;
   OperandSizes s = operand_sizes(p, 4);
   EXPECT_EQ(s.a, 2 * 1001 * 4096);  // this rank's rows, kept
@@ -87,7 +88,17 @@ TEST(ShardAlongN, SizesTransposeValidationAndChoice) {
   expect_error(impl_supported(p, Impl::kFused, {4, true}), ErrorCode::kUnsupported, {"fused", "along M only", "pipelined_ce"});
   EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, {4, true}).ok());
 
-  // The transposed problem's rules: 2048 columns per rank take the pipeline, in one chunk.
+  // The transposed problem's rules: 2048 columns per rank take the pipeline, in one chunk. At
+  // M = 1024 the transposed ag_gemm would take fused (16384 x 3584-like waves); along N it is
+  // pipelined_ce instead.
+  p.m = 1024;
+  p.n = 16384;
+  GemmProblem along_m = transposed(p);
+  along_m.op = Op::kAgGemm;
+  EXPECT_EQ(choose(along_m, {4, true}, {}).impl, Impl::kFused);
+  EXPECT_EQ(choose(p, {4, true}, {}).impl, Impl::kPipelinedCE);
+  p.n = 8192;
+  p.m = 1001;
   for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
     p.op = op;
     const Choice c = choose(p, {4, true}, {});
@@ -99,7 +110,10 @@ TEST(ShardAlongN, SizesTransposeValidationAndChoice) {
     EXPECT_EQ(choose(p, {4, true}, o).chunks, 1);
   }
   p.n = 4 * 128;  // 128 columns per rank: too few for the pipeline
-  EXPECT_EQ(choose(p, {4, true}, {}).impl, Impl::kBaseline);
+  for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
+    p.op = op;
+    EXPECT_EQ(choose(p, {4, true}, {}).impl, Impl::kBaseline) << to_string(op);
+  }
 }
 
 TEST(ValidateProblem, AcceptsTheSharedShapes) {

@@ -277,17 +277,19 @@ class Runner {
     return {ma, median_over_ranks(std::move(tb))};
   }
 
-  std::vector<Impl> gemm_impls(Op op) const {
+  std::vector<Impl> gemm_impls(const GemmProblem& p) const {
+    const Op op = p.op;
     std::vector<Impl> all = {Impl::kBaseline, Impl::kPipelinedCE};
     if (op == Op::kGemmAr) all.insert(all.end(), {Impl::kGemmOneShot, Impl::kGemmTwoShot});
-    if (op != Op::kGemmAr) all.push_back(Impl::kFused);
+    if (op != Op::kGemmAr && p.shard_dim == ShardDim::kM) all.push_back(Impl::kFused);  // (fused: along M only)
     all.push_back(Impl::kAuto);
     if (cfg_.impls.empty()) return all;
     std::vector<Impl> out = {Impl::kBaseline};  // always timed: every speedup is relative to it
     const std::vector<Impl> ladder = {Impl::kNaiveRemote, Impl::kThreadloadGather, Impl::kGatherThenGemm};
     const auto has = [](const std::vector<Impl>& v, Impl i) { return std::find(v.begin(), v.end(), i) != v.end(); };
     for (Impl i : cfg_.impls)  // those named, where they exist for this op
-      if (i != Impl::kBaseline && (has(all, i) || (op == Op::kAgGemm && has(ladder, i)))) out.push_back(i);
+      if (i != Impl::kBaseline && (has(all, i) || (op == Op::kAgGemm && p.shard_dim == ShardDim::kM && has(ladder, i))))
+        out.push_back(i);
     return out;
   }
 
@@ -312,7 +314,7 @@ class Runner {
       expected = testing::expected_d(p, t_.world, t_.rank, kSeed, testing::RefEngine::kCublasLt, t_.lt, stream_.get());
     time_parts(g, base);
 
-    for (Impl impl : gemm_impls(p.op)) {
+    for (Impl impl : gemm_impls(p)) {
       ResultRow row = base;
       row.impl = std::string(to_string(impl));
       PlanOptions opts;
@@ -420,7 +422,7 @@ class Runner {
       else if (gather_a)
         TPGEMM_NCCL_CHECK(ncclAllGather(g.a.get(), a_full.get(), static_cast<size_t>(p.l * mw * p.k), type, t_.comm, st));
       else if (p.op == Op::kGemmRs)
-        TPGEMM_NCCL_CHECK(ncclReduceScatter(d_full.get(), g.d.get(), static_cast<size_t>(p.l * mw * p.n), type, ncclSum, t_.comm, st));
+        TPGEMM_NCCL_CHECK(ncclReduceScatter(d_full.get(), g.d.get(), static_cast<size_t>(operand_sizes(p, W).d), type, ncclSum, t_.comm, st));
       else
         TPGEMM_NCCL_CHECK(ncclAllReduce(d_full.get(), d_full.get(), static_cast<size_t>(p.l * p.m * p.n), type, ncclSum, t_.comm, st));
     });

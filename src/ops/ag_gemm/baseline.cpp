@@ -17,7 +17,8 @@ class AgGemmBaseline final : public OpImpl {
     gathered_ = DeviceBuffer(static_cast<size_t>(p_.l * (along_n_ ? p_.n : p_.m) * p_.k) * dtype_size(p_.dtype));
     workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
     // ncclAllGather lays the shards out rank by rank: [W][L][shard]. With L == 1 that is
-    // exactly A[M][K] (along N: B as [N][K]); otherwise one strided matmul per rank's block.
+    // exactly A[M][K] (along N, for B as [N, K]: B[N][K]); otherwise one strided matmul per
+    // rank's block.
     one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK);
     gemm::MatmulShape s;
     if (along_n_) {  // block w: columns [w N/W, (w + 1) N/W) of D

@@ -100,7 +100,8 @@ class PipelinedCE final : public OpImpl {
                     s.flag == plan::Flag::kReady ? comm::WaitSite::kReadyFlag : comm::WaitSite::kArriveFlag, st);
           break;
         case StepKind::kReduce: reduce(s, st); break;
-        case StepKind::kAddC:
+        case StepKind::kAddC:  // (gemm_ar only: always along M)
+          TPGEMM_ASSERT(p_.shard_dim == ShardDim::kM);
           if (p_.beta != 0.0f)
             ops::add_scaled_rows(o.d, o.c, p_.beta, p_.l, p_.m, p_.n, s.dst.row0, s.dst.rows, p_.dtype, team_->num_sms, st);
           break;
