@@ -88,13 +88,11 @@ Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
   if (d_bytes / topo.world >= 16 * kMiB) return Impl::kPipelinedCE;
   if (topo.world > 2 && d_bytes > 4 * kMiB) return Impl::kBaseline;  // 0.93-1.06x: within noise
-  // Behind a matmul, one-shot beat two-shot at W=4 up to 256 KB of D (M=16: 1.19x against 1.14x
-  // and 1.16x, two calls), though two-shot wins there alone.
-  if (topo.world > 2 && d_bytes <= 256 * 1024 && topo.world <= kMaxSymmetricAllReduceWorld && topo.all_lsa_peers)
-    return Impl::kGemmOneShot;
   switch (choose_allreduce(d_bytes, topo)) {
     case AllReduceImpl::kOneShot: return Impl::kGemmOneShot;
-    case AllReduceImpl::kTwoShot: return Impl::kGemmTwoShot;
+    // Behind a matmul, one-shot beat two-shot at W=4 up to 256 KB of D (M=16: 1.19x against
+    // 1.14x and 1.16x, two calls), though two-shot wins there alone.
+    case AllReduceImpl::kTwoShot: return topo.world > 2 && d_bytes <= 256 * 1024 ? Impl::kGemmOneShot : Impl::kGemmTwoShot;
     default: return Impl::kBaseline;
   }
 }
@@ -105,21 +103,18 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   if (options.impl != Impl::kAuto) return fill_defaults(p, topo.world, options.impl, options);
   const bool symmetric = topo.world > 1 && topo.all_lsa_peers;
   if (!symmetric) return fill_defaults(p, topo.world, Impl::kBaseline, options);
-  if (p.shard_dim == ShardDim::kN) {
-    // Along N, pipelined_ce runs the schedule of the transposed problem, whose chunk matmuls
-    // are the same size: its rules apply, fused aside (along M only).
-    const GemmProblem t = transposed(p);
-    Impl impl = t.op == Op::kAgGemm ? choose_ag_gemm(t, topo) : max_block_rows(t.m, topo.world) >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
-    if (impl == Impl::kFused) impl = Impl::kPipelinedCE;
-    return fill_defaults(p, topo.world, impl, options);
-  }
-  const int64_t block = max_block_rows(p.m, topo.world);
+  // Along N, pipelined_ce runs the schedule of the transposed problem, whose chunk matmuls are
+  // the same size: its rules apply, fused aside (along M only; NOTE [shard along N]).
+  const bool along_n = p.shard_dim == ShardDim::kN;
+  const GemmProblem q = along_n ? transposed(p) : p;
+  const int64_t block = max_block_rows(q.m, topo.world);
   Impl impl = Impl::kBaseline;
-  switch (p.op) {
-    case Op::kAgGemm: impl = choose_ag_gemm(p, topo); break;
+  switch (q.op) {
+    case Op::kAgGemm: impl = choose_ag_gemm(q, topo); break;
     case Op::kGemmRs: impl = block >= 256 ? Impl::kPipelinedCE : Impl::kBaseline; break;
-    case Op::kGemmAr: impl = choose_gemm_ar(p, topo); break;
+    case Op::kGemmAr: impl = choose_gemm_ar(q, topo); break;  // (along M only: q is p)
   }
+  if (along_n && impl == Impl::kFused) impl = Impl::kPipelinedCE;
   return fill_defaults(p, topo.world, impl, options);
 }
 

@@ -415,12 +415,11 @@ class Runner {
     const gemm::LtMatmul mm(t_.lt, gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout));
     base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st); });
     const ncclDataType_t type = ops::nccl_type(p.dtype);
-    const int64_t mw = p.m / W;
     base.comm_ms = time_ms([&] {
       if (gather_b)
-        TPGEMM_NCCL_CHECK(ncclAllGather(g.b.get(), b_full.get(), static_cast<size_t>(p.l * p.k * (p.n / W)), type, t_.comm, st));
+        TPGEMM_NCCL_CHECK(ncclAllGather(g.b.get(), b_full.get(), static_cast<size_t>(operand_sizes(p, W).b), type, t_.comm, st));
       else if (gather_a)
-        TPGEMM_NCCL_CHECK(ncclAllGather(g.a.get(), a_full.get(), static_cast<size_t>(p.l * mw * p.k), type, t_.comm, st));
+        TPGEMM_NCCL_CHECK(ncclAllGather(g.a.get(), a_full.get(), static_cast<size_t>(operand_sizes(p, W).a), type, t_.comm, st));
       else if (p.op == Op::kGemmRs)
         TPGEMM_NCCL_CHECK(ncclReduceScatter(d_full.get(), g.d.get(), static_cast<size_t>(operand_sizes(p, W).d), type, ncclSum, t_.comm, st));
       else

@@ -150,14 +150,12 @@ class PipelinedCE final : public OpImpl {
   };
   ColumnOperands column_operands(const Step& s) const {
     ColumnOperands x{};
-    // B: gemm_rs reads the caller's whole B in place; ag_gemm a block it holds or has gathered,
-    // stored as the block's own packed matrix.
-    if (p_.op == Op::kGemmRs) {
-      const int64_t offset = p_.b_layout == BLayout::kNK ? s.src.row0 * p_.k : s.src.row0;
-      x.b = static_cast<const char*>(ops_.b) + offset * es_;
-    } else {
+    // B: the region's rows of the schedule's A, which is B as [N, K] (NOTE [pipelined buffers]
+    // addresses it), except for gemm_rs's B as [K, N], read in place: there its columns.
+    if (p_.op == Op::kGemmRs && p_.b_layout == BLayout::kKN)
+      x.b = static_cast<const char*>(ops_.b) + s.src.row0 * es_;
+    else
       x.b = address(s.src).ptr;
-    }
     // D: the caller's D takes the columns in place; tpgemm's buffers hold the [M, n] block whole.
     if (s.dst.buf == Buf::kUserD) {
       x.d = static_cast<char*>(ops_.d) + s.dst.row0 * es_;
