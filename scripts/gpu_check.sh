@@ -7,7 +7,6 @@
 #
 #   scripts/gpu_check.sh [STAGE ...]
 #   stages: info build test_cpu test_gpu test_dist gemm_core bench bench_n peers ladder sweep sweep_fused sweep_rs
-#           sweep_pieces
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
@@ -124,18 +123,6 @@ for s in $STAGES; do
           stage "sweep_rs_W${w}_s$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs --impl fused,pipelined \
             --comm-sms "$c" --check --json "$LOGS/sweep_rs_W${w}_s$c.json"
           grep -E "^gemm_rs" "$LOGS/sweep_rs_W${w}_s$c.log" | sed "s/^/sweep_rs_W${w}_s$c /" | tee -a "$SUMMARY" > /dev/null
-        done
-      done ;;
-    sweep_pieces)  # gemm_oneshot / gemm_twoshot in CHUNKS row pieces, COMM_SMS SMs per overlapped all-reduce
-      for w in $WORLDS; do
-        [ "$w" -le "$GPUS" ] || continue
-        for c in ${CHUNKS:-2 4}; do
-          for s in ${COMM_SMS:-0 8 16 32}; do
-            name=sweep_pieces_W${w}_c${c}_s$s
-            stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar --impl gemm_oneshot,gemm_twoshot \
-              --chunks "$c" --comm-sms "$s" --shapes bench/ar_sweep.txt --iterations 30 --check --json "$LOGS/$name.json"
-            grep -E "^gemm_ar" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
-          done
         done
       done ;;
     peers)

@@ -99,14 +99,12 @@ struct Operands {
 struct PlanOptions {
   Impl impl = Impl::kAuto;
   // pipelined_ce: chunks per rank block (gemm_ar: rounds; along N only 0 or 1: whole column
-  // blocks); fused: pieces of K per peer block (at most ceil(K / 64)); gemm_oneshot and
-  // gemm_twoshot: pieces of M, each all-reduced beside the next one's matmul (batch 1 only);
-  // the ladder ignores it. 0 = the planner's choice.
+  // blocks); fused: pieces of K per peer block (at most ceil(K / 64)); the ladder ignores it.
+  // 0 = the planner's choice.
   int chunks_per_rank = 0;
   // SMs the matmuls leave free for tpgemm's kernels beside them: the small synchronisation
-  // kernels (pipelined_ce, fused ag_gemm), the push-and-reduce kernel of the fused gemm_rs
-  // (0 there: it runs only after the GEMM), or a piece's all-reduce (gemm_oneshot and
-  // gemm_twoshot in pieces; 0 there: no split, the hardware shares the SMs). -1 = the planner's choice.
+  // kernels (pipelined_ce, fused ag_gemm), or the push-and-reduce kernel of the fused gemm_rs
+  // (0 there: it runs only after the GEMM). -1 = the planner's choice.
   int comm_sms = -1;
 };
 

@@ -58,18 +58,13 @@ int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
 // bench/results/2026-11-22-fused-rs).
 constexpr int kFusedRsCommSms = 16;
 
-// gemm_oneshot / gemm_twoshot in row pieces: SMs the all-reduce of one piece gets beside the
-// next piece's matmul (NOTE [row pieces], ops/gemm_ar/gemm_allreduce.cpp).
-constexpr int kRowPiecesCommSms = 16;
-
 Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
   c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, max_block_rows(p.m, world), impl);
   if (p.shard_dim == ShardDim::kN) c.chunks = 1;  // whole column blocks (NOTE [shard along N])
   const bool fused_rs = impl == Impl::kFused && p.op == Op::kGemmRs;
-  const bool row_pieces = (impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot) && c.chunks > 1;
-  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : fused_rs ? kFusedRsCommSms : row_pieces ? kRowPiecesCommSms : kDefaultCommSms;
+  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : fused_rs ? kFusedRsCommSms : kDefaultCommSms;
   return c;
 }
 

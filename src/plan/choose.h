@@ -10,7 +10,7 @@ namespace tpgemm::plan {
 
 struct Choice {
   Impl impl = Impl::kBaseline;
-  int chunks = 1;    // pipelined: transfers per rank block (ag_gemm, gemm_rs) or rounds (gemm_ar); gemm_*shot: row pieces
+  int chunks = 1;    // pipelined: transfers per rank block (ag_gemm, gemm_rs) or rounds (gemm_ar)
   int comm_sms = 0;  // SMs the matmuls beside synchronisation kernels leave free
 };
 

@@ -90,33 +90,6 @@ TEST_P(Dist, PipelinedChunkingsAndCarveOutsMatchTheReference) {
             0);
 }
 
-// gemm_oneshot / gemm_twoshot in row pieces (NOTE [row pieces]): uneven pieces (M = 100 W + W - 1
-// rows in 2 or 3), with and without C, the all-reduce beside the matmul on its own SMs or
-// sharing them, three calls back to back (the overlapped all-reduce alternates staging halves)
-// and from a CUDA graph.
-TEST_P(Dist, GemmAllReduceInRowPiecesMatchesTheReference) {
-  const int W = GetParam();
-  TPGEMM_REQUIRE_GPUS(W);
-  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
-              uint64_t seed = 700;
-              for (Impl impl : {Impl::kGemmOneShot, Impl::kGemmTwoShot})
-                for (int pieces : {2, 3})
-                  for (int comm_sms : {0, 8})
-                    for (bool graph : {false, true}) {
-                      GemmProblem p = problem(Op::kGemmAr, W, DType::kBF16, BLayout::kNK, 0);
-                      p.has_c = pieces == 3;
-                      p.beta = p.has_c ? 0.75f : 0.0f;
-                      PlanOptions o;
-                      o.impl = impl;
-                      o.chunks_per_rank = pieces;
-                      o.comm_sms = comm_sms;
-                      const auto c = check_plan(team, p, o, 3, seed += 10, graph);
-                      RANK_EXPECT(c.ok, "%s%s", graph ? "graph replay: " : "", describe_check(p, o, c).c_str());
-                    }
-            }),
-            0);
-}
-
 // The fused kernel on a problem of several waves of tiles (so tiles of later blocks really wait,
 // and the rotation wraps; pulled stage by stage) and on one of a single wave (pulled piece by
 // piece across the stages), K split into 1 or 3 pieces, with and without C.

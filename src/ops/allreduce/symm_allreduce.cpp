@@ -9,8 +9,7 @@
 
 namespace tpgemm::ops {
 
-SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot,
-                             int max_sms)
+SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot)
     : team_(std::move(team)), count_(count), dtype_(dtype), two_shot_(two_shot) {
   detail::TeamState& t = *team_;
   TPGEMM_ASSERT(count % 8 == 0 && t.world <= plan::kMaxSymmetricAllReduceWorld && t.all_lsa);
@@ -25,8 +24,7 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
     // bounded wait reports it if a peer's never runs).
     int per_sm = 0;
     TPGEMM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, kAllReduceThreads, 0));
-    const int sms = max_sms > 0 ? std::min(max_sms, t.num_sms) : t.num_sms;
-    blocks_ = static_cast<int>(std::min<int64_t>(wanted, std::max(1, std::min(per_sm, 2) * sms)));
+    blocks_ = static_cast<int>(std::min<int64_t>(wanted, std::max(1, std::min(per_sm, 2) * t.num_sms)));
     calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
     TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
   });

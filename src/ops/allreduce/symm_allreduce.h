@@ -58,9 +58,8 @@ int64_t twoshot_stage_elems(int64_t count, int world);  // twoshot.cu: W slice s
 
 class SymmAllReduce {
  public:
-  // Collective. `two_shot` picks the algorithm. `max_sms` > 0 keeps the kernel's blocks on at
-  // most that many SMs (two per SM), so that it can run beside a matmul given the others.
-  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot, int max_sms = 0);
+  // Collective. `two_shot` picks the algorithm.
+  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot);
   int64_t count() const { return count_; }
   // out = sum over ranks of in (+ beta * c), count elements. `out` may equal `in`; `c` may not
   // alias `out`. Successive calls on one stream (NOTE [two staging halves]).
