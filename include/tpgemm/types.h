@@ -37,8 +37,8 @@ enum class Impl : int {
   kAuto = 0,     // let the planner choose per shape (never slower than baseline by design)
   kBaseline,     // NCCL collective and cuBLASLt matmul back to back on the caller's stream
   kPipelinedCE,  // chunked cuBLASLt matmuls overlapped with copy-engine transfers over NVLink
-  kGemmOneShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's one-shot all-reduce
-  kGemmTwoShot,  // gemm_ar only: matmul into symmetric memory, then tpgemm's two-shot all-reduce
+  kGemmOneShot,  // gemm_ar only: matmul, then tpgemm's one-shot all-reduce
+  kGemmTwoShot,  // gemm_ar only: matmul, then tpgemm's two-shot all-reduce
   kFused,        // one persistent Hopper GEMM kernel (sm_90) with the communication inside its tiles.
                  // ag_gemm: it waits, piece of K by piece, for the rows of A the copy engines are
                  // still pulling. gemm_rs: it flags each finished tile, and each owner sums its
@@ -48,6 +48,7 @@ enum class Impl : int {
   kNaiveRemote,       // one thread per element of D, its row of A read from the owner each time
   kThreadloadGather,  // one kernel: thread-load gather, device semaphores, fp32 FMA tiles (no tensor cores)
   kGatherThenGemm,    // a thread-load gather kernel, then the Hopper GEMM core (sm_90)
+  kGemmReduceScatter,  // gemm_rs only: matmul, then tpgemm's reduce-scatter kernel (two-shot's first shot)
 };
 
 // The standalone all-reduce (the kernels GEMM+AllReduce builds on).

@@ -51,6 +51,7 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
     case Impl::kGatherThenGemm: return make_ag_gemm_gather_then_gemm(ctx);
     case Impl::kGemmOneShot:
     case Impl::kGemmTwoShot: return make_gemm_ar_symmetric(ctx);
+    case Impl::kGemmReduceScatter: return make_gemm_rs_reducescatter(ctx);
     case Impl::kAuto: break;
   }
   throw Error(ErrorCode::kInternal, "no implementation was chosen");

@@ -140,7 +140,8 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops) {
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   const std::string name(to_string(impl)), op(to_string(p.op));
   if (name == "?") return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
-  if (p.shard_dim == ShardDim::kN && impl != Impl::kAuto && impl != Impl::kBaseline && impl != Impl::kPipelinedCE)
+  if (p.shard_dim == ShardDim::kN && impl != Impl::kAuto && impl != Impl::kBaseline && impl != Impl::kPipelinedCE &&
+      impl != Impl::kGemmReduceScatter)
     return unsupported(strfmt("impl %s works along M only, and this %s has shard_dim=n; use impl=pipelined_ce or "
                               "baseline",
                               name.c_str(), op.c_str()));
@@ -150,7 +151,10 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     case Impl::kPipelinedCE: break;
     case Impl::kGemmOneShot:
     case Impl::kGemmTwoShot:
-      if (p.op != Op::kGemmAr) return unsupported(strfmt("impl %s exists for gemm_ar only, not %s", name.c_str(), op.c_str()));
+    case Impl::kGemmReduceScatter:
+      if (impl == Impl::kGemmReduceScatter ? p.op != Op::kGemmRs : p.op != Op::kGemmAr)
+        return unsupported(strfmt("impl %s exists for %s only, not %s", name.c_str(),
+                                  impl == Impl::kGemmReduceScatter ? "gemm_rs" : "gemm_ar", op.c_str()));
       if (topo.world > kMaxSymmetricAllReduceWorld)
         return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
                                   name.c_str(), kMaxSymmetricAllReduceWorld, topo.world));

@@ -220,7 +220,8 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
   for (auto [op, impl] : {std::pair{Op::kAgGemm, Impl::kPipelinedCE}, std::pair{Op::kGemmRs, Impl::kPipelinedCE},
                           std::pair{Op::kAgGemm, Impl::kFused}, std::pair{Op::kGemmRs, Impl::kFused},
                           std::pair{Op::kAgGemm, Impl::kNaiveRemote},
-                          std::pair{Op::kAgGemm, Impl::kThreadloadGather}, std::pair{Op::kAgGemm, Impl::kGatherThenGemm}})
+                          std::pair{Op::kAgGemm, Impl::kThreadloadGather}, std::pair{Op::kAgGemm, Impl::kGatherThenGemm},
+                          std::pair{Op::kGemmRs, Impl::kGemmReduceScatter}})
     expect_rank0_times_out_naming_rank1(strfmt("%s %s", std::string(to_string(op)).c_str(), std::string(to_string(impl)).c_str()),
                                         [op, impl](const Team& team, cudaStream_t st) {
       PlanOptions o;

@@ -25,7 +25,7 @@ std::vector<Impl> impls_for(Op op) {
   if (op == Op::kAgGemm)
     return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kNaiveRemote, Impl::kThreadloadGather,
             Impl::kGatherThenGemm, Impl::kAuto};
-  return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kAuto};
+  return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kGemmReduceScatter, Impl::kAuto};
 }
 
 GemmProblem problem(Op op, int world, DType dt, BLayout layout, int variant, Impl impl = Impl::kAuto) {
@@ -150,8 +150,9 @@ TEST_P(Dist, AlongNEveryLayoutAndImplementationMatchesTheReference) {
               for (Op op : {Op::kAgGemm, Op::kGemmRs})
                 for (BLayout layout : {BLayout::kKN, BLayout::kNK})
                   for (int variant : {0, 1})
-                    for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kAuto})
+                    for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmReduceScatter, Impl::kAuto})
                       for (bool graph : {false, true}) {
+                        if (impl == Impl::kGemmReduceScatter && op != Op::kGemmRs) continue;
                         GemmProblem p = problem(op, W, variant ? DType::kFP16 : DType::kBF16, layout, variant, impl);
                         p.shard_dim = ShardDim::kN;
                         p.m = 203;

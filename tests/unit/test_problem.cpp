@@ -208,6 +208,18 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   EXPECT_TRUE(impl_supported(p, Impl::kFused, {1, true}).ok());
   p.m = 1024;
   expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_rs"});
+  // gemm_reducescatter: gemm_rs only, along M or N, within the symmetric kernels' team size.
+  EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, nvlink).ok());
+  expect_error(impl_supported(p, Impl::kGemmReduceScatter, split), ErrorCode::kUnsupported, {"gemm_reducescatter", "LSA"});
+  expect_error(impl_supported(p, Impl::kGemmReduceScatter, {kMaxSymmetricAllReduceWorld + 1, true}),
+               ErrorCode::kUnsupported, {"gemm_reducescatter", "up to 32 ranks"});
+  p.shard_dim = ShardDim::kN;
+  EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, nvlink).ok());
+  p.shard_dim = ShardDim::kM;
+  for (Op other : {Op::kAgGemm, Op::kGemmAr}) {
+    p.op = other;
+    expect_error(impl_supported(p, Impl::kGemmReduceScatter, nvlink), ErrorCode::kUnsupported, {"gemm_rs only"});
+  }
 }
 
 TEST(Choose, BaselineWithoutNvlinkPeersOrAlone) {

@@ -54,7 +54,8 @@ all local GPUs.
                          the shape set's ag and rs lines), cuBLASLt against every configuration of
                          tpgemm's Hopper GEMM core and its rule's choice (sm90_auto); the ratio
                          column is cuBLASLt's time over the row's
-  --impl=LIST            baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, fused, auto; for
+  --impl=LIST            baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, gemm_reducescatter,
+                         fused, auto; for
                          allreduce nccl, oneshot, twoshot, auto; or all (default all). The ladder
                          of the nvFuser study (ag_gemm; slow, so only when named): naive_remote,
                          threadload_gather, gather_then_gemm, or ladder for those three and fused
@@ -160,7 +161,8 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     }
     const auto i = parse_impl(s);
     const auto r = s == "baseline" ? std::optional<AllReduceImpl>(AllReduceImpl::kNccl) : parse_allreduce_impl(s);
-    if (!i && !r) throw bad("--impl", impls, "baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, fused, naive_remote, threadload_gather, "
+    if (!i && !r) throw bad("--impl", impls, "baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, gemm_reducescatter, fused, naive_remote, "
+                                           "threadload_gather, "
                                            "gather_then_gemm, ladder, nccl, oneshot, twoshot, auto or all");
     if (i) c.impls.push_back(*i);
     if (r) c.allreduce_impls.push_back(*r);

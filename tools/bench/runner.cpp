@@ -281,6 +281,7 @@ class Runner {
     const Op op = p.op;
     std::vector<Impl> all = {Impl::kBaseline, Impl::kPipelinedCE};
     if (op == Op::kGemmAr) all.insert(all.end(), {Impl::kGemmOneShot, Impl::kGemmTwoShot});
+    if (op == Op::kGemmRs) all.push_back(Impl::kGemmReduceScatter);
     if (op != Op::kGemmAr && p.shard_dim == ShardDim::kM) all.push_back(Impl::kFused);  // (fused: along M only)
     all.push_back(Impl::kAuto);
     if (cfg_.impls.empty()) return all;

@@ -72,7 +72,8 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   state->impl = chosen;
   t->agree_local("building the all-reduce plan", [&] {  // NOTE [collective construction]
     if (chosen != AllReduceImpl::kNccl)
-      state->symm = std::make_unique<ops::SymmAllReduce>(t, count, dtype, chosen == AllReduceImpl::kTwoShot);
+      state->symm = std::make_unique<ops::SymmAllReduce>(
+          t, count, dtype, chosen == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
   });
   state_ = std::move(state);
 }

@@ -9,10 +9,12 @@
 
 namespace tpgemm::ops {
 
-SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot)
-    : team_(std::move(team)), count_(count), dtype_(dtype), two_shot_(two_shot) {
+SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, SymmAlgo algo)
+    : team_(std::move(team)), count_(count), dtype_(dtype), algo_(algo) {
   detail::TeamState& t = *team_;
+  const bool two_shot = algo != SymmAlgo::kOneShot, scatter_only = algo == SymmAlgo::kReduceScatter;
   TPGEMM_ASSERT(count % 8 == 0 && t.world <= plan::kMaxSymmetricAllReduceWorld && t.all_lsa);
+  TPGEMM_ASSERT(!scatter_only || count / 8 % t.world == 0);
   kernel_ = two_shot ? twoshot_fn(dtype, t.world) : oneshot_fn(dtype, t.world);
   drop_sends_ = comm::test_drops_signals(t.rank);
   // One vector per thread per block, up to what fits at once: two-shot's unit is a slice.
@@ -32,7 +34,7 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
   // smallest block count any rank can run.
   for (const auto& theirs : t.allgather(&blocks_, sizeof(blocks_)))
     blocks_ = std::min(blocks_, *reinterpret_cast<const int*>(theirs.data()));
-  const int64_t stage = two_shot ? twoshot_stage_elems(count, t.world) : oneshot_stage_elems(count, t.world);
+  const int64_t stage = two_shot ? twoshot_stage_elems(count, t.world, scatter_only) : oneshot_stage_elems(count, t.world);
   stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(stage) * dtype_size(dtype), "all-reduce staging");  // empty: zeros
 }
 
@@ -47,6 +49,7 @@ void SymmAllReduce::run(const void* in, void* out, const void* c, float beta, cu
   a.c = c;
   a.beta = beta;
   a.world = team_->world;
+  a.scatter_only = algo_ == SymmAlgo::kReduceScatter;
   a.drop_sends = drop_sends_;
   a.env = team_->wait_env();
   void* params[] = {&a};

@@ -1,12 +1,14 @@
 // All-reduce over symmetric memory, the building block of GEMM+AllReduce's latency paths
-// (shared/seeds/symm-mem-recipes-readme.txt). Every NVLink transfer is a store into a peer's
-// staging buffer, and the data is its own flag (NOTE [empty lanes], allreduce_device.cuh):
+// (shared/seeds/symm-mem-recipes-readme.txt), and its first half, a reduce-scatter. Every
+// NVLink transfer is a store into a peer's staging buffer, and the data is its own flag (NOTE
+// [empty lanes], allreduce_device.cuh):
 //   one-shot: every rank stores its input into a slot of every rank's staging and sums the W
 //             slots of its own as they fill;
 //   two-shot: every rank stores slice q into a slot of rank q's staging, rank q sums them and
-//             stores the sum into every rank's gather area, which each rank copies out.
+//             stores the sum into every rank's gather area, which each rank copies out;
+//   reduce-scatter: two-shot's first shot; rank q's output is slice q of the sum.
 // fp32 accumulation in rank order 0..W-1: every rank gets bitwise the same sum, every run.
-// Staging per rank: one-shot 2 W x the message, two-shot about 4 x.
+// Staging per rank: one-shot 2 W x the message, two-shot about 4 x, reduce-scatter about 2 x.
 //
 // NOTE [two staging halves]
 // Call e uses half e % 2 of the staging buffer; block b's call number e is a per-block counter
@@ -43,6 +45,7 @@ struct SymmAllReduceArgs {
   const void* c = nullptr;          // optional: out = sum + beta * c (c is this rank's own)
   float beta = 0.0f;
   int world = 1;
+  bool scatter_only = false;        // two-shot's first shot only: `out` and `c` hold this rank's slice
   bool drop_sends = false;          // test hook: store nothing into peers (they must time out)
   comm::WaitEnv env;
 };
@@ -54,22 +57,25 @@ constexpr int kAllReduceThreads = 512;  // per block, both kernels
 const void* oneshot_fn(DType dtype, int world);          // oneshot.cu
 const void* twoshot_fn(DType dtype, int world);          // twoshot.cu
 int64_t oneshot_stage_elems(int64_t count, int world);  // oneshot.cu: W slots of count
-int64_t twoshot_stage_elems(int64_t count, int world);  // twoshot.cu: W slice slots + count
+int64_t twoshot_stage_elems(int64_t count, int world, bool scatter_only);  // twoshot.cu: W slice slots (+ count)
+
+enum class SymmAlgo { kOneShot, kTwoShot, kReduceScatter };
 
 class SymmAllReduce {
  public:
-  // Collective. `two_shot` picks the algorithm.
-  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, bool two_shot);
+  // Collective. kReduceScatter needs count / 8 to be a multiple of the world size (equal slices).
+  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, SymmAlgo algo);
   int64_t count() const { return count_; }
-  // out = sum over ranks of in (+ beta * c), count elements. `out` may equal `in`; `c` may not
-  // alias `out`. Successive calls on one stream (NOTE [two staging halves]).
+  // out = sum over ranks of in (+ beta * c), count elements; kReduceScatter: this rank's slice of
+  // it, count / W elements (c too). `out` may equal `in`; `c` may not alias `out`. Successive
+  // calls on one stream (NOTE [two staging halves]).
   void run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const;
 
  private:
   std::shared_ptr<detail::TeamState> team_;
   int64_t count_;
   DType dtype_;
-  bool two_shot_;
+  SymmAlgo algo_;
   const void* kernel_;  // oneshot_fn or twoshot_fn
   int blocks_;
   bool drop_sends_;  // comm::test_drops_signals

@@ -3,6 +3,8 @@
 // the sum into every peer's gather area (all-gather); each rank copies the gather area out as
 // it fills. Every NVLink transfer is a store and no flag is needed (NOTE [empty lanes]); each
 // GPU sends 2 (W - 1) / W of the data, like a ring, in two store flights.
+// With `scatter_only` it stops after the first shot: a reduce-scatter, each rank's output its
+// own slice of the sum (slice q = the q-th W-th of the input), with no gather area.
 #include "ops/allreduce/allreduce_device.cuh"
 
 namespace tpgemm::ops {
@@ -18,9 +20,9 @@ __device__ __forceinline__ Slice slice_of(int64_t vecs, int world, int q) {
 }
 
 // Staging, per half (NOTE [two staging halves]), in vectors: W scatter slots of one slice each
-// (slot s written by rank s), then the gather area of all `vecs` (slice q written by rank q).
-// Block b handles the same vectors of every slice on every rank, so it only ever waits for
-// block b of its peers.
+// (slot s written by rank s), then (all-reduce only) the gather area of all `vecs` (slice q
+// written by rank q). Block b handles the same vectors of every slice on every rank, so it only
+// ever waits for block b of its peers.
 template <typename T, int kW>
 __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduceArgs a) {
   __shared__ uint4* stage[32];  // every rank's staging half
@@ -34,7 +36,7 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduc
   const Slice own = slice_of(vecs, world, me);
   if (threadIdx.x < world) {
     const int q = threadIdx.x;
-    stage[q] = static_cast<uint4*>(a.stage[q]) + (e & 1) * (world * per + vecs);
+    stage[q] = static_cast<uint4*>(a.stage[q]) + (e & 1) * (world * per + (a.scatter_only ? 0 : vecs));
   }
   __syncthreads();
   if (threadIdx.x < world) slots[threadIdx.x] = stage[me] + threadIdx.x * per - own.begin;
@@ -60,10 +62,18 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduc
     for (int u = 0; u < kU; ++u)
       if (v + u * stride < own.end) {
         const uint4 sum = never_empty(pack8<T>(acc[u]));
+        if (a.scatter_only) {
+          write_out<T>(a, v + u * stride - own.begin, sum);  // out (and c) hold my slice only
+          continue;
+        }
         for (int q = 0; q < world; ++q)
           if (q != me && !a.drop_sends) stage[q][world * per + v + u * stride] = sum;
         write_out<T>(a, v + u * stride, sum);
       }
+  }
+  if (a.scatter_only) {
+    end_call(a, e);
+    return;
   }
   // Gather: my portion of every other slice, from my gather area as it fills.
   uint4* gathered = stage[me] + world * per;
@@ -89,8 +99,8 @@ struct TwoshotKernel {
 
 const void* twoshot_fn(DType dtype, int world) { return kernel_instance(dtype, world, TwoshotKernel{}); }
 
-int64_t twoshot_stage_elems(int64_t count, int world) {
-  return 2 * (world * slice_vecs(count / 8, world) + count / 8) * 8;
+int64_t twoshot_stage_elems(int64_t count, int world, bool scatter_only) {
+  return 2 * (world * slice_vecs(count / 8, world) + (scatter_only ? 0 : count / 8)) * 8;
 }
 
 }  // namespace tpgemm::ops

@@ -15,7 +15,8 @@ class GemmAllReduce final : public OpImpl {
   explicit GemmAllReduce(const ImplContext& ctx)
       : team_(ctx.team),
         p_(ctx.problem),
-        allreduce_(team_, p_.l * p_.m * p_.n, p_.dtype, ctx.choice.impl == Impl::kGemmTwoShot) {
+        allreduce_(team_, p_.l * p_.m * p_.n, p_.dtype,
+                   ctx.choice.impl == Impl::kGemmTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot) {
     // Local work after the symmetric allocation, so agreed on separately (NOTE [collective construction]).
     team_->agree_local("allocating the matmul's workspace", [&] {
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
