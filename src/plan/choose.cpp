@@ -18,9 +18,13 @@ namespace tpgemm::plan {
 //            within 3% of each other. At W=2 (one peer, whose 64-128 MB block takes longer to pull
 //            than the own block takes to multiply) fused measured 1.21-1.22x against 1.19-1.31x.
 //   gemm_rs  pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
-//            one chunk (two measured no better). fused (the GEMM core flagging tiles, SMs pushing
-//            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
-//            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
+//            one chunk (two measured no better). At W=2 below 512 rows per block, the matmul then
+//            tpgemm's reduce-scatter kernel (gemm_reducescatter; bench/rs_sweep.txt, M=128-512:
+//            1.07-1.28x against pipelined_ce's 0.65-1.13x; M=1024: 1.16x against 1.27x;
+//            bench/results/2026-11-22-reducescatter). Not measured at W > 2 or along N: there the
+//            rule before it. fused (the GEMM core flagging tiles, SMs pushing them) measured
+//            slower than pipelined_ce on every shared shape at W=2 (0.319 against 0.245 ms at
+//            M=4096; bench/results/2026-11-22-fused-rs): never chosen.
 //   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=8192: 1.21x); below
 //            that the matmul then the all-reduce the rule below picks for D's size (W=4:
 //            gemm_twoshot 1.30x at M=128), except at W > 2 beyond 4 MB of D, where gemm_twoshot
@@ -84,6 +88,13 @@ Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo) {
   return Impl::kPipelinedCE;
 }
 
+Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
+  const int64_t block = max_block_rows(p.m, topo.world);
+  if (topo.world == 2 && !along_n && block < 512 && impl_supported(p, Impl::kGemmReduceScatter, topo).ok())
+    return Impl::kGemmReduceScatter;
+  return block >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
+}
+
 Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
   if (d_bytes / topo.world >= 16 * kMiB) return Impl::kPipelinedCE;
@@ -107,11 +118,10 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   // the same size: its rules apply, fused aside (along M only; NOTE [shard along N]).
   const bool along_n = p.shard_dim == ShardDim::kN;
   const GemmProblem q = along_n ? transposed(p) : p;
-  const int64_t block = max_block_rows(q.m, topo.world);
   Impl impl = Impl::kBaseline;
   switch (q.op) {
     case Op::kAgGemm: impl = choose_ag_gemm(q, topo); break;
-    case Op::kGemmRs: impl = block >= 256 ? Impl::kPipelinedCE : Impl::kBaseline; break;
+    case Op::kGemmRs: impl = choose_gemm_rs(q, topo, along_n); break;
     case Op::kGemmAr: impl = choose_gemm_ar(q, topo); break;  // (along M only: q is p)
   }
   if (along_n && impl == Impl::kFused) impl = Impl::kPipelinedCE;
