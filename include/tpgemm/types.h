@@ -49,6 +49,7 @@ enum class Impl : int {
   kThreadloadGather,  // one kernel: thread-load gather, device semaphores, fp32 FMA tiles (no tensor cores)
   kGatherThenGemm,    // a thread-load gather kernel, then the Hopper GEMM core (sm_90)
   kGemmReduceScatter,  // gemm_rs only: matmul, then tpgemm's reduce-scatter kernel (two-shot's first shot)
+  kAllGatherGemm,      // ag_gemm only (along M): tpgemm's all-gather kernel, then the matmul
 };
 
 // The standalone all-reduce (the kernels GEMM+AllReduce builds on).

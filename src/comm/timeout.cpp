@@ -20,6 +20,7 @@ const char* to_string(WaitSite s) {
     case WaitSite::kGatheredChunk: return "another block of its own to gather a chunk of A (threadload_gather)";
     case WaitSite::kTileFlag: return "its own GEMM to store a tile (fused gemm_rs)";
     case WaitSite::kTilePush: return "partial products of its rows to be pushed to it (fused gemm_rs)";
+    case WaitSite::kAllGatherBlock: return "its all-gather input to arrive";
   }
   return "?";
 }
@@ -54,8 +55,9 @@ Status TimeoutMailbox::status() const {
   if (*reinterpret_cast<volatile int32_t*>(&host_->code) == 0) return Status::Ok();
   const TimeoutRecord r = *host_;
   const auto site = static_cast<WaitSite>(r.site);
-  // The all-reduce kernels wait on the data itself (NOTE [empty lanes]), not on a flag.
-  const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle || site == WaitSite::kTilePush;
+  // The symmetric collectives wait on the data itself (NOTE [empty lanes]), not on a flag.
+  const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle ||
+                    site == WaitSite::kTilePush || site == WaitSite::kAllGatherBlock;
   const std::string what = data ? std::string(": its data never reached this rank's staging buffer")
                                  : strfmt(" (%s %d), expected a flag >= %llu and saw %llu",
                                           site == WaitSite::kBarrier          ? "barrier"

@@ -43,6 +43,7 @@ std::string_view to_string(Impl v) {
     case Impl::kThreadloadGather: return "threadload_gather";
     case Impl::kGatherThenGemm: return "gather_then_gemm";
     case Impl::kGemmReduceScatter: return "gemm_reducescatter";
+    case Impl::kAllGatherGemm: return "allgather_gemm";
   }
   return "?";
 }
@@ -84,13 +85,14 @@ std::optional<Op> parse_op(std::string_view s) {
 }
 
 std::optional<Impl> parse_impl(std::string_view s) {
-  static constexpr std::array<std::pair<std::string_view, Impl>, 11> t{{{"auto", Impl::kAuto},
+  static constexpr std::array<std::pair<std::string_view, Impl>, 12> t{{{"auto", Impl::kAuto},
                                                                        {"baseline", Impl::kBaseline},
                                                                        {"pipelined_ce", Impl::kPipelinedCE},
                                                                        {"pipelined", Impl::kPipelinedCE},
                                                                        {"gemm_oneshot", Impl::kGemmOneShot},
                                                                        {"gemm_twoshot", Impl::kGemmTwoShot},
                                                                        {"gemm_reducescatter", Impl::kGemmReduceScatter},
+                                                                       {"allgather_gemm", Impl::kAllGatherGemm},
                                                                        {"fused", Impl::kFused},
                                                                        {"naive_remote", Impl::kNaiveRemote},
                                                                        {"threadload_gather", Impl::kThreadloadGather},

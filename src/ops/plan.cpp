@@ -52,6 +52,7 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
     case Impl::kGemmOneShot:
     case Impl::kGemmTwoShot: return make_gemm_ar_symmetric(ctx);
     case Impl::kGemmReduceScatter: return make_gemm_rs_reducescatter(ctx);
+    case Impl::kAllGatherGemm: return make_ag_gemm_allgather(ctx);
     case Impl::kAuto: break;
   }
   throw Error(ErrorCode::kInternal, "no implementation was chosen");

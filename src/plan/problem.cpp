@@ -152,13 +152,16 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     case Impl::kGemmOneShot:
     case Impl::kGemmTwoShot:
     case Impl::kGemmReduceScatter:
-      if (impl == Impl::kGemmReduceScatter ? p.op != Op::kGemmRs : p.op != Op::kGemmAr)
-        return unsupported(strfmt("impl %s exists for %s only, not %s", name.c_str(),
-                                  impl == Impl::kGemmReduceScatter ? "gemm_rs" : "gemm_ar", op.c_str()));
+    case Impl::kAllGatherGemm: {
+      const Op for_op = impl == Impl::kGemmReduceScatter ? Op::kGemmRs : impl == Impl::kAllGatherGemm ? Op::kAgGemm : Op::kGemmAr;
+      if (p.op != for_op)
+        return unsupported(strfmt("impl %s exists for %s only, not %s", name.c_str(), std::string(to_string(for_op)).c_str(),
+                                  op.c_str()));
       if (topo.world > kMaxSymmetricAllReduceWorld)
         return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
                                   name.c_str(), kMaxSymmetricAllReduceWorld, topo.world));
       break;
+    }
     case Impl::kFused:
     case Impl::kNaiveRemote:
     case Impl::kThreadloadGather:

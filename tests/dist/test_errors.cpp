@@ -221,7 +221,7 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
                           std::pair{Op::kAgGemm, Impl::kFused}, std::pair{Op::kGemmRs, Impl::kFused},
                           std::pair{Op::kAgGemm, Impl::kNaiveRemote},
                           std::pair{Op::kAgGemm, Impl::kThreadloadGather}, std::pair{Op::kAgGemm, Impl::kGatherThenGemm},
-                          std::pair{Op::kGemmRs, Impl::kGemmReduceScatter}})
+                          std::pair{Op::kGemmRs, Impl::kGemmReduceScatter}, std::pair{Op::kAgGemm, Impl::kAllGatherGemm}})
     expect_rank0_times_out_naming_rank1(strfmt("%s %s", std::string(to_string(op)).c_str(), std::string(to_string(impl)).c_str()),
                                         [op, impl](const Team& team, cudaStream_t st) {
       PlanOptions o;

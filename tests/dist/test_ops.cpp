@@ -24,7 +24,7 @@ std::vector<Impl> impls_for(Op op) {
   if (op == Op::kGemmAr) return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kAuto};
   if (op == Op::kAgGemm)
     return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kNaiveRemote, Impl::kThreadloadGather,
-            Impl::kGatherThenGemm, Impl::kAuto};
+            Impl::kGatherThenGemm, Impl::kAllGatherGemm, Impl::kAuto};
   return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kGemmReduceScatter, Impl::kAuto};
 }
 

@@ -68,7 +68,7 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
       for (BLayout layout : {BLayout::kKN, BLayout::kNK})
         for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kFused,
                           Impl::kNaiveRemote, Impl::kThreadloadGather, Impl::kGatherThenGemm, Impl::kGemmReduceScatter,
-                          Impl::kAuto}) {
+                          Impl::kAllGatherGemm, Impl::kAuto}) {
           if (!plan::impl_supported(GemmProblem{.op = op}, impl, {1, true}).ok()) continue;  // not for this op
           GemmProblem p;
           p.op = op;

@@ -223,6 +223,15 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
     p.op = other;
     expect_error(impl_supported(p, Impl::kGemmReduceScatter, nvlink), ErrorCode::kUnsupported, {"gemm_rs only"});
   }
+  // allgather_gemm: ag_gemm only, along M only.
+  p.op = Op::kAgGemm;
+  EXPECT_TRUE(impl_supported(p, Impl::kAllGatherGemm, nvlink).ok());
+  expect_error(impl_supported(p, Impl::kAllGatherGemm, split), ErrorCode::kUnsupported, {"allgather_gemm", "LSA"});
+  p.shard_dim = ShardDim::kN;
+  expect_error(impl_supported(p, Impl::kAllGatherGemm, nvlink), ErrorCode::kUnsupported, {"allgather_gemm", "along M only"});
+  p.shard_dim = ShardDim::kM;
+  p.op = Op::kGemmRs;
+  expect_error(impl_supported(p, Impl::kAllGatherGemm, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_rs"});
 }
 
 TEST(Choose, BaselineWithoutNvlinkPeersOrAlone) {

@@ -55,7 +55,7 @@ all local GPUs.
                          tpgemm's Hopper GEMM core and its rule's choice (sm90_auto); the ratio
                          column is cuBLASLt's time over the row's
   --impl=LIST            baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, gemm_reducescatter,
-                         fused, auto; for
+                         allgather_gemm, fused, auto; for
                          allreduce nccl, oneshot, twoshot, auto; or all (default all). The ladder
                          of the nvFuser study (ag_gemm; slow, so only when named): naive_remote,
                          threadload_gather, gather_then_gemm, or ladder for those three and fused
@@ -161,9 +161,9 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     }
     const auto i = parse_impl(s);
     const auto r = s == "baseline" ? std::optional<AllReduceImpl>(AllReduceImpl::kNccl) : parse_allreduce_impl(s);
-    if (!i && !r) throw bad("--impl", impls, "baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, gemm_reducescatter, fused, naive_remote, "
-                                           "threadload_gather, "
-                                           "gather_then_gemm, ladder, nccl, oneshot, twoshot, auto or all");
+    if (!i && !r) throw bad("--impl", impls, "baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, gemm_reducescatter, "
+                                           "allgather_gemm, fused, naive_remote, threadload_gather, gather_then_gemm, "
+                                           "ladder, nccl, oneshot, twoshot, auto or all");
     if (i) c.impls.push_back(*i);
     if (r) c.allreduce_impls.push_back(*r);
   }

@@ -282,6 +282,7 @@ class Runner {
     std::vector<Impl> all = {Impl::kBaseline, Impl::kPipelinedCE};
     if (op == Op::kGemmAr) all.insert(all.end(), {Impl::kGemmOneShot, Impl::kGemmTwoShot});
     if (op == Op::kGemmRs) all.push_back(Impl::kGemmReduceScatter);
+    if (op == Op::kAgGemm && p.shard_dim == ShardDim::kM) all.push_back(Impl::kAllGatherGemm);
     if (op != Op::kGemmAr && p.shard_dim == ShardDim::kM) all.push_back(Impl::kFused);  // (fused: along M only)
     all.push_back(Impl::kAuto);
     if (cfg_.impls.empty()) return all;

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "comm/device/sync.cuh"
-#include "ops/allreduce/symm_allreduce.h"
+#include "ops/allreduce/symm_collective.h"
 #include "ops/common/vec.cuh"
 
 namespace tpgemm::ops {
@@ -25,13 +25,13 @@ const void* kernel_instance(DType dtype, int world, Pick pick) {
 
 // Block b's call number for this call (its counter + 1), broadcast to the block. Only block b
 // touches calls[b]: it stores the new value in end_call().
-__device__ __forceinline__ uint64_t begin_call(const SymmAllReduceArgs& a) {
+__device__ __forceinline__ uint64_t begin_call(const SymmCollectiveArgs& a) {
   __shared__ uint64_t e;
   if (threadIdx.x == 0) e = a.calls[blockIdx.x] + 1;
   __syncthreads();
   return e;
 }
-__device__ __forceinline__ void end_call(const SymmAllReduceArgs& a, uint64_t e) {
+__device__ __forceinline__ void end_call(const SymmCollectiveArgs& a, uint64_t e) {
   if (threadIdx.x == 0) a.calls[blockIdx.x] = e;
 }
 
@@ -149,7 +149,7 @@ template <int kW>
 constexpr int kUnrollFor = kW > 0 && kW <= 4 ? 2 : 1;
 
 template <typename T>
-__device__ __forceinline__ void add_beta_c(const SymmAllReduceArgs& a, int64_t off, float (&acc)[8]) {
+__device__ __forceinline__ void add_beta_c(const SymmCollectiveArgs& a, int64_t off, float (&acc)[8]) {
   if (a.c == nullptr) return;
   float x[8];
   load8(static_cast<const T*>(a.c) + off, x);
@@ -159,7 +159,7 @@ __device__ __forceinline__ void add_beta_c(const SymmAllReduceArgs& a, int64_t o
 
 // out[v] = the rounded sum (+ beta * c, rounded again), with -0.0 lanes as +0.0.
 template <typename T>
-__device__ __forceinline__ void write_out(const SymmAllReduceArgs& a, int64_t v, uint4 sum) {
+__device__ __forceinline__ void write_out(const SymmCollectiveArgs& a, int64_t v, uint4 sum) {
   uint4* out = static_cast<uint4*>(a.out);
   if (a.c == nullptr) {
     out[v] = plain_zeros(sum);

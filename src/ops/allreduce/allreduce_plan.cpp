@@ -3,7 +3,7 @@
 
 #include "comm/team_state.h"
 #include "core/check.h"
-#include "ops/allreduce/symm_allreduce.h"
+#include "ops/allreduce/symm_collective.h"
 #include "ops/common/nccl_types.h"
 #include "plan/choose.h"
 
@@ -15,7 +15,7 @@ struct AllReduceState {
   int64_t count = 0;
   DType dtype = DType::kBF16;
   AllReduceImpl impl = AllReduceImpl::kNccl;
-  std::unique_ptr<ops::SymmAllReduce> symm;
+  std::unique_ptr<ops::SymmCollective> symm;
 };
 
 namespace {
@@ -72,7 +72,7 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   state->impl = chosen;
   t->agree_local("building the all-reduce plan", [&] {  // NOTE [collective construction]
     if (chosen != AllReduceImpl::kNccl)
-      state->symm = std::make_unique<ops::SymmAllReduce>(
+      state->symm = std::make_unique<ops::SymmCollective>(
           t, count, dtype, chosen == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
   });
   state_ = std::move(state);

@@ -10,7 +10,7 @@ namespace {
 // Staging, per half (NOTE [two staging halves]): W slots of `count` elements, slot q written
 // by rank q.
 template <typename T, int kW>
-__global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(SymmAllReduceArgs a) {
+__global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(SymmCollectiveArgs a) {
   __shared__ uint4* slot_at[32];  // my slot in every rank's staging half
   __shared__ uint4* slots[32];    // every slot of my own staging half
   if (__syncthreads_or(comm::tripped(a.env))) return;  // the whole block, or none of it

@@ -24,7 +24,7 @@ __device__ __forceinline__ Slice slice_of(int64_t vecs, int world, int q) {
 // written by rank q). Block b handles the same vectors of every slice on every rank, so it only
 // ever waits for block b of its peers.
 template <typename T, int kW>
-__global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmAllReduceArgs a) {
+__global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmCollectiveArgs a) {
   __shared__ uint4* stage[32];  // every rank's staging half
   __shared__ uint4* slots[32];  // my scatter slots, indexed by the vector's place in the whole buffer
   if (__syncthreads_or(comm::tripped(a.env))) return;  // the whole block, or none of it

@@ -4,7 +4,7 @@
 // than NCCL's for messages of a few MB (docs/perf.md).
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
-#include "ops/allreduce/symm_allreduce.h"
+#include "ops/allreduce/symm_collective.h"
 #include "ops/op_impl.h"
 
 namespace tpgemm::detail {
@@ -39,7 +39,7 @@ class GemmAllReduce final : public OpImpl {
  private:
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
-  ops::SymmAllReduce allreduce_;
+  ops::SymmCollective allreduce_;
   DeviceBuffer workspace_, partial_;
   gemm::LtMatmul matmul_;
 };

@@ -4,7 +4,7 @@
 // rank's block into its D and adds beta * C in the same pass. No overlap: where a matmul is too
 // small to cut into chunks, a shorter collective than NCCL's is what is left to gain.
 #include "core/cuda_raii.h"
-#include "ops/allreduce/symm_allreduce.h"
+#include "ops/allreduce/symm_collective.h"
 #include "ops/gemm_rs/partial_blocks.h"
 #include "ops/op_impl.h"
 
@@ -37,7 +37,7 @@ class GemmReduceScatter final : public OpImpl {
  private:
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
-  ops::SymmAllReduce scatter_;
+  ops::SymmCollective scatter_;
   ops::PartialBlocks blocks_;
   DeviceBuffer partial_, workspace_;
 };

@@ -1,4 +1,4 @@
-#include "ops/allreduce/symm_allreduce.h"
+#include "ops/allreduce/symm_collective.h"
 
 #include <algorithm>
 
@@ -9,19 +9,25 @@
 
 namespace tpgemm::ops {
 
-SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, SymmAlgo algo)
-    : team_(std::move(team)), count_(count), dtype_(dtype), algo_(algo) {
+SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, SymmAlgo algo,
+                               int64_t batches)
+    : team_(std::move(team)), count_(count), dtype_(dtype), algo_(algo), batches_(batches) {
   detail::TeamState& t = *team_;
-  const bool two_shot = algo != SymmAlgo::kOneShot, scatter_only = algo == SymmAlgo::kReduceScatter;
+  const bool two_shot = algo == SymmAlgo::kTwoShot || algo == SymmAlgo::kReduceScatter;
+  const bool scatter_only = algo == SymmAlgo::kReduceScatter;
   TPGEMM_ASSERT(count % 8 == 0 && t.world <= plan::kMaxSymmetricAllReduceWorld && t.all_lsa);
   TPGEMM_ASSERT(!scatter_only || count / 8 % t.world == 0);
-  kernel_ = two_shot ? twoshot_fn(dtype, t.world) : oneshot_fn(dtype, t.world);
+  TPGEMM_ASSERT(batches >= 1 && count / 8 % batches == 0 && (batches == 1 || algo == SymmAlgo::kAllGather));
+  kernel_ = algo == SymmAlgo::kAllGather ? allgather_fn(t.world)
+            : two_shot                   ? twoshot_fn(dtype, t.world)
+                                         : oneshot_fn(dtype, t.world);
   drop_sends_ = comm::test_drops_signals(t.rank);
-  // One vector per thread per block, up to what fits at once: two-shot's unit is a slice.
+  // One vector per thread per block, up to what fits at once: two-shot's unit is a slice, the
+  // others' the whole input.
   const int64_t vecs = two_shot ? (count / 8 + t.world - 1) / t.world : count / 8;
   const int64_t wanted = std::max<int64_t>(1, (vecs + kAllReduceThreads - 1) / kAllReduceThreads);
   // NOTE [collective construction]: local work first, agreed on, then the symmetric buffers.
-  t.agree_local("allocating the all-reduce's local workspace", [&] {
+  t.agree_local("allocating the symmetric collective's local workspace", [&] {
     // Block b waits for block b of each peer, so every block must be resident at once (a
     // bounded wait reports it if a peer's never runs).
     int per_sm = 0;
@@ -35,12 +41,12 @@ SymmAllReduce::SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t co
   for (const auto& theirs : t.allgather(&blocks_, sizeof(blocks_)))
     blocks_ = std::min(blocks_, *reinterpret_cast<const int*>(theirs.data()));
   const int64_t stage = two_shot ? twoshot_stage_elems(count, t.world, scatter_only) : oneshot_stage_elems(count, t.world);
-  stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(stage) * dtype_size(dtype), "all-reduce staging");  // empty: zeros
+  stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(stage) * dtype_size(dtype), "symmetric collective staging");  // empty: zeros
 }
 
-void SymmAllReduce::run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const {
-  TPGEMM_ASSERT(in != nullptr && out != nullptr && c != out);
-  SymmAllReduceArgs a;
+void SymmCollective::run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const {
+  TPGEMM_ASSERT(in != nullptr && out != nullptr && c != out && (algo_ != SymmAlgo::kAllGather || (c == nullptr && in != out)));
+  SymmCollectiveArgs a;
   a.in = in;
   a.stage = stage_.device_peers();
   a.calls = calls_.as<uint64_t>();
@@ -50,6 +56,7 @@ void SymmAllReduce::run(const void* in, void* out, const void* c, float beta, cu
   a.beta = beta;
   a.world = team_->world;
   a.scatter_only = algo_ == SymmAlgo::kReduceScatter;
+  a.batches = batches_;
   a.drop_sends = drop_sends_;
   a.env = team_->wait_env();
   void* params[] = {&a};

@@ -1,14 +1,18 @@
-// All-reduce over symmetric memory, the building block of GEMM+AllReduce's latency paths
-// (shared/seeds/symm-mem-recipes-readme.txt), and its first half, a reduce-scatter. Every
-// NVLink transfer is a store into a peer's staging buffer, and the data is its own flag (NOTE
-// [empty lanes], allreduce_device.cuh):
+// Collectives over symmetric memory: the all-reduce that GEMM+AllReduce's latency paths build on
+// (shared/seeds/symm-mem-recipes-readme.txt), its first half (a reduce-scatter) and an
+// all-gather, for the ops whose matmul is too small to overlap. Every NVLink transfer is a
+// store into a peer's staging buffer, and the data is its own flag (NOTE [empty lanes],
+// allreduce_device.cuh):
 //   one-shot: every rank stores its input into a slot of every rank's staging and sums the W
 //             slots of its own as they fill;
 //   two-shot: every rank stores slice q into a slot of rank q's staging, rank q sums them and
 //             stores the sum into every rank's gather area, which each rank copies out;
-//   reduce-scatter: two-shot's first shot; rank q's output is slice q of the sum.
+//   reduce-scatter: two-shot's first shot; rank q's output is slice q of the sum;
+//   all-gather: every rank stores its input into a slot of every rank's staging and copies
+//             its own slots out as they fill.
 // fp32 accumulation in rank order 0..W-1: every rank gets bitwise the same sum, every run.
-// Staging per rank: one-shot 2 W x the message, two-shot about 4 x, reduce-scatter about 2 x.
+// Staging per rank: one-shot and all-gather 2 W x the input, two-shot about 4 x, reduce-scatter
+// about 2 x.
 //
 // NOTE [two staging halves]
 // Call e uses half e % 2 of the staging buffer; block b's call number e is a per-block counter
@@ -36,11 +40,12 @@ struct TeamState;
 
 namespace tpgemm::ops {
 
-struct SymmAllReduceArgs {
+struct SymmCollectiveArgs {
   const void* in = nullptr;         // this rank's input (any device memory; may be `out`)
   void* const* stage = nullptr;     // every rank's staging buffer, 2 halves (device table)
   uint64_t* calls = nullptr;        // this rank's per-block call counters
-  int64_t count = 0;                // elements, a multiple of 8
+  int64_t count = 0;                // elements of the input, a multiple of 8
+  int64_t batches = 1;              // all-gather: the input is [batches][block], the output [batches][W][block]
   void* out = nullptr;
   const void* c = nullptr;          // optional: out = sum + beta * c (c is this rank's own)
   float beta = 0.0f;
@@ -52,23 +57,27 @@ struct SymmAllReduceArgs {
 
 constexpr int kAllReduceThreads = 512;  // per block, both kernels
 
-// Each kernel for a dtype and world size (launched with one SymmAllReduceArgs), and the
+// Each kernel for a dtype and world size (launched with one SymmCollectiveArgs), and the
 // elements of symmetric staging it needs per rank (two halves).
 const void* oneshot_fn(DType dtype, int world);          // oneshot.cu
 const void* twoshot_fn(DType dtype, int world);          // twoshot.cu
+const void* allgather_fn(int world);                     // allgather.cu (any 16-bit type)
 int64_t oneshot_stage_elems(int64_t count, int world);  // oneshot.cu: W slots of count
 int64_t twoshot_stage_elems(int64_t count, int world, bool scatter_only);  // twoshot.cu: W slice slots (+ count)
 
-enum class SymmAlgo { kOneShot, kTwoShot, kReduceScatter };
+enum class SymmAlgo { kOneShot, kTwoShot, kReduceScatter, kAllGather };
 
-class SymmAllReduce {
+class SymmCollective {
  public:
-  // Collective. kReduceScatter needs count / 8 to be a multiple of the world size (equal slices).
-  SymmAllReduce(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, SymmAlgo algo);
+  // Collective. `count` elements of input per rank. kReduceScatter needs count / 8 to be a
+  // multiple of the world size (equal slices); kAllGather's count / 8 a multiple of `batches`.
+  SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, SymmAlgo algo,
+                 int64_t batches = 1);
   int64_t count() const { return count_; }
   // out = sum over ranks of in (+ beta * c), count elements; kReduceScatter: this rank's slice of
-  // it, count / W elements (c too). `out` may equal `in`; `c` may not alias `out`. Successive
-  // calls on one stream (NOTE [two staging halves]).
+  // it, count / W elements (c too); kAllGather: every rank's input, W x count elements ([batches]
+  // [W][block]; c must be null). `out` may equal `in` (not for kAllGather); `c` may not alias
+  // `out`. Successive calls on one stream (NOTE [two staging halves]).
   void run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const;
 
  private:
@@ -76,7 +85,8 @@ class SymmAllReduce {
   int64_t count_;
   DType dtype_;
   SymmAlgo algo_;
-  const void* kernel_;  // oneshot_fn or twoshot_fn
+  int64_t batches_;
+  const void* kernel_;  // oneshot_fn, twoshot_fn or allgather_fn
   int blocks_;
   bool drop_sends_;  // comm::test_drops_signals
   comm::SymmetricBuffer stage_;

@@ -1,0 +1,47 @@
+// AllGather + GEMM for small M: tpgemm's all-gather kernel (NVLink stores, the data its own
+// flag; ops/allreduce/allgather.cu) gathers the A shards into a local [L, M, K] buffer, then one
+// cuBLASLt matmul. No overlap: where each rank's rows are too few to cut into chunks (pipelined_ce's
+// chunk matmuls would be mostly empty waves), a shorter collective than NCCL's is what is left
+// to gain.
+#include "core/cuda_raii.h"
+#include "gemm/lt_matmul.h"
+#include "ops/allreduce/symm_collective.h"
+#include "ops/op_impl.h"
+
+namespace tpgemm::detail {
+namespace {
+
+class AllGatherGemm final : public OpImpl {
+ public:
+  explicit AllGatherGemm(const ImplContext& ctx)
+      : team_(ctx.team),
+        p_(ctx.problem),
+        gather_(team_, p_.l * (p_.m / team_->world) * p_.k, p_.dtype, ops::SymmAlgo::kAllGather, p_.l) {
+    // Local work after the symmetric allocation, so agreed on separately (NOTE [collective construction]).
+    team_->agree_local("allocating the gathered A and the matmul's workspace", [&] {
+      gathered_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.k) * dtype_size(p_.dtype));
+      workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
+      gemm::MatmulShape s = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
+      s.has_c = p_.has_c;
+      matmul_ = gemm::LtMatmul(team_->lt, s);
+    });
+  }
+
+  void run(const Operands& o, cudaStream_t stream) override {
+    gather_.run(o.a, gathered_.get(), nullptr, 0.0f, stream);  // [L][W][M/W rows]: A as [L, M, K]
+    matmul_.run(gathered_.get(), o.b, p_.has_c ? o.c : nullptr, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
+  }
+
+ private:
+  std::shared_ptr<TeamState> team_;
+  GemmProblem p_;
+  ops::SymmCollective gather_;
+  DeviceBuffer gathered_, workspace_;
+  gemm::LtMatmul matmul_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpImpl> make_ag_gemm_allgather(const ImplContext& ctx) { return std::make_unique<AllGatherGemm>(ctx); }
+
+}  // namespace tpgemm::detail
