@@ -10,7 +10,11 @@ namespace tpgemm::plan {
 // (docs/perf.md, bench/results/2026-11-22-*). A rule sends a shape to an overlapped
 // implementation only where it measured faster than the baseline; everything else stays on
 // the baseline, so auto is never knowingly slower than NCCL + cuBLAS.
-//   ag_gemm  pipelined_ce from 256 rows per rank block (W=4, 128 rows: 0.81x); two chunks per
+//   ag_gemm  At W=2 below 512 rows per rank block, tpgemm's all-gather kernel then one matmul
+//            (allgather_gemm; bench/ag_sweep.txt: M=256 1.29x, M=512 1.21x and N=3584 1.42x,
+//            against pipelined_ce's 0.87x, 1.15x, 1.18x; at M=1024 1.12x against 1.19x;
+//            bench/results/2026-11-22-reducescatter). Not measured at W > 2: there the rules below.
+//            pipelined_ce from 256 rows per rank block (W=4, 128 rows: 0.81x); two chunks per
 //            block from 2048 rows (W=4 M=8192: 1.29x against 1.14x with one). At W >= 4, fused
 //            from 1024 rows per block where pipelined's chunk matmuls would leave more than 10%
 //            of their last wave of 128x256 tiles empty: W=4 M=16384 N=3584 (85%), fused 1.33-1.37x
@@ -79,8 +83,10 @@ double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks) {
   return static_cast<double>(tiles) / static_cast<double>((tiles + slots - 1) / slots * slots);
 }
 
-Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo) {
+Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
   const int64_t block = max_block_rows(p.m, topo.world);
+  if (topo.world == 2 && !along_n && block < 512 && impl_supported(p, Impl::kAllGatherGemm, topo).ok())
+    return Impl::kAllGatherGemm;
   if (block < 256) return Impl::kBaseline;
   const double fill = pipelined_wave_fill(p, block, default_chunks(p, block, Impl::kPipelinedCE));
   if (topo.world >= 4 && block >= 1024 && fill < 0.9 && impl_supported(p, Impl::kFused, topo).ok())
@@ -120,7 +126,7 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   const GemmProblem q = along_n ? transposed(p) : p;
   Impl impl = Impl::kBaseline;
   switch (q.op) {
-    case Op::kAgGemm: impl = choose_ag_gemm(q, topo); break;
+    case Op::kAgGemm: impl = choose_ag_gemm(q, topo, along_n); break;
     case Op::kGemmRs: impl = choose_gemm_rs(q, topo, along_n); break;
     case Op::kGemmAr: impl = choose_gemm_ar(q, topo); break;  // (along M only: q is p)
   }

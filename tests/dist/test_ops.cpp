@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "comm/team_state.h"
@@ -12,6 +14,7 @@
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
+#include "testing/problem_data.h"
 #include "testing/testing.h"
 
 namespace tpgemm {
@@ -218,6 +221,52 @@ TEST_P(Dist, AllReduceKernelsMatchTheSum) {
                       RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,
                                   s.message.c_str());
                     }
+            }),
+            0);
+}
+
+// Plans run back to back on a stream with nothing synchronised between calls, each call on its
+// own operands: a rank that ran ahead must not overwrite what a slower peer is still reading
+// (NOTE [two staging halves] for the symmetric collectives; the flags' epochs elsewhere).
+TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              constexpr int kCalls = 4;
+              const std::pair<Op, Impl> cases[] = {
+                  {Op::kAgGemm, Impl::kAllGatherGemm}, {Op::kAgGemm, Impl::kPipelinedCE}, {Op::kAgGemm, Impl::kFused},
+                  {Op::kGemmRs, Impl::kGemmReduceScatter}, {Op::kGemmRs, Impl::kPipelinedCE},
+                  {Op::kGemmAr, Impl::kGemmOneShot}, {Op::kGemmAr, Impl::kGemmTwoShot}, {Op::kGemmAr, Impl::kPipelinedCE}};
+              for (const auto& [op, impl] : cases) {
+                const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 1, impl);
+                PlanOptions o;
+                o.impl = impl;
+                const Status s = testsupport::caught([&] {
+                  Stream stream = Stream::create();
+                  const cudaStream_t st = stream.get();
+                  Plan plan(team, p, o);
+                  std::vector<std::unique_ptr<testing::RankData>> data;
+                  const int64_t d_count = operand_sizes(p, W).d;
+                  for (int call = 0; call < kCalls; ++call) {
+                    data.push_back(std::make_unique<testing::RankData>(p, W, team.rank(), 3000 + call, st));
+                    testing::poison(data.back()->d.get(), d_count, p.dtype, st);
+                  }
+                  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                  team.barrier();
+                  for (int call = 0; call < kCalls; ++call) plan.run(data[call]->operands(), st);
+                  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                  team.check();
+                  for (int call = 0; call < kCalls; ++call) {
+                    const DeviceBuffer want = testing::expected_d(p, W, team.rank(), 3000 + call, testing::RefEngine::kNaive,
+                                                                  team.state()->lt, st);
+                    const testing::Diff d = testing::compare_d(data[call]->d.get(), want, p, W, st);
+                    RANK_EXPECT(d.passes(testing::default_eps(p.dtype)), "%s %s call %d: rel_err %.2e, %lld non-finite",
+                                describe(p).c_str(), std::string(to_string(impl)).c_str(), call, d.rel_err,
+                                (long long)d.nonfinite);
+                  }
+                });
+                RANK_EXPECT(s.ok(), "%s %s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(), s.message.c_str());
+              }
             }),
             0);
 }
