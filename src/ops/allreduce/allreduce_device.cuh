@@ -35,6 +35,21 @@ __device__ __forceinline__ void end_call(const SymmCollectiveArgs& a, uint64_t e
   if (threadIdx.x == 0) a.calls[blockIdx.x] = e;
 }
 
+// The slot tables of a staging half of W slots of `vecs` vectors each, slot q written by rank q
+// (one-shot, all-gather): slot_at[q] = my slot in rank q's half, slots[q] = slot q of my own
+// half. Shared-memory tables, filled by the first W threads; the block syncs before returning.
+__device__ __forceinline__ void fill_slot_tables(const SymmCollectiveArgs& a, int world, uint64_t e, int64_t vecs,
+                                                 uint4** slot_at, uint4** slots) {
+  const int me = a.env.rank;
+  const int64_t half = (e & 1) * world * vecs;
+  if (threadIdx.x < world) {
+    const int q = threadIdx.x;
+    slot_at[q] = static_cast<uint4*>(a.stage[q]) + half + me * vecs;
+    slots[q] = static_cast<uint4*>(a.stage[me]) + half + q * vecs;
+  }
+  __syncthreads();
+}
+
 // ---- NOTE [empty lanes] ------------------------------------------------------------------
 // Empty is the bit pattern 0x0000 (+0.0) in a 16-bit lane, what a fresh symmetric buffer
 // holds. A sender writes +0.0 as -0.0 (0x8000), equal in value; the receiver, which empties

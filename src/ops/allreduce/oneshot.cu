@@ -18,13 +18,7 @@ __global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(SymmCollecti
   const int me = a.env.rank;
   const int world = kW > 0 ? kW : a.world;
   const int64_t vecs = a.count / 8;
-  const int64_t half = (e & 1) * world * vecs;
-  if (threadIdx.x < world) {
-    const int q = threadIdx.x;
-    slot_at[q] = static_cast<uint4*>(a.stage[q]) + half + me * vecs;
-    slots[q] = static_cast<uint4*>(a.stage[me]) + half + q * vecs;
-  }
-  __syncthreads();
+  fill_slot_tables(a, world, e, vecs, slot_at, slots);
   constexpr int kU = kUnrollFor<kW>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;

@@ -40,6 +40,7 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   // smallest block count any rank can run.
   for (const auto& theirs : t.allgather(&blocks_, sizeof(blocks_)))
     blocks_ = std::min(blocks_, *reinterpret_cast<const int*>(theirs.data()));
+  // (The all-gather's staging is one-shot's: W slots of the input, two halves.)
   const int64_t stage = two_shot ? twoshot_stage_elems(count, t.world, scatter_only) : oneshot_stage_elems(count, t.world);
   stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(stage) * dtype_size(dtype), "symmetric collective staging");  // empty: zeros
 }
