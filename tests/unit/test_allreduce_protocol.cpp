@@ -1,9 +1,9 @@
-// A CPU model of the all-reduce kernels' protocol, one-shot and two-shot (NOTE [empty lanes],
-// NOTE [two staging halves]): W ranks x B blocks as threads, calls back to back with nothing
-// between them but each rank's stream order, random delays everywhere. Every call must read
-// exactly the data its peers sent in that call. With one staging half instead of two, one-shot
-// must fail (that is what its second half is for); two-shot, whose rounds form a handshake,
-// does not need it.
+// A CPU model of the symmetric collectives' protocol, one-shot, two-shot, reduce-scatter (two-shot's
+// first round) and all-gather (NOTE [empty lanes], NOTE [two staging halves]): W ranks x B
+// blocks as threads, calls back to back with nothing between them but each rank's stream
+// order, random delays everywhere. Every call must read exactly the data its peers sent in that
+// call. With one staging half instead of two, one-shot and reduce-scatter must fail (that is
+// what their second half is for); two-shot, whose rounds form a handshake, does not need it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -122,6 +122,54 @@ std::string run_oneshot_model(const ModelOptions& o) {
   });
 }
 
+// All-gather: one-shot without the own slot: block b of rank r stores its lanes into slot r of
+// every peer's half and takes the lanes of every peer's slot of its own.
+std::string run_allgather_model(const ModelOptions& o) {
+  const int n = o.blocks * o.lanes_per_block;
+  Model m(o, static_cast<size_t>(o.world) * n);
+  return m.run([&](int r, int b, int e, auto& jitter) {
+    for (int j = 0; j < o.lanes_per_block; ++j)
+      for (int q = 0; q < o.world; ++q) {
+        jitter();
+        const int i = b * o.lanes_per_block + j;
+        if (q != r) m.lane(q, e, static_cast<size_t>(r) * n + i).store(sent(r, e, i));
+      }
+    for (int q = 0; q < o.world; ++q)
+      for (int j = 0; j < o.lanes_per_block && q != r; ++j) {
+        jitter();
+        const int i = b * o.lanes_per_block + j;
+        if (!m.take(m.lane(r, e, static_cast<size_t>(q) * n + i), sent(q, e, i),
+                    strfmt("rank %d block %d call %d: lane %d from rank %d", r, b, e, i, q)))
+          return false;
+      }
+    return true;
+  });
+}
+
+// Reduce-scatter: two-shot's first round alone. Block b stores slice q's lanes into slot r of
+// rank q's half and takes its own slice's lanes from every slot.
+std::string run_reducescatter_model(const ModelOptions& o) {
+  const int per = o.blocks * o.lanes_per_block;
+  Model m(o, static_cast<size_t>(o.world) * per);
+  return m.run([&](int r, int b, int e, auto& jitter) {
+    for (int q = 0; q < o.world; ++q)
+      for (int j = 0; j < o.lanes_per_block; ++j) {
+        jitter();
+        const int k = b * o.lanes_per_block + j;
+        m.lane(q, e, static_cast<size_t>(r) * per + k).store(sent(r, e, q * per + k));
+      }
+    for (int j = 0; j < o.lanes_per_block; ++j)
+      for (int src = 0; src < o.world; ++src) {
+        jitter();
+        const int k = b * o.lanes_per_block + j, i = r * per + k;
+        if (!m.take(m.lane(r, e, static_cast<size_t>(src) * per + k), sent(src, e, i),
+                    strfmt("rank %d block %d call %d: scatter lane %d from rank %d", r, b, e, i, src)))
+          return false;
+      }
+    return true;
+  });
+}
+
 // Two-shot: the message is W slices of `per` lanes; block b handles the same lanes of every
 // slice. It stores slice q's lanes into slot r of rank q's half (scatter), takes its own slice's
 // lanes from every slot and stores their "sum" into every peer's gather area, then takes the
@@ -161,7 +209,9 @@ std::string run_twoshot_model(const ModelOptions& o) {
 }
 
 TEST(AllReduceProtocol, TwoHalvesKeepEveryCallsDataApart) {
-  for (const auto& [name, model] : {std::pair{"one-shot", &run_oneshot_model}, std::pair{"two-shot", &run_twoshot_model}})
+  for (const auto& [name, model] : {std::pair{"one-shot", &run_oneshot_model}, std::pair{"two-shot", &run_twoshot_model},
+                                    std::pair{"reduce-scatter", &run_reducescatter_model},
+                                    std::pair{"all-gather", &run_allgather_model}})
     for (int world : {2, 3, 4, 8})
       for (uint64_t seed = 1; seed <= 3; ++seed) {
         ModelOptions o;
@@ -171,15 +221,18 @@ TEST(AllReduceProtocol, TwoHalvesKeepEveryCallsDataApart) {
       }
 }
 
-TEST(AllReduceProtocolCanFail, OneShotWithOneHalfLetsAFastPeerOverwriteDataNotYetRead) {
-  std::string err;
-  for (uint64_t seed = 1; seed <= 20 && err.empty(); ++seed) {
-    ModelOptions o;
-    o.halves = 1;
-    o.seed = seed;
-    err = run_oneshot_model(o);
+TEST(AllReduceProtocolCanFail, OneShotAndReduceScatterWithOneHalfLetAFastPeerOverwriteDataNotYetRead) {
+  for (const auto& [name, model] : {std::pair{"one-shot", &run_oneshot_model},
+                                    std::pair{"reduce-scatter", &run_reducescatter_model}}) {
+    std::string err;
+    for (uint64_t seed = 1; seed <= 20 && err.empty(); ++seed) {
+      ModelOptions o;
+      o.halves = 1;
+      o.seed = seed;
+      err = model(o);
+    }
+    EXPECT_NE(err, "") << name << ": one staging half never failed: the model does not exercise the race";
   }
-  EXPECT_NE(err, "") << "one staging half never failed: the model does not exercise the race";
 }
 
 // Two-shot's two rounds are a handshake: a peer stores into my scatter slot for call e + 1 only
