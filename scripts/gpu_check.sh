@@ -7,6 +7,7 @@
 #
 #   scripts/gpu_check.sh [STAGE ...]
 #   stages: info build test_cpu test_gpu test_dist gemm_core bench bench_n peers ladder sweep sweep_fused sweep_rs
+#           sweep_small
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
@@ -123,6 +124,18 @@ for s in $STAGES; do
           stage "sweep_rs_W${w}_s$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs --impl fused,pipelined \
             --comm-sms "$c" --check --json "$LOGS/sweep_rs_W${w}_s$c.json"
           grep -E "^gemm_rs" "$LOGS/sweep_rs_W${w}_s$c.log" | sed "s/^/sweep_rs_W${w}_s$c /" | tee -a "$SUMMARY" > /dev/null
+        done
+      done ;;
+    sweep_small)  # ag_gemm and gemm_rs from 128 rows up: where the symmetric collective behind one matmul
+                  # (allgather_gemm, gemm_reducescatter) wins and where the pipeline takes over
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for op in ag_gemm gemm_rs; do
+          shapes=bench/ag_sweep.txt
+          [ "$op" = gemm_rs ] && shapes=bench/rs_sweep.txt
+          stage "sweep_${op}_W$w" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op "$op" --shapes "$shapes" --check \
+            --json "$LOGS/sweep_${op}_W$w.json"
+          grep -E "^$op" "$LOGS/sweep_${op}_W$w.log" | sed "s/^/sweep_${op}_W$w /" | tee -a "$SUMMARY" > /dev/null
         done
       done ;;
     peers)
