@@ -21,6 +21,7 @@ const char* to_string(WaitSite s) {
     case WaitSite::kTileFlag: return "its own GEMM to store a tile (fused gemm_rs)";
     case WaitSite::kTilePush: return "partial products of its rows to be pushed to it (fused gemm_rs)";
     case WaitSite::kAllGatherBlock: return "its all-gather input to arrive";
+    case WaitSite::kReduceScatterStart: return "its reduce-scatter input to arrive";
   }
   return "?";
 }
@@ -57,7 +58,7 @@ Status TimeoutMailbox::status() const {
   const auto site = static_cast<WaitSite>(r.site);
   // The symmetric collectives wait on the data itself (NOTE [empty lanes]), not on a flag.
   const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle ||
-                    site == WaitSite::kTilePush || site == WaitSite::kAllGatherBlock;
+                    site == WaitSite::kTilePush || site == WaitSite::kAllGatherBlock || site == WaitSite::kReduceScatterStart;
   const std::string what = data ? std::string(": its data never reached this rank's staging buffer")
                                  : strfmt(" (%s %d), expected a flag >= %llu and saw %llu",
                                           site == WaitSite::kBarrier          ? "barrier"

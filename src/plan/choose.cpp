@@ -10,10 +10,11 @@ namespace tpgemm::plan {
 // (docs/perf.md, bench/results/2026-11-22-*). A rule sends a shape to an overlapped
 // implementation only where it measured faster than the baseline; everything else stays on
 // the baseline, so auto is never knowingly slower than NCCL + cuBLAS.
-//   ag_gemm  At W=2 below 512 rows per rank block, tpgemm's all-gather kernel then one matmul
+//   ag_gemm  At W=2 from 128 to 511 rows per rank block, tpgemm's all-gather kernel then one matmul
 //            (allgather_gemm; bench/ag_sweep.txt: M=256 1.29x, M=512 1.21x and N=3584 1.42x,
 //            against pipelined_ce's 0.87x, 1.15x, 1.18x; at M=1024 1.12x against 1.19x;
-//            bench/results/2026-11-22-reducescatter). Not measured at W > 2: there the rules below.
+//            bench/results/2026-11-22-reducescatter). Not measured at W > 2, along N or below 128
+//            rows: there the rules below.
 //            pipelined_ce from 256 rows per rank block (W=4, 128 rows: 0.81x); two chunks per
 //            block from 2048 rows (W=4 M=8192: 1.29x against 1.14x with one). At W >= 4, fused
 //            from 1024 rows per block where pipelined's chunk matmuls would leave more than 10%
@@ -22,11 +23,11 @@ namespace tpgemm::plan {
 //            within 3% of each other. At W=2 (one peer, whose 64-128 MB block takes longer to pull
 //            than the own block takes to multiply) fused measured 1.21-1.22x against 1.19-1.31x.
 //   gemm_rs  pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
-//            one chunk (two measured no better). At W=2 below 512 rows per block, the matmul then
+//            one chunk (two measured no better). At W=2 from 64 to 511 rows per block, the matmul then
 //            tpgemm's reduce-scatter kernel (gemm_reducescatter; bench/rs_sweep.txt, M=128-512:
 //            1.07-1.28x against pipelined_ce's 0.65-1.13x; M=1024: 1.16x against 1.27x;
-//            bench/results/2026-11-22-reducescatter). Not measured at W > 2 or along N: there the
-//            rule before it. fused (the GEMM core flagging tiles, SMs pushing them) measured
+//            bench/results/2026-11-22-reducescatter). Not measured at W > 2, along N or below
+//            64 rows: there the rule before it. fused (the GEMM core flagging tiles, SMs pushing them) measured
 //            slower than pipelined_ce on every shared shape at W=2 (0.319 against 0.245 ms at
 //            M=4096; bench/results/2026-11-22-fused-rs): never chosen.
 //   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=8192: 1.21x); below
@@ -85,7 +86,7 @@ double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks) {
 
 Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
   const int64_t block = max_block_rows(p.m, topo.world);
-  if (topo.world == 2 && !along_n && block < 512 && impl_supported(p, Impl::kAllGatherGemm, topo).ok())
+  if (topo.world == 2 && !along_n && block >= 128 && block < 512 && impl_supported(p, Impl::kAllGatherGemm, topo).ok())
     return Impl::kAllGatherGemm;
   if (block < 256) return Impl::kBaseline;
   const double fill = pipelined_wave_fill(p, block, default_chunks(p, block, Impl::kPipelinedCE));
@@ -96,7 +97,7 @@ Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
 
 Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
   const int64_t block = max_block_rows(p.m, topo.world);
-  if (topo.world == 2 && !along_n && block < 512 && impl_supported(p, Impl::kGemmReduceScatter, topo).ok())
+  if (topo.world == 2 && !along_n && block >= 64 && block < 512 && impl_supported(p, Impl::kGemmReduceScatter, topo).ok())
     return Impl::kGemmReduceScatter;
   return block >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
 }

@@ -73,6 +73,11 @@ TEST(Cli, LadderNamesItsThreeRungsAndFused) {
   EXPECT_EQ(parse({"--impl=threadload_gather"}).impls, std::vector<Impl>{Impl::kThreadloadGather});
 }
 
+TEST(Cli, NamesTheSymmetricCollectiveImplementations) {
+  const std::vector<Impl> want = {Impl::kGemmReduceScatter, Impl::kAllGatherGemm, Impl::kGemmOneShot, Impl::kGemmTwoShot};
+  EXPECT_EQ(parse({"--impl=gemm_reducescatter,allgather_gemm,gemm_oneshot,gemm_twoshot"}).impls, want);
+}
+
 TEST(Cli, GemmCoreOnlyWhenNamed) {
   const BenchConfig c = parse({"--op=gemm", "--gpus=1"});
   EXPECT_TRUE(c.gemm_core);

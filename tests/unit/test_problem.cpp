@@ -114,9 +114,11 @@ TEST(ShardAlongN, SizesTransposeValidationAndChoice) {
     p.op = op;
     EXPECT_EQ(choose(p, {4, true}, {}).impl, Impl::kBaseline) << to_string(op);
   }
-  p.op = Op::kGemmRs;  // gemm_reducescatter's rule is measured along M only
-  p.n = 2 * 128;
-  EXPECT_EQ(choose(p, {2, true}, {}).impl, Impl::kBaseline);
+  p.n = 2 * 128;  // the symmetric collectives behind one matmul are measured along M only
+  for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
+    p.op = op;
+    EXPECT_EQ(choose(p, {2, true}, {}).impl, Impl::kBaseline) << to_string(op);
+  }
 }
 
 TEST(ValidateProblem, AcceptsTheSharedShapes) {
@@ -294,7 +296,8 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kAgGemm, 16384, 3584, 8192, 4, Impl::kFused, 1},      {Op::kAgGemm, 16384, 3584, 8192, 2, Impl::kPipelinedCE, 2},
       {Op::kAgGemm, 16384, 8192, 8192, 4, Impl::kPipelinedCE, 2}, {Op::kAgGemm, 4096, 8192, 8192, 4, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 512, 8192, 2048, 4, Impl::kBaseline, 1},     {Op::kGemmRs, 512, 8192, 2048, 2, Impl::kGemmReduceScatter, 1},
-      {Op::kAgGemm, 512, 8192, 8192, 2, Impl::kAllGatherGemm, 1},      {Op::kAgGemm, 1024, 8192, 8192, 2, Impl::kPipelinedCE, 1},
+      {Op::kAgGemm, 512, 8192, 8192, 2, Impl::kAllGatherGemm, 1},
+      {Op::kAgGemm, 128, 8192, 8192, 2, Impl::kBaseline, 1},          {Op::kGemmRs, 64, 8192, 2048, 2, Impl::kBaseline, 1},      {Op::kAgGemm, 1024, 8192, 8192, 2, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 1024, 8192, 2048, 2, Impl::kPipelinedCE, 1}, {Op::kGemmRs, 128, 8192, 2048, 2, Impl::kGemmReduceScatter, 1},
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kBaseline, 1},

@@ -1,4 +1,5 @@
-// Device pieces the one-shot and two-shot kernels share (NOTE [empty lanes]).
+// Device pieces the symmetric collectives' kernels share (one-shot, two-shot and its reduce-scatter,
+// all-gather; NOTE [empty lanes]).
 #pragma once
 
 #include "comm/device/sync.cuh"

@@ -55,7 +55,7 @@ struct SymmCollectiveArgs {
   comm::WaitEnv env;
 };
 
-constexpr int kAllReduceThreads = 512;  // per block, both kernels
+constexpr int kAllReduceThreads = 512;  // per block, every kernel here
 
 // Each kernel for a dtype and world size (launched with one SymmCollectiveArgs), and the
 // elements of symmetric staging it needs per rank (two halves).

@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmCollecti
   // Reduce my portion of my slice; the sum to every peer's gather area and to my output.
   for (int64_t v = own.begin + first; v < own.end; v += stride * kU) {
     float acc[kU][8];
-    if (!sum_slots<T, kW, kU>(slots, world, v, stride, own.end, a.env, comm::WaitSite::kAllReduceStart, acc)) return;
+    const comm::WaitSite site = a.scatter_only ? comm::WaitSite::kReduceScatterStart : comm::WaitSite::kAllReduceStart;
+    if (!sum_slots<T, kW, kU>(slots, world, v, stride, own.end, a.env, site, acc)) return;
 #pragma unroll
     for (int u = 0; u < kU; ++u)
       if (v + u * stride < own.end) {
