@@ -10,8 +10,8 @@ namespace tpgemm::plan {
 // (docs/perf.md, bench/results/2026-11-22-*). A rule sends a shape to an overlapped
 // implementation only where it measured faster than the baseline; everything else stays on
 // the baseline, so auto is never knowingly slower than NCCL + cuBLAS.
-//   ag_gemm  At W=2 from 128 to 511 rows per rank block, tpgemm's all-gather kernel then one matmul
-//            (allgather_gemm; bench/ag_sweep.txt: M=256 1.29x, M=512 1.21x and N=3584 1.42x,
+//   ag_gemm  At W=2 from 128 to 511 rows per rank block, tpgemm's all-gather kernel, then one
+//            matmul (allgather_gemm; bench/ag_sweep.txt: M=256 1.29x, M=512 1.21x and N=3584 1.42x,
 //            against pipelined_ce's 0.87x, 1.15x, 1.18x; at M=1024 1.12x against 1.19x;
 //            bench/results/2026-11-22-reducescatter). Not measured at W > 2, along N or below 128
 //            rows: there the rules below.
@@ -22,14 +22,15 @@ namespace tpgemm::plan {
 //            against pipelined 1.24-1.26x over three runs; where the waves fill, the two measured
 //            within 3% of each other. At W=2 (one peer, whose 64-128 MB block takes longer to pull
 //            than the own block takes to multiply) fused measured 1.21-1.22x against 1.19-1.31x.
-//   gemm_rs  pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
-//            one chunk (two measured no better). At W=2 from 64 to 511 rows per block, the matmul then
-//            tpgemm's reduce-scatter kernel (gemm_reducescatter; bench/rs_sweep.txt, M=128-512:
-//            1.07-1.28x against pipelined_ce's 0.65-1.13x; M=1024: 1.16x against 1.27x;
-//            bench/results/2026-11-22-reducescatter). Not measured at W > 2, along N or below
-//            64 rows: there the rule before it. fused (the GEMM core flagging tiles, SMs pushing them) measured
-//            slower than pipelined_ce on every shared shape at W=2 (0.319 against 0.245 ms at
-//            M=4096; bench/results/2026-11-22-fused-rs): never chosen.
+//   gemm_rs  At W=2 from 64 to 511 rows per block, the matmul then tpgemm's reduce-scatter
+//            kernel (gemm_reducescatter; bench/rs_sweep.txt, M=128-512: 1.07-1.28x against
+//            pipelined_ce's 0.65-1.13x; M=1024: 1.16x against 1.27x; bench/results/
+//            2026-11-22-reducescatter). Not measured at W > 2, along N or below 64 rows: there
+//            the rule below.
+//            pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
+//            one chunk (two measured no better). fused (the GEMM core flagging tiles, SMs pushing
+//            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
+//            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
 //   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=8192: 1.21x); below
 //            that the matmul then the all-reduce the rule below picks for D's size (W=4:
 //            gemm_twoshot 1.30x at M=128), except at W > 2 beyond 4 MB of D, where gemm_twoshot
