@@ -5,6 +5,7 @@
 #include "comm/team_state.h"
 #include "comm/timeout.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "plan/problem.h"
 
 namespace tpgemm::ops {
@@ -25,14 +26,16 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   // One vector per thread per block, up to what fits at once: two-shot's unit is a slice, the
   // others' the whole input.
   const int64_t vecs = two_shot ? (count / 8 + t.world - 1) / t.world : count / 8;
-  const int64_t wanted = std::max<int64_t>(1, (vecs + kAllReduceThreads - 1) / kAllReduceThreads);
+  // Tuning override (the same on every rank, like the count): threads per block.
+  threads_ = static_cast<int>(env_int("TPGEMM_SYMM_THREADS", 64, kAllReduceThreads).value_or(kAllReduceThreads)) / 32 * 32;
+  const int64_t wanted = std::max<int64_t>(1, (vecs + threads_ - 1) / threads_);
   // NOTE [collective construction]: local work first, agreed on, then the symmetric buffers.
   t.agree_local("allocating the symmetric collective's local workspace", [&] {
     // Block b waits for block b of each peer, so every block must be resident at once (a
     // bounded wait reports it if a peer's never runs).
     int per_sm = 0;
-    TPGEMM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, kAllReduceThreads, 0));
-    blocks_ = static_cast<int>(std::min<int64_t>(wanted, std::max(1, std::min(per_sm, 2) * t.num_sms)));
+    TPGEMM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, threads_, 0));
+    blocks_ = static_cast<int>(std::min<int64_t>(wanted, std::max(1, std::min(per_sm, 1024 / threads_) * t.num_sms)));
     calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
     TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
   });
@@ -61,7 +64,7 @@ void SymmCollective::run(const void* in, void* out, const void* c, float beta, c
   a.drop_sends = drop_sends_;
   a.env = team_->wait_env();
   void* params[] = {&a};
-  TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_, dim3(blocks_), dim3(kAllReduceThreads), params, 0, stream));
+  TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_, dim3(blocks_), dim3(threads_), params, 0, stream));
 }
 
 }  // namespace tpgemm::ops

@@ -55,7 +55,7 @@ struct SymmCollectiveArgs {
   comm::WaitEnv env;
 };
 
-constexpr int kAllReduceThreads = 512;  // per block, every kernel here
+constexpr int kAllReduceThreads = 512;  // per block at most, every kernel here (TPGEMM_SYMM_THREADS: fewer)
 
 // Each kernel for a dtype and world size (launched with one SymmCollectiveArgs), and the
 // elements of symmetric staging it needs per rank (two halves).
@@ -87,6 +87,7 @@ class SymmCollective {
   SymmAlgo algo_;
   int64_t batches_;
   const void* kernel_;  // oneshot_fn, twoshot_fn or allgather_fn
+  int threads_;         // per block
   int blocks_;
   bool drop_sends_;  // comm::test_drops_signals
   comm::SymmetricBuffer stage_;
