@@ -98,9 +98,10 @@ class Model {
 uint16_t sent(int q, int e, int i) { return static_cast<uint16_t>(1 + (q * 7919 + e * 131 + i * 17) % 65000); }
 uint16_t reduced(int e, int i) { return static_cast<uint16_t>(1 + (e * 257 + i * 31) % 65000); }
 
-// One-shot: block b of rank r stores its lanes into slot r of every rank's staging half, then
-// takes the lanes of every slot of its own half. Returns "" or the first error.
-std::string run_oneshot_model(const ModelOptions& o) {
+// One-shot (own_slot) and all-gather (not): block b of rank r stores its lanes into slot r of
+// every rank's staging half (all-gather: every peer's), then takes the lanes of every slot of
+// its own half (all-gather: every peer's slot). Returns "" or the first error.
+std::string run_slots_model(const ModelOptions& o, bool own_slot) {
   const int n = o.blocks * o.lanes_per_block;  // lanes of one rank's message
   Model m(o, static_cast<size_t>(o.world) * n);
   return m.run([&](int r, int b, int e, auto& jitter) {
@@ -108,76 +109,37 @@ std::string run_oneshot_model(const ModelOptions& o) {
       for (int q = 0; q < o.world; ++q) {
         jitter();
         const int i = b * o.lanes_per_block + j;
-        m.lane(q, e, static_cast<size_t>(r) * n + i).store(sent(r, e, i));
+        if (own_slot || q != r) m.lane(q, e, static_cast<size_t>(r) * n + i).store(sent(r, e, i));
       }
-    for (int j = 0; j < o.lanes_per_block; ++j)
-      for (int q = 0; q < o.world; ++q) {
-        jitter();
-        const int i = b * o.lanes_per_block + j;
-        if (!m.take(m.lane(r, e, static_cast<size_t>(q) * n + i), sent(q, e, i),
-                    strfmt("rank %d block %d call %d: lane %d from rank %d", r, b, e, i, q)))
-          return false;
-      }
+    const auto take = [&](int q, int j) {
+      jitter();
+      const int i = b * o.lanes_per_block + j;
+      return m.take(m.lane(r, e, static_cast<size_t>(q) * n + i), sent(q, e, i),
+                    strfmt("rank %d block %d call %d: lane %d from rank %d", r, b, e, i, q));
+    };
+    // As the kernels read: one-shot sums every slot of a lane at once; the all-gather copies
+    // out peer by peer.
+    for (int j = 0; j < o.lanes_per_block && own_slot; ++j)
+      for (int q = 0; q < o.world; ++q)
+        if (!take(q, j)) return false;
+    for (int q = 0; q < o.world && !own_slot; ++q)
+      for (int j = 0; j < o.lanes_per_block && q != r; ++j)
+        if (!take(q, j)) return false;
     return true;
   });
 }
-
-// All-gather: one-shot without the own slot: block b of rank r stores its lanes into slot r of
-// every peer's half and takes the lanes of every peer's slot of its own.
-std::string run_allgather_model(const ModelOptions& o) {
-  const int n = o.blocks * o.lanes_per_block;
-  Model m(o, static_cast<size_t>(o.world) * n);
-  return m.run([&](int r, int b, int e, auto& jitter) {
-    for (int j = 0; j < o.lanes_per_block; ++j)
-      for (int q = 0; q < o.world; ++q) {
-        jitter();
-        const int i = b * o.lanes_per_block + j;
-        if (q != r) m.lane(q, e, static_cast<size_t>(r) * n + i).store(sent(r, e, i));
-      }
-    for (int q = 0; q < o.world; ++q)
-      for (int j = 0; j < o.lanes_per_block && q != r; ++j) {
-        jitter();
-        const int i = b * o.lanes_per_block + j;
-        if (!m.take(m.lane(r, e, static_cast<size_t>(q) * n + i), sent(q, e, i),
-                    strfmt("rank %d block %d call %d: lane %d from rank %d", r, b, e, i, q)))
-          return false;
-      }
-    return true;
-  });
-}
-
-// Reduce-scatter: two-shot's first round alone. Block b stores slice q's lanes into slot r of
-// rank q's half and takes its own slice's lanes from every slot.
-std::string run_reducescatter_model(const ModelOptions& o) {
-  const int per = o.blocks * o.lanes_per_block;
-  Model m(o, static_cast<size_t>(o.world) * per);
-  return m.run([&](int r, int b, int e, auto& jitter) {
-    for (int q = 0; q < o.world; ++q)
-      for (int j = 0; j < o.lanes_per_block; ++j) {
-        jitter();
-        const int k = b * o.lanes_per_block + j;
-        m.lane(q, e, static_cast<size_t>(r) * per + k).store(sent(r, e, q * per + k));
-      }
-    for (int j = 0; j < o.lanes_per_block; ++j)
-      for (int src = 0; src < o.world; ++src) {
-        jitter();
-        const int k = b * o.lanes_per_block + j, i = r * per + k;
-        if (!m.take(m.lane(r, e, static_cast<size_t>(src) * per + k), sent(src, e, i),
-                    strfmt("rank %d block %d call %d: scatter lane %d from rank %d", r, b, e, i, src)))
-          return false;
-      }
-    return true;
-  });
-}
+std::string run_oneshot_model(const ModelOptions& o) { return run_slots_model(o, true); }
+std::string run_allgather_model(const ModelOptions& o) { return run_slots_model(o, false); }
 
 // Two-shot: the message is W slices of `per` lanes; block b handles the same lanes of every
 // slice. It stores slice q's lanes into slot r of rank q's half (scatter), takes its own slice's
 // lanes from every slot and stores their "sum" into every peer's gather area, then takes the
-// other slices' lanes from its own gather area.
-std::string run_twoshot_model(const ModelOptions& o) {
+// other slices' lanes from its own gather area. Without `gather_round`, the reduce-scatter: the
+// first round alone, and no gather area.
+std::string run_shots_model(const ModelOptions& o, bool gather_round) {
   const int per = o.blocks * o.lanes_per_block;
   const size_t gather = static_cast<size_t>(o.world) * per;  // after the W scatter slots
-  Model m(o, gather + static_cast<size_t>(o.world) * per);
+  Model m(o, gather + (gather_round ? static_cast<size_t>(o.world) * per : 0));
   return m.run([&](int r, int b, int e, auto& jitter) {
     for (int q = 0; q < o.world; ++q)
       for (int j = 0; j < o.lanes_per_block; ++j) {
@@ -193,10 +155,10 @@ std::string run_twoshot_model(const ModelOptions& o) {
                     strfmt("rank %d block %d call %d: scatter lane %d from rank %d", r, b, e, i, src)))
           return false;
       }
-      for (int q = 0; q < o.world; ++q)
+      for (int q = 0; q < o.world && gather_round; ++q)
         if (q != r) m.lane(q, e, gather + i).store(reduced(e, i));
     }
-    for (int q = 0; q < o.world; ++q)
+    for (int q = 0; q < o.world && gather_round; ++q)
       for (int j = 0; j < o.lanes_per_block && q != r; ++j) {
         jitter();
         const int i = q * per + b * o.lanes_per_block + j;
@@ -207,6 +169,8 @@ std::string run_twoshot_model(const ModelOptions& o) {
     return true;
   });
 }
+std::string run_twoshot_model(const ModelOptions& o) { return run_shots_model(o, true); }
+std::string run_reducescatter_model(const ModelOptions& o) { return run_shots_model(o, false); }
 
 TEST(AllReduceProtocol, TwoHalvesKeepEveryCallsDataApart) {
   for (const auto& [name, model] : {std::pair{"one-shot", &run_oneshot_model}, std::pair{"two-shot", &run_twoshot_model},
