@@ -85,10 +85,16 @@ double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks) {
   return static_cast<double>(tiles) / static_cast<double>((tiles + slots - 1) / slots * slots);
 }
 
-Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
+// allgather_gemm / gemm_reducescatter, the symmetric collective behind one matmul: measured
+// faster than pipelined_ce at W=2, along M, from `min_block` to 511 rows per rank block.
+bool small_m_collective(const GemmProblem& p, const Topology& topo, bool along_n, int64_t min_block, Impl impl) {
   const int64_t block = max_block_rows(p.m, topo.world);
-  if (topo.world == 2 && !along_n && block >= 128 && block < 512 && impl_supported(p, Impl::kAllGatherGemm, topo).ok())
-    return Impl::kAllGatherGemm;
+  return topo.world == 2 && !along_n && block >= min_block && block < 512 && impl_supported(p, impl, topo).ok();
+}
+
+Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
+  if (small_m_collective(p, topo, along_n, 128, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
+  const int64_t block = max_block_rows(p.m, topo.world);
   if (block < 256) return Impl::kBaseline;
   const double fill = pipelined_wave_fill(p, block, default_chunks(p, block, Impl::kPipelinedCE));
   if (topo.world >= 4 && block >= 1024 && fill < 0.9 && impl_supported(p, Impl::kFused, topo).ok())
@@ -97,10 +103,8 @@ Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
 }
 
 Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
-  const int64_t block = max_block_rows(p.m, topo.world);
-  if (topo.world == 2 && !along_n && block >= 64 && block < 512 && impl_supported(p, Impl::kGemmReduceScatter, topo).ok())
-    return Impl::kGemmReduceScatter;
-  return block >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
+  if (small_m_collective(p, topo, along_n, 64, Impl::kGemmReduceScatter)) return Impl::kGemmReduceScatter;
+  return max_block_rows(p.m, topo.world) >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
 }
 
 Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
