@@ -54,10 +54,10 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmCollecti
     if (q != me && a.drop_sends) continue;
     for (int64_t v = sl.begin + first; v < sl.end; v += stride) slot[v] = never_empty(in[v]);
   }
+  const comm::WaitSite site = a.scatter_only ? comm::WaitSite::kReduceScatterStart : comm::WaitSite::kAllReduceStart;
   // Reduce my portion of my slice; the sum to every peer's gather area and to my output.
   for (int64_t v = own.begin + first; v < own.end; v += stride * kU) {
     float acc[kU][8];
-    const comm::WaitSite site = a.scatter_only ? comm::WaitSite::kReduceScatterStart : comm::WaitSite::kAllReduceStart;
     if (!sum_slots<T, kW, kU>(slots, world, v, stride, own.end, a.env, site, acc)) return;
 #pragma unroll
     for (int u = 0; u < kU; ++u)
