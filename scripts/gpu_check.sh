@@ -7,7 +7,7 @@
 #
 #   scripts/gpu_check.sh [STAGE ...]
 #   stages: info build test_cpu test_gpu test_dist gemm_core bench bench_n peers ladder sweep sweep_fused sweep_rs
-#           sweep_small
+#           sweep_ar_fused sweep_small
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
@@ -124,6 +124,16 @@ for s in $STAGES; do
           stage "sweep_rs_W${w}_s$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs --impl fused,pipelined \
             --comm-sms "$c" --check --json "$LOGS/sweep_rs_W${w}_s$c.json"
           grep -E "^gemm_rs" "$LOGS/sweep_rs_W${w}_s$c.log" | sed "s/^/sweep_rs_W${w}_s$c /" | tee -a "$SUMMARY" > /dev/null
+        done
+      done ;;
+    sweep_ar_fused)  # the fused gemm_ar with COMM_SMS SMs beside the GEMM, against gemm_twoshot, from 512 rows up
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for c in ${COMM_SMS:-8 16 32}; do
+          name=sweep_ar_fused_W${w}_s$c
+          stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar --impl fused,gemm_twoshot --comm-sms "$c" \
+            --shapes bench/ar_sweep.txt --check --json "$LOGS/$name.json"
+          grep -E "^gemm_ar" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
         done
       done ;;
     sweep_small)  # ag_gemm and gemm_rs from 128 rows up: where the symmetric collective behind one matmul

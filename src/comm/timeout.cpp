@@ -19,9 +19,10 @@ const char* to_string(WaitSite s) {
     case WaitSite::kShardReady: return "its A shard to be published for peers to read";
     case WaitSite::kGatheredChunk: return "another block of its own to gather a chunk of A (threadload_gather)";
     case WaitSite::kTileFlag: return "its own GEMM to store a tile (fused gemm_rs)";
-    case WaitSite::kTilePush: return "partial products of its rows to be pushed to it (fused gemm_rs)";
+    case WaitSite::kTilePush: return "partial products of its rows to be pushed to it (fused gemm_rs, gemm_ar)";
     case WaitSite::kAllGatherBlock: return "its all-gather input to arrive";
     case WaitSite::kReduceScatterStart: return "its reduce-scatter input to arrive";
+    case WaitSite::kTileGather: return "the sums of a peer's rows to be pushed to it (fused gemm_ar)";
   }
   return "?";
 }
@@ -58,7 +59,8 @@ Status TimeoutMailbox::status() const {
   const auto site = static_cast<WaitSite>(r.site);
   // The symmetric collectives wait on the data itself (NOTE [empty lanes]), not on a flag.
   const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle ||
-                    site == WaitSite::kTilePush || site == WaitSite::kAllGatherBlock || site == WaitSite::kReduceScatterStart;
+                    site == WaitSite::kTilePush || site == WaitSite::kAllGatherBlock || site == WaitSite::kReduceScatterStart ||
+                    site == WaitSite::kTileGather;
   const std::string what = data ? std::string(": its data never reached this rank's staging buffer")
                                  : strfmt(" (%s %d), expected a flag >= %llu and saw %llu",
                                           site == WaitSite::kBarrier          ? "barrier"

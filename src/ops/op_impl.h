@@ -36,7 +36,7 @@ std::unique_ptr<OpImpl> make_ag_gemm_baseline(const ImplContext& ctx);   // ops/
 std::unique_ptr<OpImpl> make_gemm_rs_baseline(const ImplContext& ctx);   // ops/gemm_rs/baseline.cpp
 std::unique_ptr<OpImpl> make_gemm_ar_baseline(const ImplContext& ctx);   // ops/gemm_ar/baseline.cpp
 std::unique_ptr<OpImpl> make_ag_gemm_fused(const ImplContext& ctx);      // ops/ag_gemm/fused.cpp
-std::unique_ptr<OpImpl> make_gemm_rs_fused(const ImplContext& ctx);      // ops/gemm_rs/fused.cpp
+std::unique_ptr<OpImpl> make_fused_tile_reduce(const ImplContext& ctx);  // ops/gemm_rs/fused.cpp (gemm_rs, gemm_ar)
 std::unique_ptr<OpImpl> make_ag_gemm_naive_remote(const ImplContext& ctx);       // ops/ag_gemm/naive_remote.cu
 std::unique_ptr<OpImpl> make_ag_gemm_threadload_gather(const ImplContext& ctx);  // ops/ag_gemm/threadload_gather.cu
 std::unique_ptr<OpImpl> make_ag_gemm_gather_then_gemm(const ImplContext& ctx);   // ops/ag_gemm/gather_then_gemm.cu

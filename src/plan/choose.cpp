@@ -63,18 +63,18 @@ int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 
-// fused gemm_rs: SMs for its push-and-reduce kernel beside the GEMM. 16 was the best of 0, 4, 8
-// and 16 at W=2 on the shared shapes (4096 x 8192 x 2048: 0.319 ms against 0.346 with 0;
-// bench/results/2026-11-22-fused-rs).
-constexpr int kFusedRsCommSms = 16;
+// fused gemm_rs and gemm_ar: SMs for the push-and-reduce kernel beside the GEMM. 16 was the best
+// of 0, 4, 8 and 16 for gemm_rs at W=2 on the shared shapes (4096 x 8192 x 2048: 0.319 ms against
+// 0.346 with 0; bench/results/2026-11-22-fused-rs); gemm_ar, the same kernel, starts from it.
+constexpr int kFusedReduceCommSms = 16;
 
 Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
   c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, max_block_rows(p.m, world), impl);
   if (p.shard_dim == ShardDim::kN) c.chunks = 1;  // whole column blocks (NOTE [shard along N])
-  const bool fused_rs = impl == Impl::kFused && p.op == Op::kGemmRs;
-  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : fused_rs ? kFusedRsCommSms : kDefaultCommSms;
+  const bool fused_reduce = impl == Impl::kFused && p.op != Op::kAgGemm;
+  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : fused_reduce ? kFusedReduceCommSms : kDefaultCommSms;
   return c;
 }
 

@@ -166,15 +166,15 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     case Impl::kNaiveRemote:
     case Impl::kThreadloadGather:
     case Impl::kGatherThenGemm:
-      if (impl == Impl::kFused && p.op == Op::kGemmRs) {
+      if (impl == Impl::kFused && p.op != Op::kAgGemm) {
         // Its reduction takes whole 128-row tiles of the GEMM per rank (NOTE [tile reduce]).
         if (topo.world > 1 && p.m % (128 * static_cast<int64_t>(topo.world)) != 0)
-          return unsupported(strfmt("impl fused for gemm_rs needs M to be a multiple of 128 x W = %lld (whole "
-                                    "128-row tiles per rank), and M=%lld; use impl=pipelined_ce",
-                                    128 * static_cast<long long>(topo.world), (long long)p.m));
+          return unsupported(strfmt("impl fused for %s needs M to be a multiple of 128 x W = %lld (whole "
+                                    "128-row tiles per rank), and M=%lld; use impl=%s",
+                                    op.c_str(), 128 * static_cast<long long>(topo.world), (long long)p.m,
+                                    p.op == Op::kGemmRs ? "pipelined_ce" : "gemm_twoshot"));
       } else if (p.op != Op::kAgGemm) {
-        return unsupported(strfmt("impl %s exists for ag_gemm%s only, not %s", name.c_str(),
-                                  impl == Impl::kFused ? " and gemm_rs" : "", op.c_str()));
+        return unsupported(strfmt("impl %s exists for ag_gemm only, not %s", name.c_str(), op.c_str()));
       }
       if (topo.world > 32)  // their signal pads' barrier is one warp
         return unsupported(strfmt("impl %s supports teams of up to 32 ranks, and this one has %d; use "

@@ -71,7 +71,7 @@ TEST(DistErrors, ShapesOrDtypesThatDifferAcrossRanksFailOnEveryRank) {
 TEST(DistErrors, FusedWithTooFewSmsLeftFailsOnEveryRank) {
   TPGEMM_REQUIRE_GPUS(2);
   EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
-              for (Op op : {Op::kAgGemm, Op::kGemmRs}) {
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
                 PlanOptions o;
                 o.impl = Impl::kFused;
                 o.comm_sms = team.state()->num_sms - 1;
@@ -219,6 +219,7 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
   for (auto [op, impl] : {std::pair{Op::kAgGemm, Impl::kPipelinedCE}, std::pair{Op::kGemmRs, Impl::kPipelinedCE},
                           std::pair{Op::kAgGemm, Impl::kFused}, std::pair{Op::kGemmRs, Impl::kFused},
+                          std::pair{Op::kGemmAr, Impl::kFused},
                           std::pair{Op::kAgGemm, Impl::kNaiveRemote},
                           std::pair{Op::kAgGemm, Impl::kThreadloadGather}, std::pair{Op::kAgGemm, Impl::kGatherThenGemm},
                           std::pair{Op::kGemmRs, Impl::kGemmReduceScatter}, std::pair{Op::kAgGemm, Impl::kAllGatherGemm}})

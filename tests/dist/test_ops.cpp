@@ -24,7 +24,8 @@ using testsupport::check_plan;
 using testsupport::describe_check;
 
 std::vector<Impl> impls_for(Op op) {
-  if (op == Op::kGemmAr) return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kAuto};
+  if (op == Op::kGemmAr)
+    return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kFused, Impl::kAuto};
   if (op == Op::kAgGemm)
     return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kNaiveRemote, Impl::kThreadloadGather,
             Impl::kGatherThenGemm, Impl::kAllGatherGemm, Impl::kAuto};
@@ -35,9 +36,9 @@ GemmProblem problem(Op op, int world, DType dt, BLayout layout, int variant, Imp
   GemmProblem p;
   p.op = op;
   // Not multiples of 64 or 128 anywhere; gemm_ar's M is not a multiple of W either. The fused
-  // gemm_rs takes whole 128-row tiles per rank: two each.
+  // gemm_rs and gemm_ar take whole 128-row tiles per rank: two each.
   p.m = world * 100 + (op == Op::kGemmAr ? world - 1 : 0);
-  if (op == Op::kGemmRs && impl == Impl::kFused) p.m = world * 256;
+  if (op != Op::kAgGemm && impl == Impl::kFused) p.m = world * 256;
   p.n = 136;
   p.k = 200;
   p.dtype = dt;
@@ -118,26 +119,28 @@ TEST_P(Dist, FusedAgGemmOverSeveralWavesAndPiecesMatchesTheReference) {
             0);
 }
 
-// The fused gemm_rs over several waves of tiles (the reduction beside the GEMM really waits for
-// tiles, and the tail launch takes what is left), tile columns that end inside N, batches and C,
-// with its reduction given 1 or 8 SMs beside the GEMM; three calls each (the flags' epochs).
-TEST_P(Dist, FusedGemmRsOverSeveralWavesMatchesTheReference) {
+// The fused gemm_rs and gemm_ar over several waves of tiles (the reduction beside the GEMM really
+// waits for tiles, and the tail launch takes what is left), tile columns that end inside N,
+// batches and C, with the reduction given 1 or 8 SMs beside the GEMM; three calls each (the
+// flags' epochs, and both staging halves).
+TEST_P(Dist, FusedReductionsOverSeveralWavesMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
               uint64_t seed = 1300;
-              for (int comm_sms : {1, 8})
-                for (int variant : {0, 1}) {
-                  GemmProblem p = problem(Op::kGemmRs, W, DType::kBF16, BLayout::kNK, variant, Impl::kFused);
-                  p.m = W * 1024;  // W x 8 tile rows by 9 tile columns: more tiles than SMs
-                  p.n = 2056;
-                  p.k = 264;
-                  PlanOptions o;
-                  o.impl = Impl::kFused;
-                  o.comm_sms = comm_sms;
-                  const auto c = check_plan(team, p, o, 3, seed += 10);
-                  RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
-                }
+              for (Op op : {Op::kGemmRs, Op::kGemmAr})
+                for (int comm_sms : {1, 8})
+                  for (int variant : {0, 1}) {
+                    GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, variant, Impl::kFused);
+                    p.m = W * 1024;  // W x 8 tile rows by 9 tile columns: more tiles than SMs
+                    p.n = 2056;
+                    p.k = 264;
+                    PlanOptions o;
+                    o.impl = Impl::kFused;
+                    o.comm_sms = comm_sms;
+                    const auto c = check_plan(team, p, o, 3, seed += 10);
+                    RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                  }
             }),
             0);
 }
@@ -235,8 +238,9 @@ TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
               constexpr int kCalls = 4;
               const std::pair<Op, Impl> cases[] = {
                   {Op::kAgGemm, Impl::kAllGatherGemm}, {Op::kAgGemm, Impl::kPipelinedCE}, {Op::kAgGemm, Impl::kFused},
-                  {Op::kGemmRs, Impl::kGemmReduceScatter}, {Op::kGemmRs, Impl::kPipelinedCE},
-                  {Op::kGemmAr, Impl::kGemmOneShot}, {Op::kGemmAr, Impl::kGemmTwoShot}, {Op::kGemmAr, Impl::kPipelinedCE}};
+                  {Op::kGemmRs, Impl::kGemmReduceScatter}, {Op::kGemmRs, Impl::kPipelinedCE}, {Op::kGemmRs, Impl::kFused},
+                  {Op::kGemmAr, Impl::kGemmOneShot}, {Op::kGemmAr, Impl::kGemmTwoShot}, {Op::kGemmAr, Impl::kPipelinedCE},
+                  {Op::kGemmAr, Impl::kFused}};
               for (const auto& [op, impl] : cases) {
                 const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 1, impl);
                 PlanOptions o;

@@ -1,5 +1,6 @@
 // A CPU model of the symmetric collectives' protocol, one-shot, two-shot, reduce-scatter (two-shot's
-// first round) and all-gather (NOTE [empty lanes], NOTE [two staging halves]): W ranks x B
+// first round), all-gather and the fused GEMM+AllReduce's tile all-reduce (NOTE [empty lanes],
+// NOTE [two staging halves], NOTE [tile all-reduce]): W ranks x B
 // blocks as threads, calls back to back with nothing between them but each rank's stream
 // order, random delays everywhere. Every call must read exactly the data its peers sent in that
 // call. With one staging half instead of two, one-shot and reduce-scatter must fail (that is
@@ -172,10 +173,57 @@ std::string run_shots_model(const ModelOptions& o, bool gather_round) {
 std::string run_twoshot_model(const ModelOptions& o) { return run_shots_model(o, true); }
 std::string run_reducescatter_model(const ModelOptions& o) { return run_shots_model(o, false); }
 
+// The fused GEMM+AllReduce's push-and-reduce kernel (NOTE [tile all-reduce]): units of
+// lanes_per_block lanes, dealt to owners in turn (unit u's owner is u mod W), handed to a rank's
+// blocks in order by a ticket counter that only grows over the calls: call e's tickets are
+// [(e - 1) 2U, e 2U). Ticket u < U: push unit u to its owner's slot r, or, if r owns it, take
+// every slot's lanes and store their "sum" into every peer's gather area. Ticket U + u: take
+// owner u mod W's sums of unit u from the gather area (nothing if r owns it). Blocks take what
+// comes next, so a block may wait on a gather while others push: the order must not deadlock.
+// With `gathers_first` (the gather tickets before the pushes) it must.
+std::string run_tile_allreduce_model(const ModelOptions& o, bool gathers_first) {
+  const int units = 3 * o.world, lanes = o.lanes_per_block;
+  const size_t slot = static_cast<size_t>(units) * lanes, gather = static_cast<size_t>(o.world) * slot;
+  Model m(o, gather + slot);
+  std::vector<std::atomic<int64_t>> tickets(static_cast<size_t>(o.world));
+  return m.run([&](int r, int b, int e, auto& jitter) {
+    const int64_t first = int64_t{e - 1} * 2 * units, end = int64_t{e} * 2 * units;
+    for (;;) {
+      int64_t t = tickets[r].load();
+      while (t >= first && t < end && !tickets[r].compare_exchange_weak(t, t + 1)) {
+      }
+      if (t < first || t >= end) return true;  // this call's tickets are all handed out
+      const int u = static_cast<int>((t - first) % units), owner = u % o.world;
+      const bool gathering = (t - first >= units) != gathers_first;
+      for (int j = 0; j < lanes; ++j) {
+        jitter();
+        const int i = u * lanes + j;
+        const std::string at = strfmt("rank %d block %d call %d: unit %d lane %d", r, b, e, u, j);
+        if (gathering) {
+          if (owner != r && !m.take(m.lane(r, e, gather + i), reduced(e, i), at + " gathered from its owner"))
+            return false;
+        } else if (owner != r) {
+          m.lane(owner, e, static_cast<size_t>(r) * slot + i).store(sent(r, e, i));
+        } else {
+          for (int q = 0; q < o.world; ++q)
+            if (q != r && !m.take(m.lane(r, e, static_cast<size_t>(q) * slot + i), sent(q, e, i),
+                                  at + strfmt(" pushed by rank %d", q)))
+              return false;
+          for (int q = 0; q < o.world; ++q)
+            if (q != r) m.lane(q, e, gather + i).store(reduced(e, i));
+        }
+      }
+    }
+  });
+}
+
+std::string run_tile_allreduce_ordered(const ModelOptions& o) { return run_tile_allreduce_model(o, false); }
+
 TEST(AllReduceProtocol, TwoHalvesKeepEveryCallsDataApart) {
   for (const auto& [name, model] : {std::pair{"one-shot", &run_oneshot_model}, std::pair{"two-shot", &run_twoshot_model},
                                     std::pair{"reduce-scatter", &run_reducescatter_model},
-                                    std::pair{"all-gather", &run_allgather_model}})
+                                    std::pair{"all-gather", &run_allgather_model},
+                                    std::pair{"tile all-reduce", &run_tile_allreduce_ordered}})
     for (int world : {2, 3, 4, 8})
       for (uint64_t seed = 1; seed <= 3; ++seed) {
         ModelOptions o;
@@ -197,6 +245,13 @@ TEST(AllReduceProtocolCanFail, OneShotAndReduceScatterWithOneHalfLetAFastPeerOve
     }
     EXPECT_NE(err, "") << name << ": one staging half never failed: the model does not exercise the race";
   }
+}
+
+TEST(AllReduceProtocolCanFail, TileAllReduceWithItsGathersHandedOutFirstDeadlocks) {
+  ModelOptions o;
+  o.calls = 2;
+  const std::string err = run_tile_allreduce_model(o, /*gathers_first=*/true);
+  EXPECT_NE(err.find("deadlock"), std::string::npos) << "got: \"" << err << "\"";
 }
 
 // Two-shot's two rounds are a handshake: a peer stores into my scatter slot for call e + 1 only

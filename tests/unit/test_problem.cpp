@@ -203,15 +203,19 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   expect_error(impl_supported(p, static_cast<Impl>(99), nvlink), ErrorCode::kUnsupported, {"99", "unknown"});
   p.op = Op::kGemmAr;
   EXPECT_TRUE(impl_supported(p, Impl::kGemmTwoShot, nvlink).ok());
-  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"ag_gemm and gemm_rs only", "gemm_ar"});
   expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"threadload_gather", "ag_gemm only"});
-  p.op = Op::kGemmRs;  // M = 1024: whole 128-row tiles per rank at W=4 and 8, not at 16
-  EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
-  EXPECT_TRUE(impl_supported(p, Impl::kFused, {8, true}).ok());
-  expect_error(impl_supported(p, Impl::kFused, {16, true}), ErrorCode::kUnsupported, {"fused", "gemm_rs", "2048", "M=1024"});
-  p.m = 200;  // a team of one runs the GEMM core alone: any M
-  EXPECT_TRUE(impl_supported(p, Impl::kFused, {1, true}).ok());
-  p.m = 1024;
+  // fused gemm_ar and gemm_rs: M = 1024 is whole 128-row tiles per rank at W=4 and 8, not at 16.
+  for (Op op : {Op::kGemmAr, Op::kGemmRs}) {
+    p.op = op;
+    const std::string name(to_string(op));
+    EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok()) << name;
+    EXPECT_TRUE(impl_supported(p, Impl::kFused, {8, true}).ok()) << name;
+    expect_error(impl_supported(p, Impl::kFused, {16, true}), ErrorCode::kUnsupported,
+                 {"fused", name.c_str(), "2048", "M=1024", op == Op::kGemmRs ? "pipelined_ce" : "gemm_twoshot"});
+    p.m = 200;  // a team of one runs the GEMM core alone: any M
+    EXPECT_TRUE(impl_supported(p, Impl::kFused, {1, true}).ok()) << name;
+    p.m = 1024;
+  }
   expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_rs"});
   // gemm_reducescatter: gemm_rs only, along M or N, within the symmetric kernels' team size.
   EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, nvlink).ok());

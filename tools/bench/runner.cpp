@@ -283,7 +283,7 @@ class Runner {
     if (op == Op::kGemmAr) all.insert(all.end(), {Impl::kGemmOneShot, Impl::kGemmTwoShot});
     if (op == Op::kGemmRs) all.push_back(Impl::kGemmReduceScatter);
     if (op == Op::kAgGemm && p.shard_dim == ShardDim::kM) all.push_back(Impl::kAllGatherGemm);
-    if (op != Op::kGemmAr && p.shard_dim == ShardDim::kM) all.push_back(Impl::kFused);  // (fused: along M only)
+    if (p.shard_dim == ShardDim::kM) all.push_back(Impl::kFused);  // (fused: along M only)
     all.push_back(Impl::kAuto);
     if (cfg_.impls.empty()) return all;
     std::vector<Impl> out = {Impl::kBaseline};  // always timed: every speedup is relative to it

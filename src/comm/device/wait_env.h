@@ -20,6 +20,7 @@ enum class WaitSite : int32_t {
   kTilePush,         // fused gemm_rs: a peer has pushed its partial products of my rows (data as flag)
   kAllGatherBlock,   // the all-gather kernel: a peer's block has been stored into my staging (data as flag)
   kReduceScatterStart,  // the reduce-scatter kernel: a peer's partial of my slice is ready (data as flag)
+  kTileGather,          // fused gemm_ar: a peer has pushed me the sums of its rows (data as flag)
 };
 const char* to_string(WaitSite s);
 

@@ -1,19 +1,20 @@
-// GEMM + ReduceScatter with the communication beside the GEMM, tile by tile: tpgemm's Hopper
-// GEMM core writes this rank's whole partial product into a local buffer and raises a local flag
-// per tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h); a kernel beside it pushes each
-// finished tile to its owner over NVLink, and each owner sums its rows' W tiles as they arrive
-// (NOTE [tile reduce] in tile_reduce.h). The GEMM is one kernel at full size (no chunk matmuls
-// with partial last waves, as pipelined_ce's), and its tile rows are dealt to the owners in turn
-// (NOTE [tile order]), so every owner's rows finish at the same pace and travel while the GEMM
-// goes on; only the last wave's tiles move after it.
+// GEMM + ReduceScatter, and GEMM + AllReduce, with the communication beside the GEMM, tile by
+// tile: tpgemm's Hopper GEMM core writes this rank's whole partial product into a local buffer
+// and raises a local flag per tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h); a
+// kernel beside it pushes each finished tile to its owner over NVLink, and each owner sums its
+// rows' W tiles as they arrive (NOTE [tile reduce] in tile_reduce.h). For gemm_ar the owner also
+// pushes each sum to every peer, which copies it into its D (NOTE [tile all-reduce]). The GEMM is
+// one kernel at full size (no chunk matmuls with partial last waves, as pipelined_ce's), and its
+// tile rows are dealt to the owners in turn (NOTE [tile order]), so every owner's rows finish at
+// the same pace and travel while the GEMM goes on; only the last wave's tiles move after it.
 //
 // One call, rank r:
 //   caller's stream: control[0] += 1 (the call's sequence number), then the GEMM on all SMs but
 //                    comm_sms, then the push-and-reduce kernel on every SM (the last wave's tiles);
 //   side stream:     the push-and-reduce kernel on comm_sms blocks, beside the GEMM (none if 0);
 //   caller's stream: joins the side stream.
-// Measured correct but slower than pipelined_ce, whose copy engines move the partials without
-// taking SMs from the GEMM (docs/perf.md, fifth session): the planner never picks it.
+// gemm_rs: measured correct but slower than pipelined_ce, whose copy engines move the partials
+// without taking SMs from the GEMM (docs/perf.md, fifth session): the planner never picks it.
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
 #include "core/check.h"
@@ -26,14 +27,16 @@
 namespace tpgemm::detail {
 namespace {
 
-class GemmRsFused final : public OpImpl {
+class FusedTileReduce final : public OpImpl {
  public:
-  explicit GemmRsFused(const ImplContext& ctx) : team_(ctx.team), p_(ctx.problem) {
+  explicit FusedTileReduce(const ImplContext& ctx) : team_(ctx.team), p_(ctx.problem) {
     TeamState& t = *team_;
     const int W = t.world;
     // NOTE [collective construction]: local checks and buffers first, agreed on; then the
     // symmetric allocations, which fail on every rank alike.
-    t.agree_local("building the fused gemm_rs kernel's plan", [&] {
+    const char* what =
+        all_reduce() ? "building the fused gemm_ar kernel's plan" : "building the fused gemm_rs kernel's plan";
+    t.agree_local(what, [&] {
       throw_if_error(gemm::Sm90Gemm::device_supported(t.device));
       shape_ = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
       shape_.has_c = W == 1 && p_.has_c;  // W > 1: C is added by the reduction
@@ -56,14 +59,17 @@ class GemmRsFused final : public OpImpl {
       TPGEMM_CUDA_CHECK(cudaMemset(tile_flags_.get(), 0, tile_flags_.bytes()));
       TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
       TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream of ours (non-blocking ones too) reads them
-      ops::preload_tile_reduce(p_.dtype, W);
+      ops::preload_tile_reduce(p_.dtype, W, all_reduce());
     });
     if (W > 1) {
       // Two halves of W slots of M/W rows; empty (zeros) as NOTE [empty lanes] needs.
-      recv_ = comm::SymmetricBuffer(team_, 2 * bytes_of_d(), "fused gemm_rs receive slots");
+      recv_ = comm::SymmetricBuffer(team_, 2 * bytes_of_d(), "fused gemm_rs/gemm_ar receive slots");
+      // gemm_ar: two halves of [L, M, N] for the owners' sums (NOTE [tile all-reduce]).
+      if (all_reduce()) gather_ = comm::SymmetricBuffer(team_, 2 * bytes_of_d(), "fused gemm_ar gather buffer");
       reduce_.partial = partial_.get();
       reduce_.tile_flags = tile_flags_.as<uint64_t>();
       reduce_.recv = recv_.device_peers();
+      reduce_.gather = all_reduce() ? gather_.device_peers() : nullptr;
       reduce_.control = control_.as<uint64_t>();
       reduce_.world = W;
       reduce_.rank = t.rank;
@@ -110,6 +116,8 @@ class GemmRsFused final : public OpImpl {
   }
 
  private:
+  bool all_reduce() const { return p_.op == Op::kGemmAr; }
+  // The partial product [L, M, N]; gemm_ar's D too (gemm_rs's is [L, M/W, N]).
   size_t bytes_of_d() const { return static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype); }  // [L, M, N]
 
   std::shared_ptr<TeamState> team_;
@@ -117,7 +125,7 @@ class GemmRsFused final : public OpImpl {
   int comm_sms_ = 0;
   gemm::MatmulShape shape_{};
   DeviceBuffer partial_, tile_flags_, control_;
-  comm::SymmetricBuffer recv_;
+  comm::SymmetricBuffer recv_, gather_;
   ops::TileReduceArgs reduce_{};
   Stream side_;
   Event start_, side_done_;
@@ -127,6 +135,8 @@ class GemmRsFused final : public OpImpl {
 
 }  // namespace
 
-std::unique_ptr<OpImpl> make_gemm_rs_fused(const ImplContext& ctx) { return std::make_unique<GemmRsFused>(ctx); }
+std::unique_ptr<OpImpl> make_fused_tile_reduce(const ImplContext& ctx) {
+  return std::make_unique<FusedTileReduce>(ctx);
+}
 
 }  // namespace tpgemm::detail

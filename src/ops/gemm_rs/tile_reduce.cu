@@ -10,10 +10,10 @@ namespace tpgemm::ops {
 namespace {
 
 constexpr int kThreads = 512;
-// Vectors per thread in flight from each rank, as registers allow (W = 0: any other world size,
-// one rank's vector at a time).
-template <int kW>
-constexpr int kReduceUnroll = kW == 2 ? 4 : kW == 4 ? 2 : 1;
+// Vectors per thread in flight from each rank, as registers allow without spilling (W = 0: any
+// other world size, one rank's vector at a time; the all-reduce's pushes of the sums take half).
+template <int kW, bool kAllReduce>
+constexpr int kReduceUnroll = kW == 2 ? (kAllReduce ? 2 : 4) : kW == 4 ? (kAllReduce ? 1 : 2) : 1;
 
 __global__ void begin_call_kernel(uint64_t* control) { control[0] += 1; }
 
@@ -36,26 +36,60 @@ struct Span {
   __device__ int64_t at(int64_t v, int64_t nv) const { return v / nv_span * nv + v % nv_span; }
 };
 
-template <typename T, int kW>
+// A gather unit of the all-reduce (NOTE [tile all-reduce]): copies owner o's sums of one group
+// from this rank's gather buffer into D as they land, emptying each vector once read. False
+// (reported) if a wait ran out; every thread of the block returns the same.
+__device__ bool gather_group(const TileReduceArgs& a, uint4* from, uint4* d, Span span, int64_t count, int64_t nv,
+                             int o) {
+  constexpr int kU = 4;
+  bool failed = false;
+  for (int64_t v0 = threadIdx.x; v0 < count && !failed; v0 += kThreads * kU) {
+    uint4 x[kU];
+#pragma unroll
+    for (int i = 0; i < kU; ++i)
+      if (v0 + i * kThreads < count) x[i] = ld_volatile(from + span.at(v0 + i * kThreads, nv));
+#pragma unroll
+    for (int i = 0; i < kU; ++i) {
+      if (v0 + i * kThreads >= count || failed) continue;
+      const int64_t at = span.at(v0 + i * kThreads, nv);
+      if (!wait_filled(from + at, x[i], a.env, o, comm::WaitSite::kTileGather)) {
+        failed = true;
+        continue;
+      }
+      from[at] = uint4{};
+      d[at] = plain_zeros(x[i]);
+    }
+  }
+  return !__syncthreads_or(failed);
+}
+
+// kAllReduce: a.gather is set (NOTE [tile all-reduce]); its own instance, so that the
+// reduce-scatter's registers stay as they were.
+template <typename T, int kW, bool kAllReduce>
 __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a) {
   __shared__ int64_t unit;
   const int world = kW > 0 ? kW : a.world, me = a.rank;
+  constexpr bool all_reduce = kAllReduce;
   const uint64_t seq = *reinterpret_cast<volatile uint64_t*>(a.control);
   const int64_t tiles_per_rank = a.m / world / kTileReduceM, rows_per_rank = a.m / world;
   const int64_t groups = (a.n_tiles + kTileReduceGroup - 1) / kTileReduceGroup;  // of a tile row
-  const int64_t units = a.l * a.m_tiles * groups;
+  const int64_t units = a.l * a.m_tiles * groups;                               // reductions and pushes
+  const int64_t tickets = all_reduce ? 2 * units : units;                       // then as many gathers
   const int64_t nv = a.n / 8;                                                   // 16-byte vectors per row
   const int64_t slot = a.l * rows_per_rank * nv;                                // vectors per receive slot
   const int64_t half = static_cast<int64_t>(seq & 1) * world * slot;            // NOTE [two staging halves]
+  const int64_t gather_half = static_cast<int64_t>(seq & 1) * a.l * a.m * nv;   // the same, in the gather buffer
   const uint4* p = static_cast<const uint4*>(a.partial);
   for (;;) {
     if (threadIdx.x == 0)
-      unit = take_ticket(reinterpret_cast<unsigned long long*>(a.control + 1), (seq - 1) * units, seq * units);
+      unit = take_ticket(reinterpret_cast<unsigned long long*>(a.control + 1), (seq - 1) * tickets, seq * tickets);
     __syncthreads();
-    const int64_t u = unit;
+    const int64_t ticket = unit;
     __syncthreads();  // everyone has read `unit` before thread 0 takes the next ticket
-    if (u < 0) return;
+    if (ticket < 0) return;
     // Group g of tile row s of the GEMM's order (NOTE [tile order]): row j of owner o.
+    const bool gathering = all_reduce && ticket >= units;
+    const int64_t u = gathering ? ticket - units : ticket;
     const int64_t g = u % groups, s = u / groups % a.m_tiles, l = u / (groups * a.m_tiles);
     const int o = static_cast<int>(s % world);
     const int64_t j = s / world, m_tile = o * tiles_per_rank + j;
@@ -66,6 +100,12 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
     // The group in P (row m_tile * 128 of batch l) and in a [L, M/W, N] matrix (row j * 128 of a block).
     const int64_t in_p = (l * a.m + m_tile * kTileReduceM) * nv + c0;
     const int64_t in_block = (l * rows_per_rank + j * kTileReduceM) * nv + c0;
+    if (gathering) {          // the all-reduce's second half: owner o's sums of the group, into D
+      if (o == me) continue;  // stored by the reduction
+      uint4* from = static_cast<uint4*>(a.gather[me]) + gather_half + in_p;
+      if (!gather_group(a, from, static_cast<uint4*>(a.d) + in_p, span, count, nv, o)) return;  // reported
+      continue;
+    }
     // Its tiles from this GPU's GEMM: one lane of warp 0 per tile flag.
     bool ok = true;
     if (threadIdx.x < t1 - t0)
@@ -91,7 +131,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
     // Reduce: P's own group and the W - 1 received, in rank order (reproducible), each received
     // vector waited for as it fills and emptied once read.
     uint4* recv = static_cast<uint4*>(a.recv[me]) + half + in_block;
-    constexpr int kU = kReduceUnroll<kW>;
+    constexpr int kU = kReduceUnroll<kW, kAllReduce>;
     bool failed = false;  // a wait ran out (reported): the whole block leaves together, below
     for (int64_t v0 = threadIdx.x; v0 < count && !failed; v0 += kThreads * kU) {
       float acc[kU][8] = {};
@@ -125,14 +165,21 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
           add_raw8<T>(y, acc[i]);
         }
         if (failed) continue;
-        const int64_t out = in_block + at;
+        const int64_t out = (all_reduce ? in_p : in_block) + at;  // D is [L, M, N] or [L, M/W, N]
         if (a.c != nullptr) {
           float cv[8];
           widen8<T>(static_cast<const uint4*>(a.c)[out], cv);
 #pragma unroll
           for (int e = 0; e < 8; ++e) acc[i][e] += a.beta * cv[e];
         }
-        static_cast<uint4*>(a.d)[out] = pack8<T>(acc[i]);
+        uint4 sum = pack8<T>(acc[i]);
+        if (all_reduce) {  // the same bits on every rank: -0.0 as +0.0, as the peers will store it
+          sum = plain_zeros(sum);
+          const uint4 sent = never_empty(sum);
+          for (int q = 0; q < world; ++q)
+            if (q != me) static_cast<uint4*>(a.gather[q])[gather_half + out] = sent;
+        }
+        static_cast<uint4*>(a.d)[out] = sum;
       }
     }
     if (__syncthreads_or(failed)) return;  // the loop's barriers need every thread of the block
@@ -140,16 +187,20 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
 }
 
 struct TileReduceKernel {
+  bool all_reduce;
   template <typename T, int W>
-  const void* operator()() const { return reinterpret_cast<const void*>(tile_reduce_kernel<T, W>); }
+  const void* operator()() const {
+    return all_reduce ? reinterpret_cast<const void*>(tile_reduce_kernel<T, W, true>)
+                      : reinterpret_cast<const void*>(tile_reduce_kernel<T, W, false>);
+  }
 };
 
 }  // namespace
 
-void preload_tile_reduce(DType dtype, int world) {
+void preload_tile_reduce(DType dtype, int world, bool all_reduce) {
   load_kernel_now(begin_call_kernel);
   cudaFuncAttributes attributes{};
-  TPGEMM_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel_instance(dtype, world, TileReduceKernel{})));
+  TPGEMM_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel_instance(dtype, world, TileReduceKernel{all_reduce})));
 }
 
 void launch_begin_call(uint64_t* control, cudaStream_t stream) {
@@ -173,7 +224,7 @@ void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cud
   cluster.val.clusterDim.x = 2;
   cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
   if (blocks % 2 == 0) cfg.attrs = &cluster, cfg.numAttrs = 1;
-  TPGEMM_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel_instance(dtype, args.world, TileReduceKernel{}), params));
+  TPGEMM_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel_instance(dtype, args.world, TileReduceKernel{args.gather != nullptr}), params));
 }
 
 }  // namespace tpgemm::ops

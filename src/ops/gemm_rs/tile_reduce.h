@@ -1,4 +1,4 @@
-// The communication side of the fused GEMM+ReduceScatter (src/ops/gemm_rs/fused.cpp).
+// The communication side of the fused GEMM+ReduceScatter and GEMM+AllReduce (src/ops/gemm_rs/fused.cpp).
 //
 // NOTE [tile reduce]
 // This rank's GEMM writes its whole partial product P [L, M, N] into a local buffer and raises
@@ -26,7 +26,20 @@
 // one after the GEMM on the caller's stream, on every SM, for the last wave's tiles. Control words, both
 // only growing (no reset, CUDA-graph safe): [0] seq, the call's sequence number, bumped by
 // launch_begin_call() before the GEMM; [1] tickets handed out over all calls: call seq's are
-// [(seq - 1) U, seq U) for U units.
+// [(seq - 1) U, seq U) for U units (2U for the all-reduce, below).
+//
+// NOTE [tile all-reduce]
+// GEMM+AllReduce is the reduce-scatter above followed by an all-gather of the sums, in the same
+// kernel: D is [L, M, N] on every rank, and the owner of a group, having summed it, stores the
+// sum in its own D and pushes it (the data its own flag again) into the same place of every
+// peer's gather buffer [2 halves][L, M, N]. After the U units above come U gather units, in the
+// same order: for a group of owner o != rank, copy it from the gather buffer into D as it lands
+// and empty it. A gather unit waits for an owner's reduction, which waits only for pushes; every
+// push ticket is handed out before any gather ticket, so the smallest unfinished unit of the
+// call always progresses. -0.0 is stored as +0.0 by the owner too, so every rank's D is the same
+// bits. Two halves suffice for the gather buffer as for the receive slots: a rank pushes a
+// group's sums of call k + 2 only after every peer pushed it that group's partials of call
+// k + 2, so after that peer has finished call k + 1, and emptied what call k left.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -48,7 +61,8 @@ struct TileReduceArgs {
   const uint64_t* tile_flags = nullptr;  // this rank's GEMM tile flags [L][m_tiles][n_tiles]
   void* const* recv = nullptr;       // device table: every rank's receive buffer [2 halves][W][L, M/W, N]
   uint64_t* control = nullptr;       // this rank's control words (above)
-  void* d = nullptr;                 // the caller's D [L, M/W, N]
+  void* const* gather = nullptr;     // all-reduce only: every rank's gather buffer [2 halves][L, M, N]
+  void* d = nullptr;                 // the caller's D: [L, M/W, N], or [L, M, N] with `gather`
   const void* c = nullptr;           // optional, D's shape: D = sum + beta * C
   float beta = 0.0f;
   int64_t m = 0, n = 0, l = 1;
@@ -59,7 +73,7 @@ struct TileReduceArgs {
 };
 
 // Loads both kernels now (NOTE [lazy loading]): they run beside a GEMM.
-void preload_tile_reduce(DType dtype, int world);
+void preload_tile_reduce(DType dtype, int world, bool all_reduce);
 // control[0] += 1, on `stream`: the call's sequence number.
 void launch_begin_call(uint64_t* control, cudaStream_t stream);
 void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cudaStream_t stream);
