@@ -164,27 +164,24 @@ __device__ __forceinline__ bool sum_slots(uint4* const* slot, int world, int64_t
 template <int kW>
 constexpr int kUnrollFor = kW > 0 && kW <= 4 ? 2 : 1;
 
+// out[v] = the rounded sum (+ beta * c[v], rounded again), with -0.0 lanes as +0.0. Vectors.
 template <typename T>
-__device__ __forceinline__ void add_beta_c(const SymmCollectiveArgs& a, int64_t off, float (&acc)[8]) {
-  if (a.c == nullptr) return;
-  float x[8];
-  load8(static_cast<const T*>(a.c) + off, x);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) acc[i] += a.beta * x[i];
-}
-
-// out[v] = the rounded sum (+ beta * c, rounded again), with -0.0 lanes as +0.0.
-template <typename T>
-__device__ __forceinline__ void write_out(const SymmCollectiveArgs& a, int64_t v, uint4 sum) {
-  uint4* out = static_cast<uint4*>(a.out);
-  if (a.c == nullptr) {
+__device__ __forceinline__ void store_sum(uint4* out, const void* c, float beta, int64_t v, uint4 sum) {
+  if (c == nullptr) {
     out[v] = plain_zeros(sum);
     return;
   }
-  float acc[8] = {};
+  float acc[8] = {}, x[8];
   add_raw8<T>(sum, acc);
-  add_beta_c<T>(a, v * 8, acc);
+  widen8<T>(static_cast<const uint4*>(c)[v], x);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc[i] += beta * x[i];
   out[v] = plain_zeros(pack8<T>(acc));
+}
+
+template <typename T>
+__device__ __forceinline__ void write_out(const SymmCollectiveArgs& a, int64_t v, uint4 sum) {
+  store_sum<T>(static_cast<uint4*>(a.out), a.c, a.beta, v, sum);
 }
 
 }  // namespace tpgemm::ops

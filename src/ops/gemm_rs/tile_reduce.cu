@@ -36,10 +36,12 @@ struct Span {
   __device__ int64_t at(int64_t v, int64_t nv) const { return v / nv_span * nv + v % nv_span; }
 };
 
-// A gather unit of the all-reduce (NOTE [tile all-reduce]): copies owner o's sums of one group
-// from this rank's gather buffer into D as they land, emptying each vector once read. False
-// (reported) if a wait ran out; every thread of the block returns the same.
-__device__ bool gather_group(const TileReduceArgs& a, uint4* from, uint4* d, Span span, int64_t count, int64_t nv,
+// A gather unit of the all-reduce (NOTE [tile all-reduce]): stores owner o's sums of one group
+// (vector `at` of the group at from[at]) into D at d + at, plus this rank's beta * C, as they
+// land, emptying each vector once read. False (reported) if a wait ran out; every thread of the
+// block returns the same.
+template <typename T>
+__device__ bool gather_group(const TileReduceArgs& a, uint4* from, int64_t d_at, Span span, int64_t count, int64_t nv,
                              int o) {
   constexpr int kU = 4;
   bool failed = false;
@@ -57,7 +59,7 @@ __device__ bool gather_group(const TileReduceArgs& a, uint4* from, uint4* d, Spa
         continue;
       }
       from[at] = uint4{};
-      d[at] = plain_zeros(x[i]);
+      store_sum<T>(static_cast<uint4*>(a.d), a.c, a.beta, d_at + at, x[i]);
     }
   }
   return !__syncthreads_or(failed);
@@ -69,12 +71,11 @@ template <typename T, int kW, bool kAllReduce>
 __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a) {
   __shared__ int64_t unit;
   const int world = kW > 0 ? kW : a.world, me = a.rank;
-  constexpr bool all_reduce = kAllReduce;
   const uint64_t seq = *reinterpret_cast<volatile uint64_t*>(a.control);
   const int64_t tiles_per_rank = a.m / world / kTileReduceM, rows_per_rank = a.m / world;
-  const int64_t groups = (a.n_tiles + kTileReduceGroup - 1) / kTileReduceGroup;  // of a tile row
+  const int64_t groups = (a.n_tiles + a.group_tiles - 1) / a.group_tiles;       // of a tile row
   const int64_t units = a.l * a.m_tiles * groups;                               // reductions and pushes
-  const int64_t tickets = all_reduce ? 2 * units : units;                       // then as many gathers
+  const int64_t tickets = kAllReduce ? 2 * units : units;                       // then as many gathers
   const int64_t nv = a.n / 8;                                                   // 16-byte vectors per row
   const int64_t slot = a.l * rows_per_rank * nv;                                // vectors per receive slot
   const int64_t half = static_cast<int64_t>(seq & 1) * world * slot;            // NOTE [two staging halves]
@@ -88,12 +89,12 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
     __syncthreads();  // everyone has read `unit` before thread 0 takes the next ticket
     if (ticket < 0) return;
     // Group g of tile row s of the GEMM's order (NOTE [tile order]): row j of owner o.
-    const bool gathering = all_reduce && ticket >= units;
+    const bool gathering = kAllReduce && ticket >= units;
     const int64_t u = gathering ? ticket - units : ticket;
     const int64_t g = u % groups, s = u / groups % a.m_tiles, l = u / (groups * a.m_tiles);
     const int o = static_cast<int>(s % world);
     const int64_t j = s / world, m_tile = o * tiles_per_rank + j;
-    const int64_t t0 = g * kTileReduceGroup, t1 = min(t0 + kTileReduceGroup, a.n_tiles);
+    const int64_t t0 = g * a.group_tiles, t1 = min(t0 + a.group_tiles, a.n_tiles);
     const int64_t c0 = t0 * (kTileReduceN / 8);
     const Span span{min(t1 * (kTileReduceN / 8), nv) - c0};
     const int64_t count = kTileReduceM * span.nv_span;
@@ -103,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
     if (gathering) {          // the all-reduce's second half: owner o's sums of the group, into D
       if (o == me) continue;  // stored by the reduction
       uint4* from = static_cast<uint4*>(a.gather[me]) + gather_half + in_p;
-      if (!gather_group(a, from, static_cast<uint4*>(a.d) + in_p, span, count, nv, o)) return;  // reported
+      if (!gather_group<T>(a, from, in_p, span, count, nv, o)) return;  // reported
       continue;
     }
     // Its tiles from this GPU's GEMM: one lane of warp 0 per tile flag.
@@ -165,21 +166,23 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
           add_raw8<T>(y, acc[i]);
         }
         if (failed) continue;
-        const int64_t out = (all_reduce ? in_p : in_block) + at;  // D is [L, M, N] or [L, M/W, N]
+        if constexpr (kAllReduce) {
+          // The rounded sum to every peer, and here as there, each rank adds its own beta * C.
+          const int64_t out = in_p + at;  // D [L, M, N]
+          const uint4 sum = pack8<T>(acc[i]), sent = never_empty(sum);
+          for (int q = 0; q < world; ++q)
+            if (q != me) static_cast<uint4*>(a.gather[q])[gather_half + out] = sent;
+          store_sum<T>(static_cast<uint4*>(a.d), a.c, a.beta, out, sum);
+          continue;
+        }
+        const int64_t out = in_block + at;  // D [L, M/W, N]
         if (a.c != nullptr) {
           float cv[8];
           widen8<T>(static_cast<const uint4*>(a.c)[out], cv);
 #pragma unroll
           for (int e = 0; e < 8; ++e) acc[i][e] += a.beta * cv[e];
         }
-        uint4 sum = pack8<T>(acc[i]);
-        if (all_reduce) {  // the same bits on every rank: -0.0 as +0.0, as the peers will store it
-          sum = plain_zeros(sum);
-          const uint4 sent = never_empty(sum);
-          for (int q = 0; q < world; ++q)
-            if (q != me) static_cast<uint4*>(a.gather[q])[gather_half + out] = sent;
-        }
-        static_cast<uint4*>(a.d)[out] = sum;
+        static_cast<uint4*>(a.d)[out] = pack8<T>(acc[i]);
       }
     }
     if (__syncthreads_or(failed)) return;  // the loop's barriers need every thread of the block
@@ -197,6 +200,12 @@ struct TileReduceKernel {
 
 }  // namespace
 
+int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles, int sms) {
+  int64_t g = 8;
+  while (g > 1 && l * m_tiles * ((n_tiles + g - 1) / g) < 2 * int64_t{sms}) g /= 2;
+  return g;
+}
+
 void preload_tile_reduce(DType dtype, int world, bool all_reduce) {
   load_kernel_now(begin_call_kernel);
   cudaFuncAttributes attributes{};
@@ -210,7 +219,8 @@ void launch_begin_call(uint64_t* control, cudaStream_t stream) {
 
 void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cudaStream_t stream) {
   TPGEMM_ASSERT(args.world >= 1 && args.world <= 32 && args.n % 8 == 0 && args.m % (args.world * kTileReduceM) == 0 &&
-                args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN);
+                args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN &&
+                args.group_tiles >= 1 && args.group_tiles <= 8);  // a tile flag per thread of warp 0
   TileReduceArgs a = args;
   void* params[] = {&a};
   // In clusters of 2 where the count allows: then its blocks take whole pairs of SMs, and a

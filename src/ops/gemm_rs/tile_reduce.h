@@ -4,7 +4,7 @@
 // This rank's GEMM writes its whole partial product P [L, M, N] into a local buffer and raises
 // a local flag per 128 x 256 tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h), in
 // the order NOTE [tile order] deals the tile rows: row j of owner 0, row j of owner 1, ...,
-// then j + 1. The units of a call are groups of kTileReduceGroup tiles of a tile row, in that
+// then j + 1. The units of a call are groups of `group_tiles` tiles of a tile row, in that
 // order; for a group of owner o, once its tiles' local flags are up:
 //   o != rank, a push: store the group into slot `rank` of o's receive buffer (NVLink stores: the
 //     writer never waits on the far side);
@@ -30,14 +30,14 @@
 //
 // NOTE [tile all-reduce]
 // GEMM+AllReduce is the reduce-scatter above followed by an all-gather of the sums, in the same
-// kernel: D is [L, M, N] on every rank, and the owner of a group, having summed it, stores the
-// sum in its own D and pushes it (the data its own flag again) into the same place of every
-// peer's gather buffer [2 halves][L, M, N]. After the U units above come U gather units, in the
-// same order: for a group of owner o != rank, copy it from the gather buffer into D as it lands
-// and empty it. A gather unit waits for an owner's reduction, which waits only for pushes; every
+// kernel: D is [L, M, N] on every rank, and the owner of a group, having summed it, pushes the
+// rounded sum (the data its own flag again) into the same place of every peer's gather buffer
+// [2 halves][L, M, N]. After the U units above come U gather units, in the same order: for a
+// group of owner o != rank, take it from the gather buffer as it lands and empty it. Every rank
+// stores the rounded sum + its own beta * C (rounded again, as the two-shot kernel does) in D. A gather unit waits for an owner's reduction, which waits only for pushes; every
 // push ticket is handed out before any gather ticket, so the smallest unfinished unit of the
-// call always progresses. -0.0 is stored as +0.0 by the owner too, so every rank's D is the same
-// bits. Two halves suffice for the gather buffer as for the receive slots: a rank pushes a
+// call always progresses. -0.0 is stored as +0.0 by the owner too: without C, every rank's D is
+// the same bits. Two halves suffice for the gather buffer as for the receive slots: a rank pushes a
 // group's sums of call k + 2 only after every peer pushed it that group's partials of call
 // k + 2, so after that peer has finished call k + 1, and emptied what call k left.
 #pragma once
@@ -53,8 +53,10 @@ namespace tpgemm::ops {
 
 // The fused kernel's tile (signal_coop_128x256_c2x1.cu asserts it).
 constexpr int64_t kTileReduceM = 128, kTileReduceN = 256;
-// Tiles of a tile row per unit of work (a unit's fixed costs, its waits and ticket, over 8 tiles).
-constexpr int64_t kTileReduceGroup = 8;
+// Tiles of a tile row per unit of work: 8, a unit's fixed costs (its waits and ticket) over 8
+// tiles, or fewer where 8 would leave fewer units than two per SM, the blocks of the launch
+// after the GEMM: at W=4 M=1024 N=8192, 8 made 32 units, and 32 blocks moved 16 MB alone.
+int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles, int sms);
 
 struct TileReduceArgs {
   const void* partial = nullptr;     // this rank's partial product [L, M, N]
@@ -67,6 +69,7 @@ struct TileReduceArgs {
   float beta = 0.0f;
   int64_t m = 0, n = 0, l = 1;
   int64_t m_tiles = 0, n_tiles = 0;  // tiles covering M x N: m_tiles = M / 128 here
+  int64_t group_tiles = 8;           // tiles of a tile row per unit: tile_reduce_group()
   int world = 1, rank = 0;
   bool drop_pushes = false;          // test hook: push nothing (owners must time out naming this rank)
   comm::WaitEnv env;
