@@ -31,7 +31,12 @@ namespace tpgemm::plan {
 //            one chunk (two measured no better). fused (the GEMM core flagging tiles, SMs pushing
 //            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
 //            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
-//   gemm_ar  pipelined_ce, one round, from 16 MB of D per rank (W=4 M=8192: 1.21x); below
+//   gemm_ar  From 16 MB of D per rank, at W >= 4 fused (the GEMM core flagging tiles, SMs beside
+//            it pushing partials to their owners and sums back: W=4 M=4096, 8192, 16384: 1.24x,
+//            1.41x, 1.42x against pipelined_ce's 1.10x, 1.21-1.25x, 1.27x; bench/results/
+//            2026-11-22-fused-ar) where M is whole 128-row tiles per rank, else pipelined_ce; at
+//            W=2, where fused measured 1.18-1.30x against 1.26x, pipelined_ce. pipelined_ce:
+//            one round (W=4 M=8192: 1.21x); below
 //            that the matmul then the all-reduce the rule below picks for D's size (W=4:
 //            gemm_twoshot 1.30x at M=128), except at W > 2 beyond 4 MB of D, where gemm_twoshot
 //            measured 0.93-1.06x over four runs (M=1024): the baseline, and up to 256 KB, where
@@ -63,18 +68,22 @@ int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 
-// fused gemm_rs and gemm_ar: SMs for the push-and-reduce kernel beside the GEMM. 16 was the best
-// of 0, 4, 8 and 16 for gemm_rs at W=2 on the shared shapes (4096 x 8192 x 2048: 0.319 ms against
-// 0.346 with 0; bench/results/2026-11-22-fused-rs); gemm_ar, the same kernel, starts from it.
-constexpr int kFusedReduceCommSms = 16;
+// fused gemm_rs and gemm_ar: SMs for the push-and-reduce kernel beside the GEMM. gemm_rs: 16 was
+// the best of 0, 4, 8 and 16 at W=2 on the shared shapes (4096 x 8192 x 2048: 0.319 ms against
+// 0.346 with 0; bench/results/2026-11-22-fused-rs). gemm_ar moves twice the data: 32 was the
+// best of 8, 16 and 32 at W=4 (M=8192: 0.926, 0.831, 0.699 ms) and of 16, 32, 48 and 64 at W=2
+// (0.812, 0.710, 0.727, 0.819 ms; bench/results/2026-11-22-fused-ar).
+constexpr int kFusedRsCommSms = 16, kFusedArCommSms = 32;
 
 Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
   c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, max_block_rows(p.m, world), impl);
   if (p.shard_dim == ShardDim::kN) c.chunks = 1;  // whole column blocks (NOTE [shard along N])
-  const bool fused_reduce = impl == Impl::kFused && p.op != Op::kAgGemm;
-  c.comm_sms = o.comm_sms >= 0 ? o.comm_sms : fused_reduce ? kFusedReduceCommSms : kDefaultCommSms;
+  c.comm_sms = kDefaultCommSms;
+  if (impl == Impl::kFused && p.op == Op::kGemmRs) c.comm_sms = kFusedRsCommSms;
+  if (impl == Impl::kFused && p.op == Op::kGemmAr) c.comm_sms = kFusedArCommSms;
+  if (o.comm_sms >= 0) c.comm_sms = o.comm_sms;
   return c;
 }
 
@@ -109,7 +118,8 @@ Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
 
 Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
-  if (d_bytes / topo.world >= 16 * kMiB) return Impl::kPipelinedCE;
+  if (d_bytes / topo.world >= 16 * kMiB)
+    return topo.world >= 4 && impl_supported(p, Impl::kFused, topo).ok() ? Impl::kFused : Impl::kPipelinedCE;
   if (topo.world > 2 && d_bytes > 4 * kMiB) return Impl::kBaseline;  // 0.93-1.06x: within noise
   switch (choose_allreduce(d_bytes, topo)) {
     case AllReduceImpl::kOneShot: return Impl::kGemmOneShot;

@@ -259,6 +259,16 @@ TEST(Choose, HonoursAnExplicitImplAndOptions) {
   EXPECT_EQ(c.impl, Impl::kPipelinedCE);
   EXPECT_EQ(c.chunks, 3);
   EXPECT_EQ(c.comm_sms, 0);
+  // Each fused reduction's own default, measured (NOTE [planner rules]); an explicit one wins.
+  o = PlanOptions{};
+  o.impl = Impl::kFused;
+  p.m = 8192;
+  p.op = Op::kGemmRs;
+  EXPECT_EQ(choose(p, {4, true}, o).comm_sms, 16);
+  p.op = Op::kGemmAr;
+  EXPECT_EQ(choose(p, {4, true}, o).comm_sms, 32);
+  o.comm_sms = 8;
+  EXPECT_EQ(choose(p, {4, true}, o).comm_sms, 8);
 }
 
 TEST(Choose, AllReduceBySize) {
@@ -306,7 +316,9 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kBaseline, 1},
       {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kBaseline, 1},  {Op::kGemmAr, 1024, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
-      {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kPipelinedCE, 1},
+      {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kPipelinedCE, 1},
+      {Op::kGemmAr, 8192, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 8192, 8192, 2048, 2, Impl::kPipelinedCE, 1},
+      {Op::kGemmAr, 8200, 8192, 2048, 4, Impl::kPipelinedCE, 1},  // not whole 128-row tiles per rank: no fused
   };
   for (const Case& c : cases) {
     GemmProblem p = ag(c.m, c.n, c.k);

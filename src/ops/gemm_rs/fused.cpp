@@ -53,7 +53,6 @@ class FusedTileReduce final : public OpImpl {
       reduce_.m = p_.m, reduce_.n = p_.n, reduce_.l = p_.l;
       reduce_.m_tiles = p_.m / ops::kTileReduceM;
       reduce_.n_tiles = (p_.n + ops::kTileReduceN - 1) / ops::kTileReduceN;
-      reduce_.group_tiles = ops::tile_reduce_group(p_.l, reduce_.m_tiles, reduce_.n_tiles, t.num_sms);
       partial_ = DeviceBuffer(bytes_of_d());
       tile_flags_ = DeviceBuffer(static_cast<size_t>(p_.l * reduce_.m_tiles * reduce_.n_tiles) * sizeof(uint64_t));
       control_ = DeviceBuffer(2 * sizeof(uint64_t));

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
   const int world = kW > 0 ? kW : a.world, me = a.rank;
   const uint64_t seq = *reinterpret_cast<volatile uint64_t*>(a.control);
   const int64_t tiles_per_rank = a.m / world / kTileReduceM, rows_per_rank = a.m / world;
-  const int64_t groups = (a.n_tiles + a.group_tiles - 1) / a.group_tiles;       // of a tile row
+  const int64_t groups = (a.n_tiles + kTileReduceGroup - 1) / kTileReduceGroup;  // of a tile row
   const int64_t units = a.l * a.m_tiles * groups;                               // reductions and pushes
   const int64_t tickets = kAllReduce ? 2 * units : units;                       // then as many gathers
   const int64_t nv = a.n / 8;                                                   // 16-byte vectors per row
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
     const int64_t g = u % groups, s = u / groups % a.m_tiles, l = u / (groups * a.m_tiles);
     const int o = static_cast<int>(s % world);
     const int64_t j = s / world, m_tile = o * tiles_per_rank + j;
-    const int64_t t0 = g * a.group_tiles, t1 = min(t0 + a.group_tiles, a.n_tiles);
+    const int64_t t0 = g * kTileReduceGroup, t1 = min(t0 + kTileReduceGroup, a.n_tiles);
     const int64_t c0 = t0 * (kTileReduceN / 8);
     const Span span{min(t1 * (kTileReduceN / 8), nv) - c0};
     const int64_t count = kTileReduceM * span.nv_span;
@@ -200,12 +200,6 @@ struct TileReduceKernel {
 
 }  // namespace
 
-int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles, int sms) {
-  int64_t g = 8;
-  while (g > 1 && l * m_tiles * ((n_tiles + g - 1) / g) < 2 * int64_t{sms}) g /= 2;
-  return g;
-}
-
 void preload_tile_reduce(DType dtype, int world, bool all_reduce) {
   load_kernel_now(begin_call_kernel);
   cudaFuncAttributes attributes{};
@@ -219,8 +213,7 @@ void launch_begin_call(uint64_t* control, cudaStream_t stream) {
 
 void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cudaStream_t stream) {
   TPGEMM_ASSERT(args.world >= 1 && args.world <= 32 && args.n % 8 == 0 && args.m % (args.world * kTileReduceM) == 0 &&
-                args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN &&
-                args.group_tiles >= 1 && args.group_tiles <= 8);  // a tile flag per thread of warp 0
+                args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN);
   TileReduceArgs a = args;
   void* params[] = {&a};
   // In clusters of 2 where the count allows: then its blocks take whole pairs of SMs, and a

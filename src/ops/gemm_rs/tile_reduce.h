@@ -4,7 +4,7 @@
 // This rank's GEMM writes its whole partial product P [L, M, N] into a local buffer and raises
 // a local flag per 128 x 256 tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h), in
 // the order NOTE [tile order] deals the tile rows: row j of owner 0, row j of owner 1, ...,
-// then j + 1. The units of a call are groups of `group_tiles` tiles of a tile row, in that
+// then j + 1. The units of a call are groups of kTileReduceGroup tiles of a tile row, in that
 // order; for a group of owner o, once its tiles' local flags are up:
 //   o != rank, a push: store the group into slot `rank` of o's receive buffer (NVLink stores: the
 //     writer never waits on the far side);
@@ -53,10 +53,10 @@ namespace tpgemm::ops {
 
 // The fused kernel's tile (signal_coop_128x256_c2x1.cu asserts it).
 constexpr int64_t kTileReduceM = 128, kTileReduceN = 256;
-// Tiles of a tile row per unit of work: 8, a unit's fixed costs (its waits and ticket) over 8
-// tiles, or fewer where 8 would leave fewer units than two per SM, the blocks of the launch
-// after the GEMM: at W=4 M=1024 N=8192, 8 made 32 units, and 32 blocks moved 16 MB alone.
-int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles, int sms);
+// Tiles of a tile row per unit of work (a unit's fixed costs, its waits and ticket, over 8 tiles).
+// Fewer, for more units where M is small, measured slower: at W=2 M=1024 N=8192 the fused gemm_ar
+// took 0.202 ms with units of one tile (256 units) against 0.157 with 8 (docs/perf.md).
+constexpr int64_t kTileReduceGroup = 8;
 
 struct TileReduceArgs {
   const void* partial = nullptr;     // this rank's partial product [L, M, N]
@@ -69,7 +69,6 @@ struct TileReduceArgs {
   float beta = 0.0f;
   int64_t m = 0, n = 0, l = 1;
   int64_t m_tiles = 0, n_tiles = 0;  // tiles covering M x N: m_tiles = M / 128 here
-  int64_t group_tiles = 8;           // tiles of a tile row per unit: tile_reduce_group()
   int world = 1, rank = 0;
   bool drop_pushes = false;          // test hook: push nothing (owners must time out naming this rank)
   comm::WaitEnv env;
