@@ -13,8 +13,11 @@ namespace tpgemm::plan {
 //   ag_gemm  At W=2 from 128 to 511 rows per rank block, tpgemm's all-gather kernel, then one
 //            matmul (allgather_gemm; bench/ag_sweep.txt: M=256 1.29x, M=512 1.21x and N=3584 1.42x,
 //            against pipelined_ce's 0.87x, 1.15x, 1.18x; at M=1024 1.12x against 1.19x;
-//            bench/results/2026-11-22-reducescatter). Not measured at W > 2, along N or below 128
-//            rows: there the rules below.
+//            bench/results/2026-11-22-reducescatter). At W >= 4 from 64 to 255 rows per block
+//            (bench/ag_sweep.txt at W=4: M=256 1.38x, M=512 1.22x and N=3584 1.32x, against
+//            pipelined_ce's 0.56x, 0.80x, 0.90x; at 256 rows per block 0.227 ms against
+//            pipelined_ce's 0.221; bench/results/2026-11-22-fused-ar). Not measured along N or
+//            below those sizes: there the rules below.
 //            pipelined_ce from 256 rows per rank block (W=4, 128 rows: 0.81x); two chunks per
 //            block from 2048 rows (W=4 M=8192: 1.29x against 1.14x with one). At W >= 4, fused
 //            from 1024 rows per block where pipelined's chunk matmuls would leave more than 10%
@@ -25,8 +28,10 @@ namespace tpgemm::plan {
 //   gemm_rs  At W=2 from 64 to 511 rows per block, the matmul then tpgemm's reduce-scatter
 //            kernel (gemm_reducescatter; bench/rs_sweep.txt, M=128-512: 1.07-1.28x against
 //            pipelined_ce's 0.65-1.13x; M=1024: 1.16x against 1.27x; bench/results/
-//            2026-11-22-reducescatter). Not measured at W > 2, along N or below 64 rows: there
-//            the rule below.
+//            2026-11-22-reducescatter). At W >= 4 from 32 to 255 rows per block (bench/rs_sweep.txt
+//            at W=4, M=128-512: 1.16-1.44x against pipelined_ce's 0.64-0.99x; M=1024, 256 rows:
+//            0.112 ms against pipelined_ce's 0.096; bench/results/2026-11-22-fused-ar). Not
+//            measured along N or below those sizes: there the rule below.
 //            pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
 //            one chunk (two measured no better). fused (the GEMM core flagging tiles, SMs pushing
 //            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
@@ -95,14 +100,20 @@ double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks) {
 }
 
 // allgather_gemm / gemm_reducescatter, the symmetric collective behind one matmul: measured
-// faster than pipelined_ce at W=2, along M, from `min_block` to 511 rows per rank block.
-bool small_m_collective(const GemmProblem& p, const Topology& topo, bool along_n, int64_t min_block, Impl impl) {
+// faster than pipelined_ce and the baseline, along M, on rank blocks of [first, end) rows, at
+// W=2 and at W=4 (W > 4 follows W=4, unmeasured).
+struct BlockRows {
+  int64_t first, end;
+};
+bool small_m_collective(const GemmProblem& p, const Topology& topo, bool along_n, BlockRows at_w2, BlockRows at_w4,
+                        Impl impl) {
   const int64_t block = max_block_rows(p.m, topo.world);
-  return topo.world == 2 && !along_n && block >= min_block && block < 512 && impl_supported(p, impl, topo).ok();
+  const BlockRows r = topo.world == 2 ? at_w2 : at_w4;
+  return topo.world >= 2 && !along_n && block >= r.first && block < r.end && impl_supported(p, impl, topo).ok();
 }
 
 Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
-  if (small_m_collective(p, topo, along_n, 128, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
+  if (small_m_collective(p, topo, along_n, {128, 512}, {64, 256}, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
   const int64_t block = max_block_rows(p.m, topo.world);
   if (block < 256) return Impl::kBaseline;
   const double fill = pipelined_wave_fill(p, block, default_chunks(p, block, Impl::kPipelinedCE));
@@ -112,7 +123,8 @@ Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
 }
 
 Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
-  if (small_m_collective(p, topo, along_n, 64, Impl::kGemmReduceScatter)) return Impl::kGemmReduceScatter;
+  if (small_m_collective(p, topo, along_n, {64, 512}, {32, 256}, Impl::kGemmReduceScatter))
+    return Impl::kGemmReduceScatter;
   return max_block_rows(p.m, topo.world) >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
 }
 

@@ -305,12 +305,15 @@ TEST(Choose, FusedPullsPiecesOfColumnsOnlyWhenItsTilesAreOneWave) {
 TEST(Choose, SharedShapesFollowTheMeasurements) {
   struct Case { Op op; int64_t m, n, k; int world; Impl want; int chunks; };
   const Case cases[] = {
-      {Op::kAgGemm, 512, 8192, 8192, 4, Impl::kBaseline, 1},
+      {Op::kAgGemm, 2048, 8192, 8192, 4, Impl::kPipelinedCE, 1},
       {Op::kAgGemm, 2048, 3584, 8192, 4, Impl::kPipelinedCE, 1}, {Op::kAgGemm, 8192, 8192, 8192, 4, Impl::kPipelinedCE, 2},
       {Op::kAgGemm, 16384, 3584, 8192, 4, Impl::kFused, 1},      {Op::kAgGemm, 16384, 3584, 8192, 2, Impl::kPipelinedCE, 2},
       {Op::kAgGemm, 16384, 8192, 8192, 4, Impl::kPipelinedCE, 2}, {Op::kAgGemm, 4096, 8192, 8192, 4, Impl::kPipelinedCE, 1},
-      {Op::kGemmRs, 512, 8192, 2048, 4, Impl::kBaseline, 1},     {Op::kGemmRs, 512, 8192, 2048, 2, Impl::kGemmReduceScatter, 1},
-      {Op::kAgGemm, 512, 8192, 8192, 2, Impl::kAllGatherGemm, 1},
+      {Op::kGemmRs, 512, 8192, 2048, 4, Impl::kGemmReduceScatter, 1}, {Op::kGemmRs, 512, 8192, 2048, 2, Impl::kGemmReduceScatter, 1},
+      {Op::kAgGemm, 512, 8192, 8192, 2, Impl::kAllGatherGemm, 1},     {Op::kAgGemm, 512, 8192, 8192, 4, Impl::kAllGatherGemm, 1},
+      {Op::kAgGemm, 256, 8192, 8192, 4, Impl::kAllGatherGemm, 1},     {Op::kAgGemm, 1024, 8192, 8192, 4, Impl::kPipelinedCE, 1},
+      {Op::kGemmRs, 128, 8192, 2048, 4, Impl::kGemmReduceScatter, 1}, {Op::kGemmRs, 1024, 8192, 2048, 4, Impl::kPipelinedCE, 1},
+      {Op::kGemmRs, 64, 8192, 2048, 4, Impl::kBaseline, 1},           {Op::kAgGemm, 128, 8192, 8192, 4, Impl::kBaseline, 1},
       {Op::kAgGemm, 128, 8192, 8192, 2, Impl::kBaseline, 1},          {Op::kGemmRs, 64, 8192, 2048, 2, Impl::kBaseline, 1},      {Op::kAgGemm, 1024, 8192, 8192, 2, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 1024, 8192, 2048, 2, Impl::kPipelinedCE, 1}, {Op::kGemmRs, 128, 8192, 2048, 2, Impl::kGemmReduceScatter, 1},
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
