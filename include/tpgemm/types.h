@@ -106,7 +106,7 @@ struct PlanOptions {
   int chunks_per_rank = 0;
   // SMs the matmuls leave free for tpgemm's kernels beside them: the small synchronisation
   // kernels (pipelined_ce, fused ag_gemm), or the push-and-reduce kernel of the fused gemm_rs
-  // (0 there: it runs only after the GEMM). -1 = the planner's choice.
+  // and gemm_ar (0 there: it runs only after the GEMM). -1 = the planner's choice.
   int comm_sms = -1;
 };
 
