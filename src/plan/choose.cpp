@@ -36,12 +36,12 @@ namespace tpgemm::plan {
 //            one chunk (two measured no better). fused (the GEMM core flagging tiles, SMs pushing
 //            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
 //            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
-//   gemm_ar  From 16 MB of D per rank, at W >= 4 fused (the GEMM core flagging tiles, SMs beside
-//            it pushing partials to their owners and sums back: W=4 M=4096, 8192, 16384: 1.24x,
-//            1.41x, 1.42x against pipelined_ce's 1.10x, 1.21-1.25x, 1.27x; bench/results/
-//            2026-11-22-fused-ar) where M is whole 128-row tiles per rank, else pipelined_ce; at
-//            W=2, where fused measured 1.18-1.30x against 1.26x, pipelined_ce. pipelined_ce:
-//            one round (W=4 M=8192: 1.21x); below
+//   gemm_ar  From 16 MB of D per rank fused (the GEMM core flagging tiles, SMs beside it pushing
+//            partials to their owners and sums back) where M is whole 128-row tiles per rank:
+//            W=4 M=4096, 8192, 16384: 1.24x, 1.41x, 1.42x against pipelined_ce's 1.10x,
+//            1.21-1.25x, 1.27x; W=2 M=2048 to 16384: 1.23-1.34x against 1.08-1.26x
+//            (bench/results/2026-11-22-fused-ar). Else pipelined_ce, one round (W=4 M=8192:
+//            1.21x); below
 //            that the matmul then the all-reduce the rule below picks for D's size (W=4:
 //            gemm_twoshot 1.30x at M=128), except at W > 2 beyond 4 MB of D, where gemm_twoshot
 //            measured 0.93-1.06x over four runs (M=1024): the baseline, and up to 256 KB, where
@@ -131,7 +131,7 @@ Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
 Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
   if (d_bytes / topo.world >= 16 * kMiB)
-    return topo.world >= 4 && impl_supported(p, Impl::kFused, topo).ok() ? Impl::kFused : Impl::kPipelinedCE;
+    return impl_supported(p, Impl::kFused, topo).ok() ? Impl::kFused : Impl::kPipelinedCE;
   if (topo.world > 2 && d_bytes > 4 * kMiB) return Impl::kBaseline;  // 0.93-1.06x: within noise
   switch (choose_allreduce(d_bytes, topo)) {
     case AllReduceImpl::kOneShot: return Impl::kGemmOneShot;

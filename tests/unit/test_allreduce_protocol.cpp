@@ -175,8 +175,8 @@ std::string run_reducescatter_model(const ModelOptions& o) { return run_shots_mo
 
 // The fused GEMM+AllReduce's push-and-reduce kernel (NOTE [tile all-reduce]): units of
 // lanes_per_block lanes, dealt to owners in turn (unit u's owner is u mod W), handed to a rank's
-// blocks in order by a ticket counter that only grows over the calls: call e's tickets are
-// [(e - 1) 2U, e 2U). Ticket u < U: push unit u to its owner's slot r, or, if r owns it, take
+// blocks in order by a ticket counter (fetch-and-add; zero at the start of each call, as the
+// kernel's is reset between calls). Ticket u < U: push unit u to its owner's slot r, or, if r owns it, take
 // every slot's lanes and store their "sum" into every peer's gather area. Ticket U + u: take
 // owner u mod W's sums of unit u from the gather area (nothing if r owns it). Blocks take what
 // comes next, so a block may wait on a gather while others push: the order must not deadlock.
@@ -185,16 +185,13 @@ std::string run_tile_allreduce_model(const ModelOptions& o, bool gathers_first) 
   const int units = 3 * o.world, lanes = o.lanes_per_block;
   const size_t slot = static_cast<size_t>(units) * lanes, gather = static_cast<size_t>(o.world) * slot;
   Model m(o, gather + slot);
-  std::vector<std::atomic<int64_t>> tickets(static_cast<size_t>(o.world));
+  std::vector<std::atomic<int64_t>> tickets(static_cast<size_t>(o.world) * (o.calls + 1));  // [rank][call]
   return m.run([&](int r, int b, int e, auto& jitter) {
-    const int64_t first = int64_t{e - 1} * 2 * units, end = int64_t{e} * 2 * units;
     for (;;) {
-      int64_t t = tickets[r].load();
-      while (t >= first && t < end && !tickets[r].compare_exchange_weak(t, t + 1)) {
-      }
-      if (t < first || t >= end) return true;  // this call's tickets are all handed out
-      const int u = static_cast<int>((t - first) % units), owner = u % o.world;
-      const bool gathering = (t - first >= units) != gathers_first;
+      const int64_t t = tickets[static_cast<size_t>(r) * (o.calls + 1) + e].fetch_add(1);
+      if (t >= 2 * units) return true;  // this call's tickets are all handed out
+      const int u = static_cast<int>(t % units), owner = u % o.world;
+      const bool gathering = (t >= units) != gathers_first;
       for (int j = 0; j < lanes; ++j) {
         jitter();
         const int i = u * lanes + j;

@@ -319,8 +319,8 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kBaseline, 1},
       {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kBaseline, 1},  {Op::kGemmAr, 1024, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
-      {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kPipelinedCE, 1},
-      {Op::kGemmAr, 8192, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 8192, 8192, 2048, 2, Impl::kPipelinedCE, 1},
+      {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kFused, 1},
+      {Op::kGemmAr, 8192, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 8192, 8192, 2048, 2, Impl::kFused, 1},
       {Op::kGemmAr, 8200, 8192, 2048, 4, Impl::kPipelinedCE, 1},  // not whole 128-row tiles per rank: no fused
   };
   for (const Case& c : cases) {

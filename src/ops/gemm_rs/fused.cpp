@@ -19,6 +19,7 @@
 #include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/env.h"
 #include "gemm/sm90_config.h"
 #include "gemm/sm90_gemm.h"
 #include "ops/gemm_rs/tile_reduce.h"
@@ -53,6 +54,9 @@ class FusedTileReduce final : public OpImpl {
       reduce_.m = p_.m, reduce_.n = p_.n, reduce_.l = p_.l;
       reduce_.m_tiles = p_.m / ops::kTileReduceM;
       reduce_.n_tiles = (p_.n + ops::kTileReduceN - 1) / ops::kTileReduceN;
+      // TPGEMM_TILE_GROUP: a tuning hook over the measured choice of tiles per unit.
+      reduce_.group_tiles = env_int("TPGEMM_TILE_GROUP", 1, ops::kTileReduceGroup)
+                                .value_or(ops::tile_reduce_group(p_.l, reduce_.m_tiles, reduce_.n_tiles));
       partial_ = DeviceBuffer(bytes_of_d());
       tile_flags_ = DeviceBuffer(static_cast<size_t>(p_.l * reduce_.m_tiles * reduce_.n_tiles) * sizeof(uint64_t));
       control_ = DeviceBuffer(2 * sizeof(uint64_t));

@@ -15,19 +15,10 @@ constexpr int kThreads = 512;
 template <int kW, bool kAllReduce>
 constexpr int kReduceUnroll = kW == 2 ? (kAllReduce ? 2 : 4) : kW == 4 ? (kAllReduce ? 1 : 2) : 1;
 
-__global__ void begin_call_kernel(uint64_t* control) { control[0] += 1; }
-
-// The next of this call's tickets [first, end), or -1 once they are all handed out. A ticket
-// is taken only by a compare-and-swap below `end`, so a block that finds none takes nothing
-// from the next call.
-__device__ int64_t take_ticket(unsigned long long* tickets, unsigned long long first, unsigned long long end) {
-  unsigned long long cur = *reinterpret_cast<volatile unsigned long long*>(tickets);
-  while (cur >= first && cur < end) {
-    const unsigned long long seen = atomicCAS(tickets, cur, cur + 1);
-    if (seen == cur) return static_cast<int64_t>(cur - first);
-    cur = seen;
-  }
-  return -1;
+// Runs alone on the caller's stream between calls (no block of either call runs beside it).
+__global__ void begin_call_kernel(uint64_t* control) {
+  control[0] += 1;
+  control[1] = 0;
 }
 
 // A group's rows [128 rows from row0] and vector columns [c0, c0 + nv_span) of a [rows, nv] matrix.
@@ -73,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
   const int world = kW > 0 ? kW : a.world, me = a.rank;
   const uint64_t seq = *reinterpret_cast<volatile uint64_t*>(a.control);
   const int64_t tiles_per_rank = a.m / world / kTileReduceM, rows_per_rank = a.m / world;
-  const int64_t groups = (a.n_tiles + kTileReduceGroup - 1) / kTileReduceGroup;  // of a tile row
+  const int64_t groups = (a.n_tiles + a.group_tiles - 1) / a.group_tiles;       // of a tile row
   const int64_t units = a.l * a.m_tiles * groups;                               // reductions and pushes
   const int64_t tickets = kAllReduce ? 2 * units : units;                       // then as many gathers
   const int64_t nv = a.n / 8;                                                   // 16-byte vectors per row
@@ -83,18 +74,18 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
   const uint4* p = static_cast<const uint4*>(a.partial);
   for (;;) {
     if (threadIdx.x == 0)
-      unit = take_ticket(reinterpret_cast<unsigned long long*>(a.control + 1), (seq - 1) * tickets, seq * tickets);
+      unit = static_cast<int64_t>(atomicAdd(reinterpret_cast<unsigned long long*>(a.control + 1), 1ull));
     __syncthreads();
     const int64_t ticket = unit;
     __syncthreads();  // everyone has read `unit` before thread 0 takes the next ticket
-    if (ticket < 0) return;
+    if (ticket >= tickets) return;
     // Group g of tile row s of the GEMM's order (NOTE [tile order]): row j of owner o.
     const bool gathering = kAllReduce && ticket >= units;
     const int64_t u = gathering ? ticket - units : ticket;
     const int64_t g = u % groups, s = u / groups % a.m_tiles, l = u / (groups * a.m_tiles);
     const int o = static_cast<int>(s % world);
     const int64_t j = s / world, m_tile = o * tiles_per_rank + j;
-    const int64_t t0 = g * kTileReduceGroup, t1 = min(t0 + kTileReduceGroup, a.n_tiles);
+    const int64_t t0 = g * a.group_tiles, t1 = min(t0 + a.group_tiles, a.n_tiles);
     const int64_t c0 = t0 * (kTileReduceN / 8);
     const Span span{min(t1 * (kTileReduceN / 8), nv) - c0};
     const int64_t count = kTileReduceM * span.nv_span;
@@ -200,6 +191,12 @@ struct TileReduceKernel {
 
 }  // namespace
 
+int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles) {
+  int64_t g = kTileReduceGroup;
+  while (g > 2 && l * m_tiles * ((n_tiles + g - 1) / g) < 256) g /= 2;
+  return g;
+}
+
 void preload_tile_reduce(DType dtype, int world, bool all_reduce) {
   load_kernel_now(begin_call_kernel);
   cudaFuncAttributes attributes{};
@@ -213,7 +210,8 @@ void launch_begin_call(uint64_t* control, cudaStream_t stream) {
 
 void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cudaStream_t stream) {
   TPGEMM_ASSERT(args.world >= 1 && args.world <= 32 && args.n % 8 == 0 && args.m % (args.world * kTileReduceM) == 0 &&
-                args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN);
+                args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN &&
+                args.group_tiles >= 1 && args.group_tiles <= kTileReduceGroup);  // a flag per lane of warp 0
   TileReduceArgs a = args;
   void* params[] = {&a};
   // In clusters of 2 where the count allows: then its blocks take whole pairs of SMs, and a
@@ -227,7 +225,8 @@ void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cud
   cluster.val.clusterDim.x = 2;
   cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
   if (blocks % 2 == 0) cfg.attrs = &cluster, cfg.numAttrs = 1;
-  TPGEMM_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel_instance(dtype, args.world, TileReduceKernel{args.gather != nullptr}), params));
+  const void* kernel = kernel_instance(dtype, args.world, TileReduceKernel{args.gather != nullptr});
+  TPGEMM_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel, params));
 }
 
 }  // namespace tpgemm::ops

@@ -23,10 +23,11 @@
 // one kernel share them: one beside the GEMM, on the SMs it leaves free (at most one block per
 // such SM, in clusters of 2 like the GEMM's, so that it does not break up a pair of SMs the
 // GEMM's grid counted on; the GEMM waits for nothing, so at worst a cluster of it runs late), and
-// one after the GEMM on the caller's stream, on every SM, for the last wave's tiles. Control words, both
-// only growing (no reset, CUDA-graph safe): [0] seq, the call's sequence number, bumped by
-// launch_begin_call() before the GEMM; [1] tickets handed out over all calls: call seq's are
-// [(seq - 1) U, seq U) for U units (2U for the all-reduce, below).
+// one after the GEMM on the caller's stream, on every SM, for the last wave's tiles. Control
+// words: [0] seq, the call's sequence number, and [1] the tickets taken in this call (one
+// atomicAdd each; one at or past the call's U units, 2U for the all-reduce, ends a block), both
+// set by launch_begin_call() before the GEMM, when no block of this kernel runs (a kernel on the
+// stream: CUDA-graph safe).
 //
 // NOTE [tile all-reduce]
 // GEMM+AllReduce is the reduce-scatter above followed by an all-gather of the sums, in the same
@@ -34,12 +35,14 @@
 // rounded sum (the data its own flag again) into the same place of every peer's gather buffer
 // [2 halves][L, M, N]. After the U units above come U gather units, in the same order: for a
 // group of owner o != rank, take it from the gather buffer as it lands and empty it. Every rank
-// stores the rounded sum + its own beta * C (rounded again, as the two-shot kernel does) in D. A gather unit waits for an owner's reduction, which waits only for pushes; every
-// push ticket is handed out before any gather ticket, so the smallest unfinished unit of the
-// call always progresses. -0.0 is stored as +0.0 by the owner too: without C, every rank's D is
-// the same bits. Two halves suffice for the gather buffer as for the receive slots: a rank pushes a
-// group's sums of call k + 2 only after every peer pushed it that group's partials of call
-// k + 2, so after that peer has finished call k + 1, and emptied what call k left.
+// stores the rounded sum + its own beta * C (rounded again, as the two-shot kernel does) in D.
+// A gather unit waits for an owner's reduction, which waits only for pushes; every push ticket
+// is handed out before any gather ticket, so the smallest unfinished unit of the call always
+// progresses (the CPU model in tests/unit/test_allreduce_protocol.cpp deadlocks the other way
+// round). -0.0 is stored as +0.0 by the owner too: without C, every rank's D is the same bits.
+// Two halves suffice for the gather buffer as for the receive slots: a rank pushes a group's
+// sums of call k + 2 only after every peer pushed it that group's partials of call k + 2, so
+// after that peer has finished call k + 1, and emptied what call k left.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -53,10 +56,15 @@ namespace tpgemm::ops {
 
 // The fused kernel's tile (signal_coop_128x256_c2x1.cu asserts it).
 constexpr int64_t kTileReduceM = 128, kTileReduceN = 256;
-// Tiles of a tile row per unit of work (a unit's fixed costs, its waits and ticket, over 8 tiles).
-// Fewer, for more units where M is small, measured slower: at W=2 M=1024 N=8192 the fused gemm_ar
-// took 0.202 ms with units of one tile (256 units) against 0.157 with 8 (docs/perf.md).
+// The most tiles of a tile row per unit of work (a unit's fixed costs, its waits and ticket, over
+// 8 tiles).
 constexpr int64_t kTileReduceGroup = 8;
+// Tiles per unit for a call of L x m_tiles x n_tiles tiles: the most of 8, 4 and 2 that still
+// makes 256 units (about two per SM, for the launch after the GEMM on every SM), as measured for
+// the fused gemm_ar at W=2 (bench/results/2026-11-22-fused-ar): M=1024: 8, 4, 2, 1 tiles took
+// 0.163, 0.130, 0.122, 0.133 ms; M=4096: 0.362, 0.343, 0.364, 0.408; M=8192: 0.644, 0.666,
+// 0.683, 0.772.
+int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles);
 
 struct TileReduceArgs {
   const void* partial = nullptr;     // this rank's partial product [L, M, N]
@@ -69,6 +77,7 @@ struct TileReduceArgs {
   float beta = 0.0f;
   int64_t m = 0, n = 0, l = 1;
   int64_t m_tiles = 0, n_tiles = 0;  // tiles covering M x N: m_tiles = M / 128 here
+  int64_t group_tiles = kTileReduceGroup;  // tiles of a tile row per unit (1 to 8): tile_reduce_group()
   int world = 1, rank = 0;
   bool drop_pushes = false;          // test hook: push nothing (owners must time out naming this rank)
   comm::WaitEnv env;
@@ -76,7 +85,7 @@ struct TileReduceArgs {
 
 // Loads both kernels now (NOTE [lazy loading]): they run beside a GEMM.
 void preload_tile_reduce(DType dtype, int world, bool all_reduce);
-// control[0] += 1, on `stream`: the call's sequence number.
+// control[0] += 1 (the call's sequence number), control[1] = 0 (its tickets), on `stream`.
 void launch_begin_call(uint64_t* control, cudaStream_t stream);
 void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cudaStream_t stream);
 
