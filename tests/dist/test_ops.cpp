@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -121,26 +122,31 @@ TEST_P(Dist, FusedAgGemmOverSeveralWavesAndPiecesMatchesTheReference) {
 
 // The fused gemm_rs and gemm_ar over several waves of tiles (the reduction beside the GEMM really
 // waits for tiles, and the tail launch takes what is left), tile columns that end inside N,
-// batches and C, with the reduction given 1 or 8 SMs beside the GEMM; three calls each (the
-// flags' epochs, and both staging halves).
+// batches and C, with the reduction given 1 or 8 SMs beside the GEMM, in units of 8 and 1 tiles
+// (TPGEMM_TILE_GROUP) and of the kernel's own choice; three calls each (the flags' epochs, and
+// both staging halves).
 TEST_P(Dist, FusedReductionsOverSeveralWavesMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
               uint64_t seed = 1300;
-              for (Op op : {Op::kGemmRs, Op::kGemmAr})
-                for (int comm_sms : {1, 8})
-                  for (int variant : {0, 1}) {
-                    GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, variant, Impl::kFused);
-                    p.m = W * 1024;  // W x 8 tile rows by 9 tile columns: more tiles than SMs
-                    p.n = 2056;
-                    p.k = 264;
-                    PlanOptions o;
-                    o.impl = Impl::kFused;
-                    o.comm_sms = comm_sms;
-                    const auto c = check_plan(team, p, o, 3, seed += 10);
-                    RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
-                  }
+              for (const char* group : {"8", "1", ""}) {
+                if (*group != 0) ::setenv("TPGEMM_TILE_GROUP", group, 1);
+                else ::unsetenv("TPGEMM_TILE_GROUP");  // the kernel's choice
+                for (Op op : {Op::kGemmRs, Op::kGemmAr})
+                  for (int comm_sms : {1, 8})
+                    for (int variant : {0, 1}) {
+                      GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, variant, Impl::kFused);
+                      p.m = W * 1024;  // W x 8 tile rows by 9 tile columns: more tiles than SMs
+                      p.n = 2056;
+                      p.k = 264;
+                      PlanOptions o;
+                      o.impl = Impl::kFused;
+                      o.comm_sms = comm_sms;
+                      const auto c = check_plan(team, p, o, 3, seed += 10);
+                      RANK_EXPECT(c.ok, "tiles per unit '%s': %s", group, describe_check(p, o, c).c_str());
+                    }
+              }
             }),
             0);
 }
