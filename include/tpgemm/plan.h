@@ -30,7 +30,9 @@ class Plan {
   // Enqueues the op on `stream` and returns without waiting for the GPU. Collective: every
   // rank calls it with its own operands. The operands are checked on every rank (null,
   // misaligned, D overlapping an input); if any rank's are bad, all ranks throw before
-  // anything is enqueued, so nothing hangs and nothing of the caller's is written.
+  // anything is enqueued, so nothing hangs and nothing of the caller's is written. The calls
+  // of one plan must be ordered on the GPU (one stream, or streams joined by events): they
+  // share the plan's buffers and counters.
   void run(const Operands& operands, cudaStream_t stream);
 
   Impl impl() const;

@@ -27,6 +27,7 @@ struct TeamState {
   int device = 0;
   int lsa_size = 1;
   bool all_lsa = false;
+  bool all_sm90 = false;  // every rank's GPU is sm_90 (Hopper): tpgemm's GEMM core runs on all of them
   int num_sms = 0;
   int64_t timeout_ms = 5000;        // device waits
   int64_t host_timeout_ms = 300000;  // the per-call host rendezvous

@@ -17,7 +17,7 @@ struct PlanState {
 
 namespace {
 
-plan::Topology topology(const TeamState& t) { return {t.world, t.all_lsa}; }
+plan::Topology topology(const TeamState& t) { return {t.world, t.all_lsa, t.all_sm90}; }
 
 Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions& o) {
   Status s = plan::validate_problem(p, t.world);

@@ -40,12 +40,12 @@ namespace tpgemm::plan {
 //            partials to their owners and sums back) where M is whole 128-row tiles per rank:
 //            W=4 M=4096, 8192, 16384: 1.24x, 1.41x, 1.42x against pipelined_ce's 1.10x,
 //            1.21-1.25x, 1.27x; W=2 M=2048 to 16384: 1.23-1.34x against 1.08-1.26x
-//            (bench/results/2026-11-22-fused-ar). Else pipelined_ce, one round (W=4 M=8192:
-//            1.21x); below
-//            that the matmul then the all-reduce the rule below picks for D's size (W=4:
-//            gemm_twoshot 1.30x at M=128), except at W > 2 beyond 4 MB of D, where gemm_twoshot
-//            measured 0.93-1.06x over four runs (M=1024): the baseline, and up to 256 KB, where
-//            gemm_oneshot measured 1.19x against gemm_twoshot's 1.14-1.16x (M=16, two calls).
+//            (bench/results/2026-11-22-fused-ar; W > 4 unmeasured). Else pipelined_ce, one
+//            round (W=4 M=8192: 1.21x). Below 16 MB per rank the matmul then the all-reduce
+//            the rule below picks for D's size (W=4: gemm_twoshot 1.30x at M=128), except at
+//            W > 2 beyond 4 MB of D, where gemm_twoshot measured 0.93-1.06x over four runs
+//            (M=1024): the baseline, and up to 256 KB, where gemm_oneshot measured 1.19x
+//            against gemm_twoshot's 1.14-1.16x (M=16, two calls).
 // Along N (shard_dim n) the rules of the transposed problem, without fused (NOTE [shard along N]).
 // Unmeasured world sizes (W > 4) follow the W = 4 rules.
 namespace {
@@ -101,7 +101,7 @@ double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks) {
 
 // allgather_gemm / gemm_reducescatter, the symmetric collective behind one matmul: measured
 // faster than pipelined_ce and the baseline, along M, on rank blocks of [first, end) rows, at
-// W=2 and at W=4 (W > 4 follows W=4, unmeasured).
+// W=2 and at W=4 (W=3 and W > 4 follow W=4, unmeasured).
 struct BlockRows {
   int64_t first, end;
 };

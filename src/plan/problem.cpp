@@ -180,6 +180,10 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
         return unsupported(strfmt("impl %s supports teams of up to 32 ranks, and this one has %d; use "
                                   "impl=pipelined_ce",
                                   name.c_str(), topo.world));
+      if ((impl == Impl::kFused || impl == Impl::kGatherThenGemm) && !topo.all_sm90)
+        return unsupported(strfmt("impl %s runs tpgemm's Hopper GEMM core, which needs every rank's GPU to be "
+                                  "sm_90, and this team's are not all; use impl=pipelined_ce",
+                                  name.c_str()));
       // The GEMM core's own limits (gemm/sm90_config.h): TMA rows of 16 bytes, 32-bit extents.
       if ((impl == Impl::kFused || impl == Impl::kGatherThenGemm) &&
           (p.n % 8 != 0 || p.k % 8 != 0 || p.m > INT32_MAX || p.n > INT32_MAX || p.k > INT32_MAX || p.l > INT32_MAX))

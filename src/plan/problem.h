@@ -54,6 +54,9 @@ constexpr int kMaxSymmetricAllReduceWorld = 32;
 struct Topology {
   int world = 1;
   bool all_lsa_peers = false;  // every rank reachable by NVLink loads/stores
+  // Every rank's GPU is sm_90, which tpgemm's Hopper GEMM core (fused, gather_then_gemm) needs.
+  // A team sets it from its GPUs; the default describes the H100/H200 teams the rules model.
+  bool all_sm90 = true;
 };
 
 // Can `impl` run `p` on this topology? (kAuto is always accepted.)

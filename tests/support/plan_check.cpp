@@ -1,11 +1,32 @@
 #include "support/plan_check.h"
 
+#include <cstring>
+#include <vector>
+
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "testing/problem_data.h"
 
 namespace tpgemm::testsupport {
+namespace {
+
+// tpgemm's gemm_ar implementations give every rank the same bits of D when there is no C (each
+// rank's own C is added last): a hash of D, compared across ranks. Collective, like the run.
+bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, const testing::RankData& data,
+                          int64_t d_count) {
+  if (p.op != Op::kGemmAr || p.has_c || ran == Impl::kBaseline || team.world_size() == 1) return true;
+  std::vector<uint8_t> host(static_cast<size_t>(d_count) * dtype_size(p.dtype));
+  TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), data.d.get(), host.size(), cudaMemcpyDeviceToHost));
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (uint8_t b : host) hash = (hash ^ b) * 1099511628211ull;
+  bool same = true;
+  for (const auto& blob : team.state()->allgather(&hash, sizeof(hash)))
+    same = same && std::memcmp(blob.data(), &hash, sizeof(hash)) == 0;
+  return same;
+}
+
+}  // namespace
 
 PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& options, int runs, uint64_t seed, bool graph) {
   PlanCheck out;
@@ -38,7 +59,8 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
       const testing::Diff d = testing::compare_d(data.d.get(), want, p, team.world_size(), stream.get());
       out.worst_rel_err = std::max(out.worst_rel_err, d.rel_err);
       out.nonfinite += d.nonfinite;
-      out.ok = out.ok && d.passes(testing::default_eps(p.dtype));
+      out.same_d_on_every_rank = out.same_d_on_every_rank && same_d_on_every_rank(team, p, out.ran, data, d_count);
+      out.ok = out.ok && d.passes(testing::default_eps(p.dtype)) && out.same_d_on_every_rank;
     }
     if (exec != nullptr) TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
   } catch (const Error& e) {
@@ -49,9 +71,10 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
 }
 
 std::string describe_check(const GemmProblem& p, const PlanOptions& o, const PlanCheck& c) {
-  return describe(p) + strfmt(" impl=%s chunks=%d ran=%s: rel_err %.2e, %lld non-finite%s%s", std::string(to_string(o.impl)).c_str(),
+  return describe(p) + strfmt(" impl=%s chunks=%d ran=%s: rel_err %.2e, %lld non-finite%s%s%s", std::string(to_string(o.impl)).c_str(),
                               o.chunks_per_rank, std::string(to_string(c.ran)).c_str(), c.worst_rel_err,
-                              (long long)c.nonfinite, c.status.ok() ? "" : ", error: ", c.status.message.c_str());
+                              (long long)c.nonfinite, c.same_d_on_every_rank ? "" : ", D differs between ranks",
+                              c.status.ok() ? "" : ", error: ", c.status.message.c_str());
 }
 
 }  // namespace tpgemm::testsupport

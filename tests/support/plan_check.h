@@ -13,7 +13,8 @@ struct PlanCheck {
   Impl ran = Impl::kAuto;   // what the plan chose
   double worst_rel_err = 0;
   int64_t nonfinite = 0;
-  bool ok = false;          // every run within eps, nothing left unwritten
+  bool same_d_on_every_rank = true;  // gemm_ar without C, tpgemm's own implementations
+  bool ok = false;          // every run within eps, nothing left unwritten, D alike where it must be
 };
 
 // Makes the plan, then `runs` times: fresh random data (seed, seed + 1, ...), D poisoned, one

@@ -194,6 +194,10 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
   expect_error(impl_supported(p, Impl::kFused, split), ErrorCode::kUnsupported, {"fused", "LSA"});
   expect_error(impl_supported(p, Impl::kFused, {33, true}), ErrorCode::kUnsupported, {"fused", "32 ranks"});
+  const Topology not_hopper{4, true, /*all_sm90=*/false};
+  for (Impl core : {Impl::kFused, Impl::kGatherThenGemm})
+    expect_error(impl_supported(p, core, not_hopper), ErrorCode::kUnsupported, {"sm_90", "pipelined_ce"});
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, not_hopper).ok());
   for (Impl rung : {Impl::kNaiveRemote, Impl::kThreadloadGather, Impl::kGatherThenGemm}) {
     const std::string name(to_string(rung));
     EXPECT_TRUE(impl_supported(p, rung, nvlink).ok()) << name;
@@ -329,6 +333,13 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
     const Choice got = choose(p, {c.world, true}, {});
     EXPECT_EQ(got.impl, c.want) << describe(p) << " W=" << c.world;
     EXPECT_EQ(got.chunks, c.chunks) << describe(p) << " W=" << c.world;
+  }
+  // Without Hopper GPUs the fused picks fall back to pipelined_ce.
+  for (Op op : {Op::kAgGemm, Op::kGemmAr}) {
+    GemmProblem p = ag(op == Op::kAgGemm ? 16384 : 8192, op == Op::kAgGemm ? 3584 : 8192, op == Op::kAgGemm ? 8192 : 2048);
+    p.op = op;
+    EXPECT_EQ(choose(p, {4, true}, {}).impl, Impl::kFused) << describe(p);
+    EXPECT_EQ(choose(p, {4, true, /*all_sm90=*/false}, {}).impl, Impl::kPipelinedCE) << describe(p);
   }
 }
 

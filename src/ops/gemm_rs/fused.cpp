@@ -9,7 +9,8 @@
 // the same pace and travel while the GEMM goes on; only the last wave's tiles move after it.
 //
 // One call, rank r:
-//   caller's stream: control[0] += 1 (the call's sequence number), then the GEMM on all SMs but
+//   caller's stream: control[0] += 1 (the call's sequence number) and control[1] = 0 (its
+//                    tickets), then the GEMM on all SMs but
 //                    comm_sms, then the push-and-reduce kernel on every SM (the last wave's tiles);
 //   side stream:     the push-and-reduce kernel on comm_sms blocks, beside the GEMM (none if 0);
 //   caller's stream: joins the side stream.
@@ -68,8 +69,8 @@ class FusedTileReduce final : public OpImpl {
     if (W > 1) {
       // Two halves of W slots of M/W rows; empty (zeros) as NOTE [empty lanes] needs.
       recv_ = comm::SymmetricBuffer(team_, 2 * bytes_of_d(), "fused gemm_rs/gemm_ar receive slots");
-      // gemm_ar: two halves of [L, M, N] for the owners' sums (NOTE [tile all-reduce]).
-      if (all_reduce()) gather_ = comm::SymmetricBuffer(team_, 2 * bytes_of_d(), "fused gemm_ar gather buffer");
+      // gemm_ar: [L, M, N] for the owners' sums, one half (NOTE [tile all-reduce]).
+      if (all_reduce()) gather_ = comm::SymmetricBuffer(team_, bytes_of_d(), "fused gemm_ar gather buffer");
       reduce_.partial = partial_.get();
       reduce_.tile_flags = tile_flags_.as<uint64_t>();
       reduce_.recv = recv_.device_peers();
@@ -112,11 +113,21 @@ class FusedTileReduce final : public OpImpl {
     a.d = o.d;
     a.c = p_.has_c && p_.beta != 0.0f ? o.c : nullptr;
     a.beta = p_.beta;
-    // Beside the GEMM: one block per SM it leaves free, at most (NOTE [tile reduce]).
-    if (comm_sms_ > 0) ops::launch_tile_reduce(a, p_.dtype, comm_sms_, side_.get());
-    ops::launch_tile_reduce(a, p_.dtype, 2 * t.num_sms, stream);
-    TPGEMM_CUDA_CHECK(cudaEventRecord(side_done_.get(), side_.get()));
-    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, side_done_.get(), 0));
+    // The join: the next call's begin_call resets the ticket counter, so it must run after every
+    // block of this call, the side launch's included, even if the tail launch below fails.
+    const auto join = [&] {
+      TPGEMM_CUDA_CHECK(cudaEventRecord(side_done_.get(), side_.get()));
+      TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, side_done_.get(), 0));
+    };
+    try {
+      // Beside the GEMM: one block per SM it leaves free, at most (NOTE [tile reduce]).
+      if (comm_sms_ > 0) ops::launch_tile_reduce(a, p_.dtype, comm_sms_, side_.get());
+      ops::launch_tile_reduce(a, p_.dtype, 2 * t.num_sms, stream);
+    } catch (...) {
+      join();
+      throw;
+    }
+    join();
   }
 
  private:

@@ -1,4 +1,5 @@
-// The fused GEMM+ReduceScatter's push-and-reduce kernel (NOTE [tile reduce] in tile_reduce.h).
+// The fused GEMM+ReduceScatter's and GEMM+AllReduce's push-and-reduce kernel (NOTE [tile reduce]
+// and NOTE [tile all-reduce] in tile_reduce.h).
 #include "comm/device/sync.cuh"
 #include "core/check.h"
 #include "core/cuda_raii.h"
@@ -70,7 +71,6 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
   const int64_t nv = a.n / 8;                                                   // 16-byte vectors per row
   const int64_t slot = a.l * rows_per_rank * nv;                                // vectors per receive slot
   const int64_t half = static_cast<int64_t>(seq & 1) * world * slot;            // NOTE [two staging halves]
-  const int64_t gather_half = static_cast<int64_t>(seq & 1) * a.l * a.m * nv;   // the same, in the gather buffer
   const uint4* p = static_cast<const uint4*>(a.partial);
   for (;;) {
     if (threadIdx.x == 0)
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
     const int64_t in_block = (l * rows_per_rank + j * kTileReduceM) * nv + c0;
     if (gathering) {          // the all-reduce's second half: owner o's sums of the group, into D
       if (o == me) continue;  // stored by the reduction
-      uint4* from = static_cast<uint4*>(a.gather[me]) + gather_half + in_p;
+      uint4* from = static_cast<uint4*>(a.gather[me]) + in_p;
       if (!gather_group<T>(a, from, in_p, span, count, nv, o)) return;  // reported
       continue;
     }
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
           const int64_t out = in_p + at;  // D [L, M, N]
           const uint4 sum = pack8<T>(acc[i]), sent = never_empty(sum);
           for (int q = 0; q < world; ++q)
-            if (q != me) static_cast<uint4*>(a.gather[q])[gather_half + out] = sent;
+            if (q != me) static_cast<uint4*>(a.gather[q])[out] = sent;
           store_sum<T>(static_cast<uint4*>(a.d), a.c, a.beta, out, sum);
           continue;
         }

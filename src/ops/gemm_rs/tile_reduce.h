@@ -4,7 +4,7 @@
 // This rank's GEMM writes its whole partial product P [L, M, N] into a local buffer and raises
 // a local flag per 128 x 256 tile as it lands (NOTE [tile signal] in gemm/sm90/kernels.h), in
 // the order NOTE [tile order] deals the tile rows: row j of owner 0, row j of owner 1, ...,
-// then j + 1. The units of a call are groups of kTileReduceGroup tiles of a tile row, in that
+// then j + 1. The units of a call are groups of `group_tiles` tiles of a tile row, in that
 // order; for a group of owner o, once its tiles' local flags are up:
 //   o != rank, a push: store the group into slot `rank` of o's receive buffer (NVLink stores: the
 //     writer never waits on the far side);
@@ -14,8 +14,9 @@
 // The pushed data is its own flag, as in the all-reduce kernels (NOTE [empty lanes] in
 // ops/allreduce/allreduce_device.cuh): the reduction polls each received vector until no lane is
 // empty and empties it after reading, and the receive buffer has two halves used by alternate
-// calls (NOTE [two staging halves]). No fence, no flag crosses NVLink: a system-scope fence and
-// flag per 8 tiles made the pushes several times slower (docs/perf.md). A push waits only for
+// calls (NOTE [two staging halves] in ops/allreduce/symm_collective.h). No fence, no flag
+// crosses NVLink: a system-scope fence and flag per 8 tiles made the pushes several times
+// slower (docs/perf.md). A push waits only for
 // this GPU's GEMM; a reduction of tile row j waits for pushes of tile row j, which every rank
 // hands out at the same place in the same order: no circular wait.
 //
@@ -33,16 +34,16 @@
 // GEMM+AllReduce is the reduce-scatter above followed by an all-gather of the sums, in the same
 // kernel: D is [L, M, N] on every rank, and the owner of a group, having summed it, pushes the
 // rounded sum (the data its own flag again) into the same place of every peer's gather buffer
-// [2 halves][L, M, N]. After the U units above come U gather units, in the same order: for a
+// [L, M, N]. After the U units above come U gather units, in the same order: for a
 // group of owner o != rank, take it from the gather buffer as it lands and empty it. Every rank
 // stores the rounded sum + its own beta * C (rounded again, as the two-shot kernel does) in D.
 // A gather unit waits for an owner's reduction, which waits only for pushes; every push ticket
 // is handed out before any gather ticket, so the smallest unfinished unit of the call always
 // progresses (the CPU model in tests/unit/test_allreduce_protocol.cpp deadlocks the other way
 // round). -0.0 is stored as +0.0 by the owner too: without C, every rank's D is the same bits.
-// Two halves suffice for the gather buffer as for the receive slots: a rank pushes a group's
-// sums of call k + 2 only after every peer pushed it that group's partials of call k + 2, so
-// after that peer has finished call k + 1, and emptied what call k left.
+// The gather buffer needs no second half: an owner pushes a group's sums of call k + 1 to a
+// peer only after that peer pushed it the group's partials of call k + 1, so after the peer's
+// call-k kernels ended, their emptying stores included (a kernel's end orders its stores).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -63,7 +64,7 @@ constexpr int64_t kTileReduceGroup = 8;
 // makes 256 units (about two per SM, for the launch after the GEMM on every SM), as measured for
 // the fused gemm_ar at W=2 (bench/results/2026-11-22-fused-ar): M=1024: 8, 4, 2, 1 tiles took
 // 0.163, 0.130, 0.122, 0.133 ms; M=4096: 0.362, 0.343, 0.364, 0.408; M=8192: 0.644, 0.666,
-// 0.683, 0.772.
+// 0.683, 0.772. The fused gemm_rs, the same kernel, follows it unmeasured.
 int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles);
 
 struct TileReduceArgs {
@@ -71,7 +72,7 @@ struct TileReduceArgs {
   const uint64_t* tile_flags = nullptr;  // this rank's GEMM tile flags [L][m_tiles][n_tiles]
   void* const* recv = nullptr;       // device table: every rank's receive buffer [2 halves][W][L, M/W, N]
   uint64_t* control = nullptr;       // this rank's control words (above)
-  void* const* gather = nullptr;     // all-reduce only: every rank's gather buffer [2 halves][L, M, N]
+  void* const* gather = nullptr;     // all-reduce only: every rank's gather buffer [L, M, N]
   void* d = nullptr;                 // the caller's D: [L, M/W, N], or [L, M, N] with `gather`
   const void* c = nullptr;           // optional, D's shape: D = sum + beta * C
   float beta = 0.0f;
