@@ -72,7 +72,8 @@ void SymmetricBuffer::release() noexcept {
   if (team_ == nullptr) return;
   if (device_peers_ != nullptr) cudaFree(device_peers_);
   if (window_ != nullptr) ncclCommWindowDeregister(team_->comm, window_);
-  if (local_ != nullptr) plain_ ? cudaFree(local_) : ncclMemFree(local_);
+  if (local_ != nullptr && plain_) cudaFree(local_);
+  if (local_ != nullptr && !plain_) ncclMemFree(local_);
   device_peers_ = nullptr;
   window_ = nullptr;
   local_ = nullptr;
