@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gemm/sm90_config.h"
+#include "ops/gemm_rs/tile_reduce.h"
 
 namespace tpgemm::gemm::sm90 {
 namespace {
@@ -130,6 +131,18 @@ TEST(Sm90Config, ChunkWaitOneWaveCountsClustersOfTwoTileRows) {
   EXPECT_FALSE(chunk_wait_one_wave(640, 8192, 1, 132));    // 5 tile rows pad to 6: 192
   EXPECT_FALSE(chunk_wait_one_wave(2048, 3584, 1, 132));   // 16 x 14 = 224
   EXPECT_TRUE(chunk_wait_one_wave(1024, 1024, 1, 132));
+}
+
+// The fused reductions' tiles per unit: the most of 8, 4, 2 that makes 256 units, as measured
+// (M x 8192 at W=2: 32 tile columns).
+TEST(TileReduceGroup, TakesTheMostTilesThatStillMake256Units) {
+  EXPECT_EQ(ops::tile_reduce_group(1, 8, 32), 2);     // M=1024: 128 units of 2 (1 tile: never)
+  EXPECT_EQ(ops::tile_reduce_group(1, 16, 32), 2);    // M=2048: 256 units of 2
+  EXPECT_EQ(ops::tile_reduce_group(1, 32, 32), 4);    // M=4096: 256 units of 4
+  EXPECT_EQ(ops::tile_reduce_group(1, 64, 32), 8);    // M=8192: 256 units of 8
+  EXPECT_EQ(ops::tile_reduce_group(2, 32, 32), 8);    // batches count
+  EXPECT_EQ(ops::tile_reduce_group(1, 64, 9), 2);     // 9 tile columns: 4 make 64 x 3 = 192 units, 2 make 320
+  EXPECT_EQ(ops::tile_reduce_group(1, 1, 1), 2);
 }
 
 }  // namespace

@@ -191,12 +191,6 @@ struct TileReduceKernel {
 
 }  // namespace
 
-int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles) {
-  int64_t g = kTileReduceGroup;
-  while (g > 2 && l * m_tiles * ((n_tiles + g - 1) / g) < 256) g /= 2;
-  return g;
-}
-
 void preload_tile_reduce(DType dtype, int world, bool all_reduce) {
   load_kernel_now(begin_call_kernel);
   cudaFuncAttributes attributes{};

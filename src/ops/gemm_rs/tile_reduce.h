@@ -65,7 +65,11 @@ constexpr int64_t kTileReduceGroup = 8;
 // the fused gemm_ar at W=2 (bench/results/2026-11-22-fused-ar): M=1024: 8, 4, 2, 1 tiles took
 // 0.163, 0.130, 0.122, 0.133 ms; M=4096: 0.362, 0.343, 0.364, 0.408; M=8192: 0.644, 0.666,
 // 0.683, 0.772. The fused gemm_rs, the same kernel, follows it unmeasured.
-int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles);
+constexpr int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles) {
+  int64_t g = kTileReduceGroup;
+  while (g > 2 && l * m_tiles * ((n_tiles + g - 1) / g) < 256) g /= 2;
+  return g;
+}
 
 struct TileReduceArgs {
   const void* partial = nullptr;     // this rank's partial product [L, M, N]
