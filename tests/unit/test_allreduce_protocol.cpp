@@ -176,15 +176,17 @@ std::string run_reducescatter_model(const ModelOptions& o) { return run_shots_mo
 // The fused GEMM+AllReduce's push-and-reduce kernel (NOTE [tile all-reduce]): units of
 // lanes_per_block lanes, dealt to owners in turn (unit u's owner is u mod W), handed to a rank's
 // blocks in order by a ticket counter (fetch-and-add; zero at the start of each call, as the
-// kernel's is reset between calls). Ticket u < U: push unit u to its owner's slot r, or, if r owns it, take
-// every slot's lanes and store their "sum" into every peer's gather area. Ticket U + u: take
-// owner u mod W's sums of unit u from the gather area (nothing if r owns it). Blocks take what
-// comes next, so a block may wait on a gather while others push: the order must not deadlock.
-// With `gathers_first` (the gather tickets before the pushes) it must.
+// kernel's is reset between calls). Ticket u < U: push unit u to its owner's slot r, or, if r
+// owns it, take every slot's lanes and store their "sum" into every peer's gather area. Ticket
+// U + u: take owner u mod W's sums of unit u from the gather area (nothing if r owns it). The
+// slots alternate between halves; the gather area, as the kernel's, is one for every call.
+// Blocks take what comes next, so a block may wait on a gather while others push: the order
+// must not deadlock. With `gathers_first` (the gather tickets before the pushes) it must.
 std::string run_tile_allreduce_model(const ModelOptions& o, bool gathers_first) {
   const int units = 3 * o.world, lanes = o.lanes_per_block;
   const size_t slot = static_cast<size_t>(units) * lanes, gather = static_cast<size_t>(o.world) * slot;
   Model m(o, gather + slot);
+  const auto gathered = [&](int q, int i) -> Lane& { return m.lane(q, /*call: the first half's area*/ 0, gather + i); };
   std::vector<std::atomic<int64_t>> tickets(static_cast<size_t>(o.world) * (o.calls + 1));  // [rank][call]
   return m.run([&](int r, int b, int e, auto& jitter) {
     for (;;) {
@@ -197,7 +199,7 @@ std::string run_tile_allreduce_model(const ModelOptions& o, bool gathers_first) 
         const int i = u * lanes + j;
         const std::string at = strfmt("rank %d block %d call %d: unit %d lane %d", r, b, e, u, j);
         if (gathering) {
-          if (owner != r && !m.take(m.lane(r, e, gather + i), reduced(e, i), at + " gathered from its owner"))
+          if (owner != r && !m.take(gathered(r, i), reduced(e, i), at + " gathered from its owner"))
             return false;
         } else if (owner != r) {
           m.lane(owner, e, static_cast<size_t>(r) * slot + i).store(sent(r, e, i));
@@ -207,7 +209,7 @@ std::string run_tile_allreduce_model(const ModelOptions& o, bool gathers_first) 
                                   at + strfmt(" pushed by rank %d", q)))
               return false;
           for (int q = 0; q < o.world; ++q)
-            if (q != r) m.lane(q, e, gather + i).store(reduced(e, i));
+            if (q != r) gathered(q, i).store(reduced(e, i));
         }
       }
     }
