@@ -10,6 +10,7 @@
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/env.h"
+#include "gemm/sm90_gemm.h"
 #include "tpgemm/team.h"
 
 namespace tpgemm {
@@ -71,11 +72,9 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
   TPGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&internal_stream, cudaStreamNonBlocking));
   TPGEMM_CUDA_CHECK(cudaMalloc(&scratch, kMaxBlob * static_cast<size_t>(world + 1)));
   mailbox = std::make_unique<comm::TimeoutMailbox>();
-  // One answer for the whole team, so that every rank's planner makes the same choice.
-  int major = 0, minor = 0;
-  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  const uint8_t sm90 = major == 9 && minor == 0 ? 1 : 0;
+  // Whether the GEMM core runs here, one answer for the whole team, so that every rank's
+  // planner makes the same choice.
+  const uint8_t sm90 = gemm::Sm90Gemm::device_supported(device).ok() ? 1 : 0;
   all_sm90 = true;
   for (const auto& blob : allgather(&sm90, 1)) all_sm90 = all_sm90 && blob[0] == 1;
 
