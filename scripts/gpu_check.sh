@@ -13,7 +13,8 @@
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
-# -R regex for the dist tests. NVLink multicast
+# -R regex for the dist tests; SHAPES the shapes file of the sweep_fused, sweep_rs and sweep_ar_fused
+# stages. NVLink multicast
 # stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -112,7 +113,7 @@ for s in $STAGES; do
           for z in ${SWIZZLES:-auto}; do
             name=sweep_fused_W${w}_c${c}_s$z
             TPGEMM_SM90_SWIZZLE=${z/auto/} stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm \
-              --impl fused --chunks "$c" --check --json "$LOGS/$name.json"
+              --impl fused --chunks "$c" --shapes "${SHAPES:-bench/shapes.txt}" --check --json "$LOGS/$name.json"
             grep -E "^ag_gemm" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
           done
         done
@@ -122,7 +123,7 @@ for s in $STAGES; do
         [ "$w" -le "$GPUS" ] || continue
         for c in ${COMM_SMS:-2 4 8 16}; do
           stage "sweep_rs_W${w}_s$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs --impl fused,pipelined \
-            --comm-sms "$c" --check --json "$LOGS/sweep_rs_W${w}_s$c.json"
+            --comm-sms "$c" --shapes "${SHAPES:-bench/shapes.txt}" --check --json "$LOGS/sweep_rs_W${w}_s$c.json"
           grep -E "^gemm_rs" "$LOGS/sweep_rs_W${w}_s$c.log" | sed "s/^/sweep_rs_W${w}_s$c /" | tee -a "$SUMMARY" > /dev/null
         done
       done ;;
@@ -132,7 +133,7 @@ for s in $STAGES; do
         for c in ${COMM_SMS:-8 16 32}; do
           name=sweep_ar_fused_W${w}_s$c
           stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar --impl fused,gemm_twoshot --comm-sms "$c" \
-            --shapes bench/ar_sweep.txt --check --json "$LOGS/$name.json"
+            --shapes "${SHAPES:-bench/ar_sweep.txt}" --check --json "$LOGS/$name.json"
           grep -E "^gemm_ar" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
         done
       done ;;
