@@ -61,14 +61,18 @@ constexpr int kDefaultCommSms = 2;
 // once and each peer block is at least 2 MiB (W=2, 512 x 8192 x 8192, 4 MiB blocks: 0.138 ms
 // against 0.149 with one piece), so that no tile waits for a whole block (NOTE [chunk wait]);
 // smaller blocks keep one (1024^3, 1 MiB blocks: 0.070 ms with four against 0.057 with one, in
-// two runs).
-int default_chunks(const GemmProblem& p, int64_t block, Impl impl) {
+// two runs). At W >= 4 one piece: there each piece of each of the W - 1 stages is its own 2D
+// copy of 4 KiB rows, and 12 of them took longer than the three whole blocks (W=4, 512 x 8192
+// x 8192: 0.198 and 0.195 ms with four pieces, 0.176 and 0.192 with two, 0.174 and 0.166 with
+// one, two calls; with every piece pulled before the kernel starts, 0.245 against 0.167:
+// bench/results/2026-11-22-tuning).
+int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
   if (impl == Impl::kFused) {
     const int64_t block_bytes = p.l * block * p.k * static_cast<int64_t>(dtype_size(p.dtype));
     // The SMs fused's kernel gets with the default comm_sms: fused pulls across the stages
     // exactly when the same test holds there.
     const bool one_wave = gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms - kDefaultCommSms);
-    return one_wave && block_bytes >= 2 * kMiB ? 4 : 1;
+    return world <= 2 && one_wave && block_bytes >= 2 * kMiB ? 4 : 1;
   }
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
@@ -83,7 +87,7 @@ constexpr int kFusedRsCommSms = 16, kFusedArCommSms = 32;
 Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
-  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, max_block_rows(p.m, world), impl);
+  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, world, max_block_rows(p.m, world), impl);
   if (p.shard_dim == ShardDim::kN) c.chunks = 1;  // whole column blocks (NOTE [shard along N])
   c.comm_sms = kDefaultCommSms;
   if (impl == Impl::kFused && p.op == Op::kGemmRs) c.comm_sms = kFusedRsCommSms;
@@ -116,7 +120,7 @@ Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
   if (small_m_collective(p, topo, along_n, {128, 512}, {64, 256}, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
   const int64_t block = max_block_rows(p.m, topo.world);
   if (block < 256) return Impl::kBaseline;
-  const double fill = pipelined_wave_fill(p, block, default_chunks(p, block, Impl::kPipelinedCE));
+  const double fill = pipelined_wave_fill(p, block, default_chunks(p, topo.world, block, Impl::kPipelinedCE));
   if (topo.world >= 4 && block >= 1024 && fill < 0.9 && impl_supported(p, Impl::kFused, topo).ok())
     return Impl::kFused;
   return Impl::kPipelinedCE;
@@ -130,7 +134,9 @@ Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
 
 Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
-  if (d_bytes / topo.world >= 16 * kMiB)
+  // fused from 16 MiB of D per rank at W=2, 8 MiB at W >= 4 (W=4, M=2048: 1.19x and 1.18x over
+  // the baseline, two calls; bench/results/2026-11-22-tuning).
+  if (d_bytes / topo.world >= (topo.world >= 4 ? 8 : 16) * kMiB)
     return impl_supported(p, Impl::kFused, topo).ok() ? Impl::kFused : Impl::kPipelinedCE;
   if (topo.world > 2 && d_bytes > 4 * kMiB) return Impl::kBaseline;  // 0.93-1.06x: within noise
   switch (choose_allreduce(d_bytes, topo)) {

@@ -295,11 +295,12 @@ TEST(Choose, AllReduceBySize) {
 }
 
 // The measured rules of NOTE [planner rules], on the shared shapes.
-TEST(Choose, FusedPullsPiecesOfColumnsOnlyWhenItsTilesAreOneWave) {
+TEST(Choose, FusedPullsPiecesOfColumnsOnlyWhenItsTilesAreOneWaveOfTwoRanks) {
   PlanOptions o;
   o.impl = Impl::kFused;
   const Topology nvlink{4, true};
-  EXPECT_EQ(choose(ag(512, 8192, 8192), nvlink, o).chunks, 4);     // 128 tiles: one wave; 2 MiB blocks
+  EXPECT_EQ(choose(ag(512, 8192, 8192), {2, true}, o).chunks, 4);  // 128 tiles: one wave; 4 MiB blocks
+  EXPECT_EQ(choose(ag(512, 8192, 8192), nvlink, o).chunks, 1);     // the same at W=4: 2D copies cost more
   EXPECT_EQ(choose(ag(1024, 1024, 1024), {2, true}, o).chunks, 1);  // one wave, but 1 MiB blocks
   EXPECT_EQ(choose(ag(16384, 3584, 8192), nvlink, o).chunks, 1);   // 1792 tiles
   o.chunks_per_rank = 2;
@@ -321,7 +322,7 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kAgGemm, 128, 8192, 8192, 2, Impl::kBaseline, 1},          {Op::kGemmRs, 64, 8192, 2048, 2, Impl::kBaseline, 1},      {Op::kAgGemm, 1024, 8192, 8192, 2, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 1024, 8192, 2048, 2, Impl::kPipelinedCE, 1}, {Op::kGemmRs, 128, 8192, 2048, 2, Impl::kGemmReduceScatter, 1},
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
-      {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kBaseline, 1},
+      {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kFused, 1},
       {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kBaseline, 1},  {Op::kGemmAr, 1024, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
       {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kFused, 1},
       {Op::kGemmAr, 8192, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 8192, 8192, 2048, 2, Impl::kFused, 1},

@@ -26,14 +26,18 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   // One vector per thread per block, up to what fits at once: two-shot's unit is a slice, the
   // others' the whole input.
   const int64_t vecs = two_shot ? (count / 8 + t.world - 1) / t.world : count / 8;
-  // Threads per block: at W=2, 128 up to 4 MiB of input, so that small messages spread over more
-  // SMs, each issuing its own NVLink stores (graph-timed: one-shot 3.6-7.4 us from 4 KB to 1 MB
-  // against 4.4-8.1 with 512; the same from 4 to 16 MB), 512 above (256 MB two-shot: 818 against
-  // 842 us; bench/results/2026-11-22-reducescatter/threads-h200x2). Not measured at W > 2, where
-  // the planner's rules were calibrated with 512: 512 there.
-  // TPGEMM_SYMM_THREADS overrides it (tuning; it must be the same on every rank, like the count).
+  // Threads per block: 128 for small messages, so that they spread over more SMs, each issuing
+  // its own NVLink stores; 512 for large ones. At W=2, 128 up to 4 MiB of input (graph-timed:
+  // one-shot 3.6-7.4 us from 4 KB to 1 MB against 4.4-8.1 with 512; the same from 4 to 16 MB),
+  // 512 above (256 MB two-shot: 818 against 842 us; bench/results/2026-11-22-reducescatter/
+  // threads-h200x2). At W=4, 128 up to 16 MiB (the chosen kernel, graph-timed: 4.6, 5.8, 7.6,
+  // 10.1, 24.4 and 84.5 us from 4 KB to 16 MB against 5.4, 6.6, 8.2, 11.0, 24.4 and 85.6;
+  // bench/results/2026-11-22-fused-ar/final-h200x4/ar_threads128_W4.log). W=3 follows W=4;
+  // above W=4, unmeasured, 512. TPGEMM_SYMM_THREADS overrides it (tuning; it must be the same
+  // on every rank, like the count).
   const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
-  const int64_t chosen = t.world <= 2 && bytes <= (int64_t(4) << 20) ? 128 : kAllReduceThreads;
+  const int64_t small_up_to = (t.world <= 2 ? int64_t(4) : int64_t(16)) << 20;
+  const int64_t chosen = t.world <= 4 && bytes <= small_up_to ? 128 : kAllReduceThreads;
   threads_ = static_cast<int>(env_int("TPGEMM_SYMM_THREADS", 64, kAllReduceThreads).value_or(chosen)) / 32 * 32;
   const int64_t wanted = std::max<int64_t>(1, (vecs + threads_ - 1) / threads_);
   // NOTE [collective construction]: local work first, agreed on, then the symmetric buffers.
