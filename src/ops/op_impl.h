@@ -42,6 +42,7 @@ std::unique_ptr<OpImpl> make_ag_gemm_threadload_gather(const ImplContext& ctx); 
 std::unique_ptr<OpImpl> make_ag_gemm_gather_then_gemm(const ImplContext& ctx);   // ops/ag_gemm/gather_then_gemm.cu
 std::unique_ptr<OpImpl> make_pipelined_ce(const ImplContext& ctx);       // ops/pipelined/pipelined_ce.cpp (all ops)
 std::unique_ptr<OpImpl> make_gemm_ar_symmetric(const ImplContext& ctx);  // ops/gemm_ar/gemm_allreduce.cpp (one/two-shot)
+std::unique_ptr<OpImpl> make_gemm_ar_fused_decode(const ImplContext& ctx);  // ops/gemm_ar/fused_decode.cpp
 std::unique_ptr<OpImpl> make_gemm_rs_reducescatter(const ImplContext& ctx);  // ops/gemm_rs/gemm_reducescatter.cpp
 std::unique_ptr<OpImpl> make_ag_gemm_allgather(const ImplContext& ctx);      // ops/ag_gemm/allgather_gemm.cpp
 

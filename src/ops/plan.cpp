@@ -45,7 +45,9 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
       }
       break;
     case Impl::kPipelinedCE: return make_pipelined_ce(ctx);
-    case Impl::kFused: return ctx.problem.op == Op::kAgGemm ? make_ag_gemm_fused(ctx) : make_fused_tile_reduce(ctx);
+    case Impl::kFused:
+      if (ctx.problem.op == Op::kAgGemm) return make_ag_gemm_fused(ctx);
+      return plan::fused_ar_decode(ctx.problem, ctx.team->world) ? make_gemm_ar_fused_decode(ctx) : make_fused_tile_reduce(ctx);
     case Impl::kNaiveRemote: return make_ag_gemm_naive_remote(ctx);
     case Impl::kThreadloadGather: return make_ag_gemm_threadload_gather(ctx);
     case Impl::kGatherThenGemm: return make_ag_gemm_gather_then_gemm(ctx);

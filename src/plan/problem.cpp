@@ -166,7 +166,16 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     case Impl::kNaiveRemote:
     case Impl::kThreadloadGather:
     case Impl::kGatherThenGemm:
-      if (impl == Impl::kFused && p.op != Op::kAgGemm) {
+      if (impl == Impl::kFused && fused_ar_decode(p, topo.world)) {
+        // One kernel of 16- or 128-row tiles by 64 columns, 64 columns of K at a time, without
+        // bounds checks; B as [N, K] (NOTE [fused decode]).
+        if (p.m % 16 != 0 || p.n % 64 != 0 || p.k % 64 != 0 || p.b_layout != BLayout::kNK)
+          return unsupported(strfmt("impl fused for gemm_ar at M <= %lld (its decode path) needs M a multiple of "
+                                    "16, N and K multiples of 64 and b_layout=nk, and got M=%lld N=%lld K=%lld "
+                                    "b_layout=%s; use impl=gemm_oneshot",
+                                    (long long)kFusedDecodeMaxM, (long long)p.m, (long long)p.n, (long long)p.k,
+                                    std::string(to_string(p.b_layout)).c_str()));
+      } else if (impl == Impl::kFused && p.op != Op::kAgGemm) {
         // Its reduction takes whole 128-row tiles of the GEMM per rank (NOTE [tile reduce]).
         if (topo.world > 1 && p.m % (128 * static_cast<int64_t>(topo.world)) != 0)
           return unsupported(strfmt("impl fused for %s needs M to be a multiple of 128 x W = %lld (whole "

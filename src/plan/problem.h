@@ -62,6 +62,14 @@ struct Topology {
 // Can `impl` run `p` on this topology? (kAuto is always accepted.)
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo);
 
+// fused gemm_ar's latency path (NOTE [fused decode] in ops/gemm_ar/fused_decode.h) runs problems
+// of at most this many rows on teams of two or more; the rest take the tile reduction (NOTE [tile
+// all-reduce]), which on a team of one is the GEMM core alone.
+constexpr int64_t kFusedDecodeMaxM = 256;
+inline bool fused_ar_decode(const GemmProblem& p, int world) {
+  return p.op == Op::kGemmAr && world > 1 && p.m <= kFusedDecodeMaxM;
+}
+
 double flops_per_rank(const GemmProblem& p);
 
 }  // namespace tpgemm::plan

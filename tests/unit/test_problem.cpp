@@ -221,6 +221,25 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
     p.m = 1024;
   }
   expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_rs"});
+  // fused gemm_ar up to 256 rows, its decode path: M a multiple of 16, N and K of 64, B as [N, K].
+  p.op = Op::kGemmAr;
+  for (int64_t m : {16, 48, 128, 256}) {
+    p.m = m;
+    EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok()) << m;
+    EXPECT_TRUE(impl_supported(p, Impl::kFused, {16, true}).ok()) << m;
+  }
+  p.m = 24;
+  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "M=24", "gemm_oneshot"});
+  p.m = 16;
+  p.k = 200;
+  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "K=200"});
+  p.k = 256;
+  p.b_layout = BLayout::kKN;
+  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "b_layout=kn"});
+  p.b_layout = BLayout::kNK;
+  EXPECT_FALSE(impl_supported(p, Impl::kFused, {4, true, /*all_sm90=*/false}).ok());
+  p.m = 1024;
+  p.op = Op::kGemmRs;
   // gemm_reducescatter: gemm_rs only, along M or N, within the symmetric kernels' team size.
   EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, nvlink).ok());
   expect_error(impl_supported(p, Impl::kGemmReduceScatter, split), ErrorCode::kUnsupported, {"gemm_reducescatter", "LSA"});

@@ -21,6 +21,7 @@ enum class WaitSite : int32_t {
   kAllGatherBlock,   // the all-gather kernel: a peer's block has been stored into my staging (data as flag)
   kReduceScatterStart,  // the reduce-scatter kernel: a peer's partial of my slice is ready (data as flag)
   kTileGather,          // fused gemm_ar: a peer has pushed me the sums of its rows (data as flag)
+  kDecodeTile,          // fused gemm_ar, decode path: a peer has pushed me its partial of a tile (data as flag)
 };
 const char* to_string(WaitSite s);
 
