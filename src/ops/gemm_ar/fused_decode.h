@@ -22,7 +22,8 @@
 // slow: M=16 x 8192 x 2048 0.036-0.041 ms against gemm_oneshot's 0.022-0.024, and its time grows
 // with the bytes of B its tiles read (M=32 0.063, M=64 0.10-0.11: each 16-row tile reads all of
 // B again), as if B streamed at about 1.4 TB/s. Reading 128 columns of K per stage instead of 64,
-// or splitting K across more blocks, changed nothing or made it slower. The planner never picks
+// splitting K across more blocks, or 16 x 32 tiles reading 512 bytes of each row of B per stage,
+// changed nothing or made it slower. The planner never picks
 // it; impl=fused asks for it.
 #pragma once
 
