@@ -154,7 +154,7 @@ TEST_P(Dist, FusedReductionsOverSeveralWavesMatchTheReference) {
 // fused gemm_ar's decode path (NOTE [fused decode]): 16-row tiles (M = 16, 48) and 128-row tiles
 // (M = 128, 256), one tile per block and, at M = 48 (768 tiles: more than fit on an H100 at
 // once), several; batches, C, both 16-bit types, K of 40 and 5 k-tiles; three calls each (both
-// staging halves).
+// staging halves), directly and (bf16) from CUDA graph replays.
 TEST_P(Dist, FusedDecodeGemmAllReduceMatchesTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -162,16 +162,18 @@ TEST_P(Dist, FusedDecodeGemmAllReduceMatchesTheReference) {
               uint64_t seed = 1900;
               for (int64_t m : {16, 48, 128, 256})
                 for (DType dt : {DType::kBF16, DType::kFP16})
-                  for (int variant : {0, 1}) {
-                    GemmProblem p = problem(Op::kGemmAr, W, dt, BLayout::kNK, variant, Impl::kFused);
-                    p.m = m;
-                    p.n = m == 48 ? 16384 : m == 256 ? 2048 : 1088;
-                    p.k = variant == 1 ? 320 : 2560;
-                    PlanOptions o;
-                    o.impl = Impl::kFused;
-                    const auto c = check_plan(team, p, o, 3, seed += 10);
-                    RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
-                  }
+                  for (int variant : {0, 1})
+                    for (bool graph : {false, true}) {
+                      if (graph && (dt != DType::kBF16 || variant != 0)) continue;  // replays: bf16 alone
+                      GemmProblem p = problem(Op::kGemmAr, W, dt, BLayout::kNK, variant, Impl::kFused);
+                      p.m = m;
+                      p.n = m == 48 ? 16384 : m == 256 ? 2048 : 1088;
+                      p.k = variant == 1 ? 320 : 2560;
+                      PlanOptions o;
+                      o.impl = Impl::kFused;
+                      const auto c = check_plan(team, p, o, 3, seed += 10, graph);
+                      RANK_EXPECT(c.ok, "%s%s", graph ? "graph replay: " : "", describe_check(p, o, c).c_str());
+                    }
             }),
             0);
 }
