@@ -36,12 +36,13 @@ namespace tpgemm::plan {
 //            one chunk (two measured no better). fused (the GEMM core flagging tiles, SMs pushing
 //            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
 //            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
-//   gemm_ar  From 16 MB of D per rank fused (the GEMM core flagging tiles, SMs beside it pushing
-//            partials to their owners and sums back) where M is whole 128-row tiles per rank:
-//            W=4 M=4096, 8192, 16384: 1.24x, 1.41x, 1.42x against pipelined_ce's 1.10x,
-//            1.21-1.25x, 1.27x; W=2 M=2048 to 16384: 1.23-1.34x against 1.08-1.26x
-//            (bench/results/2026-11-22-fused-ar; W > 4 unmeasured). Else pipelined_ce, one
-//            round (W=4 M=8192: 1.21x). Below 16 MB per rank the matmul then the all-reduce
+//   gemm_ar  From 16 MB of D per rank (8 MB at W >= 4) fused (the GEMM core flagging tiles, SMs
+//            beside it pushing partials to their owners and sums back) where M is whole 128-row
+//            tiles per rank: W=4 M=4096, 8192, 16384: 1.24x, 1.41x, 1.42x against pipelined_ce's
+//            1.10x, 1.21-1.25x, 1.27x, and M=2048: 1.18-1.19x where the baseline ran; W=2 M=2048
+//            to 16384: 1.23-1.34x against 1.08-1.26x (bench/results/2026-11-22-fused-ar, -tuning;
+//            W > 4 unmeasured). Never fused's decode kernel (slower than gemm_oneshot). Else
+//            pipelined_ce, one round (W=4 M=8192: 1.21x). Below that the matmul then the all-reduce
 //            the rule below picks for D's size (W=4: gemm_twoshot 1.30x at M=128), except at
 //            W > 2 beyond 4 MB of D, where gemm_twoshot measured 0.93-1.06x over four runs
 //            (M=1024): the baseline, and up to 256 KB, where gemm_oneshot measured 1.19x
@@ -136,8 +137,9 @@ Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
   // fused from 16 MiB of D per rank at W=2, 8 MiB at W >= 4 (W=4, M=2048: 1.19x and 1.18x over
   // the baseline, two calls; bench/results/2026-11-22-tuning).
-  if (d_bytes / topo.world >= (topo.world >= 4 ? 8 : 16) * kMiB)
-    return impl_supported(p, Impl::kFused, topo).ok() ? Impl::kFused : Impl::kPipelinedCE;
+  if (d_bytes / topo.world >= (topo.world >= 4 ? 8 : 16) * kMiB)  // (not the decode kernel: slower)
+    return impl_supported(p, Impl::kFused, topo).ok() && !fused_ar_decode(p, topo.world) ? Impl::kFused
+                                                                                          : Impl::kPipelinedCE;
   if (topo.world > 2 && d_bytes > 4 * kMiB) return Impl::kBaseline;  // 0.93-1.06x: within noise
   switch (choose_allreduce(d_bytes, topo)) {
     case AllReduceImpl::kOneShot: return Impl::kGemmOneShot;

@@ -166,22 +166,21 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     case Impl::kNaiveRemote:
     case Impl::kThreadloadGather:
     case Impl::kGatherThenGemm:
-      if (impl == Impl::kFused && fused_ar_decode(p, topo.world)) {
-        // One kernel of 16- or 128-row tiles by 64 columns, 64 columns of K at a time, without
-        // bounds checks; B as [N, K] (NOTE [fused decode]).
-        if (p.m % 16 != 0 || p.n % 64 != 0 || p.k % 64 != 0 || p.b_layout != BLayout::kNK)
-          return unsupported(strfmt("impl fused for gemm_ar at M <= %lld (its decode path) needs M a multiple of "
-                                    "16, N and K multiples of 64 and b_layout=nk, and got M=%lld N=%lld K=%lld "
-                                    "b_layout=%s; use impl=gemm_oneshot",
-                                    (long long)kFusedDecodeMaxM, (long long)p.m, (long long)p.n, (long long)p.k,
-                                    std::string(to_string(p.b_layout)).c_str()));
-      } else if (impl == Impl::kFused && p.op != Op::kAgGemm) {
-        // Its reduction takes whole 128-row tiles of the GEMM per rank (NOTE [tile reduce]).
-        if (topo.world > 1 && p.m % (128 * static_cast<int64_t>(topo.world)) != 0)
-          return unsupported(strfmt("impl fused for %s needs M to be a multiple of 128 x W = %lld (whole "
-                                    "128-row tiles per rank), and M=%lld; use impl=%s",
-                                    op.c_str(), 128 * static_cast<long long>(topo.world), (long long)p.m,
-                                    p.op == Op::kGemmRs ? "pipelined_ce" : "gemm_twoshot"));
+      if (impl == Impl::kFused && p.op != Op::kAgGemm) {
+        // Its reduction takes whole 128-row tiles of the GEMM per rank (NOTE [tile reduce]); gemm_ar
+        // also runs its decode kernel (NOTE [fused decode]) where that does not hold.
+        if (topo.world > 1 && p.m % (128 * static_cast<int64_t>(topo.world)) != 0 && !fused_ar_decode(p, topo.world))
+          return unsupported(
+              p.op == Op::kGemmRs
+                  ? strfmt("impl fused for gemm_rs needs M to be a multiple of 128 x W = %lld (whole 128-row tiles "
+                           "per rank), and M=%lld; use impl=pipelined_ce",
+                           128 * static_cast<long long>(topo.world), (long long)p.m)
+                  : strfmt("impl fused for gemm_ar needs M to be a multiple of 128 x W = %lld (whole 128-row tiles "
+                           "per rank) or, for its decode kernel, at most %lld rows, a multiple of 16, with N and K "
+                           "multiples of 64 and b_layout=nk; got M=%lld N=%lld K=%lld b_layout=%s; use "
+                           "impl=gemm_twoshot",
+                           128 * static_cast<long long>(topo.world), (long long)kFusedDecodeMaxM, (long long)p.m,
+                           (long long)p.n, (long long)p.k, std::string(to_string(p.b_layout)).c_str()));
       } else if (p.op != Op::kAgGemm) {
         return unsupported(strfmt("impl %s exists for ag_gemm only, not %s", name.c_str(), op.c_str()));
       }
@@ -190,8 +189,9 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
                                   "impl=pipelined_ce",
                                   name.c_str(), topo.world));
       if ((impl == Impl::kFused || impl == Impl::kGatherThenGemm) && !topo.all_sm90)
-        return unsupported(strfmt("impl %s runs tpgemm's Hopper GEMM core, which needs every rank's GPU to be "
-                                  "sm_90, and this team's are not all; use impl=pipelined_ce",
+        return unsupported(strfmt("impl %s runs kernels built for sm_90 only (tpgemm's Hopper GEMM core, or "
+                                  "gemm_ar's decode kernel), and this team's GPUs are not all sm_90; use "
+                                  "impl=pipelined_ce",
                                   name.c_str()));
       // The GEMM core's own limits (gemm/sm90_config.h): TMA rows of 16 bytes, 32-bit extents.
       if ((impl == Impl::kFused || impl == Impl::kGatherThenGemm) &&

@@ -62,12 +62,14 @@ struct Topology {
 // Can `impl` run `p` on this topology? (kAuto is always accepted.)
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo);
 
-// fused gemm_ar's latency path (NOTE [fused decode] in ops/gemm_ar/fused_decode.h) runs problems
-// of at most this many rows on teams of two or more; the rest take the tile reduction (NOTE [tile
-// all-reduce]), which on a team of one is the GEMM core alone.
+// fused gemm_ar's decode kernel (NOTE [fused decode] in ops/gemm_ar/fused_decode.h) runs problems
+// of at most this many rows, on teams of two or more, where the tile reduction (NOTE [tile
+// all-reduce]) cannot: M not whole 128-row tiles per rank. It takes whole 16-row tiles by 64
+// columns, 64 columns of K per stage, and B as [N, K].
 constexpr int64_t kFusedDecodeMaxM = 256;
 inline bool fused_ar_decode(const GemmProblem& p, int world) {
-  return p.op == Op::kGemmAr && world > 1 && p.m <= kFusedDecodeMaxM;
+  return p.op == Op::kGemmAr && world > 1 && p.m % (128 * static_cast<int64_t>(world)) != 0 &&
+         p.m <= kFusedDecodeMaxM && p.m % 16 == 0 && p.n % 64 == 0 && p.k % 64 == 0 && p.b_layout == BLayout::kNK;
 }
 
 double flops_per_rank(const GemmProblem& p);

@@ -152,9 +152,10 @@ TEST_P(Dist, FusedReductionsOverSeveralWavesMatchTheReference) {
 }
 
 // fused gemm_ar's decode path (NOTE [fused decode]): 16-row tiles (M = 16, 48) and 128-row tiles
-// (M = 128, 256), one tile per block and, at M = 48 (768 tiles: more than fit on an H100 at
-// once), several; batches, C, both 16-bit types, K of 40 and 5 k-tiles; three calls each (both
-// staging halves), directly and (bf16) from CUDA graph replays.
+// (M = 128; 256 at W=4, whole tiles per rank at W=2), one tile per block and several (M = 48,
+// 768 tiles, and M = 128 without C, 1024 tiles: more than fit on an H100 at once); batches, C,
+// both 16-bit types, K = 2560 and 320 (40 and 5 k-tiles); three calls each (both staging
+// halves), directly and (bf16) from CUDA graph replays.
 TEST_P(Dist, FusedDecodeGemmAllReduceMatchesTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -167,7 +168,7 @@ TEST_P(Dist, FusedDecodeGemmAllReduceMatchesTheReference) {
                       if (graph && (dt != DType::kBF16 || variant != 0)) continue;  // replays: bf16 alone
                       GemmProblem p = problem(Op::kGemmAr, W, dt, BLayout::kNK, variant, Impl::kFused);
                       p.m = m;
-                      p.n = m == 48 ? 16384 : m == 256 ? 2048 : 1088;
+                      p.n = m == 48 ? 16384 : m == 128 && variant == 0 ? 65536 : m == 256 ? 2048 : 1088;
                       p.k = variant == 1 ? 320 : 2560;
                       PlanOptions o;
                       o.impl = Impl::kFused;

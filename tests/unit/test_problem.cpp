@@ -221,23 +221,30 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
     p.m = 1024;
   }
   expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"ag_gemm only", "gemm_rs"});
-  // fused gemm_ar up to 256 rows, its decode path: M a multiple of 16, N and K of 64, B as [N, K].
+  // fused gemm_ar up to 256 rows where M is not whole tiles per rank: its decode kernel, for M a
+  // multiple of 16, N and K of 64, B as [N, K]. At W=2, 256 rows are whole tiles: the tile path,
+  // whatever N, K and the layout.
   p.op = Op::kGemmAr;
   for (int64_t m : {16, 48, 128, 256}) {
     p.m = m;
-    EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok()) << m;
-    EXPECT_TRUE(impl_supported(p, Impl::kFused, {16, true}).ok()) << m;
+    EXPECT_TRUE(fused_ar_decode(p, 4) && impl_supported(p, Impl::kFused, nvlink).ok()) << m;
+    EXPECT_TRUE(fused_ar_decode(p, 16) && impl_supported(p, Impl::kFused, {16, true}).ok()) << m;
+    EXPECT_EQ(fused_ar_decode(p, 2), m != 256) << m;
   }
+  EXPECT_FALSE(fused_ar_decode(p, 1));  // a team of one: the GEMM core alone
   p.m = 24;
-  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "M=24", "gemm_oneshot"});
+  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "M=24", "gemm_twoshot"});
   p.m = 16;
   p.k = 200;
   expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "K=200"});
   p.k = 256;
   p.b_layout = BLayout::kKN;
   expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "b_layout=kn"});
+  p.m = 256;
+  EXPECT_TRUE(impl_supported(p, Impl::kFused, {2, true}).ok());  // whole tiles per rank
+  p.m = 16;
   p.b_layout = BLayout::kNK;
-  EXPECT_FALSE(impl_supported(p, Impl::kFused, {4, true, /*all_sm90=*/false}).ok());
+  expect_error(impl_supported(p, Impl::kFused, {4, true, /*all_sm90=*/false}), ErrorCode::kUnsupported, {"sm_90"});
   p.m = 1024;
   p.op = Op::kGemmRs;
   // gemm_reducescatter: gemm_rs only, along M or N, within the symmetric kernels' team size.
@@ -354,6 +361,14 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
     EXPECT_EQ(got.impl, c.want) << describe(p) << " W=" << c.world;
     EXPECT_EQ(got.chunks, c.chunks) << describe(p) << " W=" << c.world;
   }
+  // Where D is large enough for fused but M is decode-sized, auto does not take the decode kernel.
+  GemmProblem small_m = ag(256, 16384, 2048);
+  small_m.op = Op::kGemmAr;
+  small_m.l = 4;  // 8 MiB of D per rank at W=4
+  EXPECT_EQ(choose(small_m, {4, true}, {}).impl, Impl::kPipelinedCE);
+  small_m.l = 2;
+  small_m.n = 32768;  // 16 MiB per rank at W=2, and 256 rows are whole tiles there
+  EXPECT_EQ(choose(small_m, {2, true}, {}).impl, Impl::kFused);
   // Without Hopper GPUs the fused picks fall back to pipelined_ce.
   for (Op op : {Op::kAgGemm, Op::kGemmAr}) {
     GemmProblem p = ag(op == Op::kAgGemm ? 16384 : 8192, op == Op::kAgGemm ? 3584 : 8192, op == Op::kAgGemm ? 8192 : 2048);

@@ -32,12 +32,12 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   // 512 above (256 MB two-shot: 818 against 842 us; bench/results/2026-11-22-reducescatter/
   // threads-h200x2). At W=4, 128 up to 16 MiB (the chosen kernel, graph-timed: 4.6, 5.8, 7.6,
   // 10.1, 24.4 and 84.5 us from 4 KB to 16 MB against 5.4, 6.6, 8.2, 11.0, 24.4 and 85.6;
-  // bench/results/2026-11-22-fused-ar/final-h200x4/ar_threads128_W4.log). W=3 follows W=4;
-  // above W=4, unmeasured, 512. TPGEMM_SYMM_THREADS overrides it (tuning; it must be the same
-  // on every rank, like the count).
+  // bench/results/2026-11-22-fused-ar/final-h200x4/ar_threads128_W4.log). Other world sizes,
+  // unmeasured, follow W=4 (NOTE [planner rules]). TPGEMM_SYMM_THREADS overrides it (tuning; it
+  // must be the same on every rank, like the count).
   const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
   const int64_t small_up_to = (t.world <= 2 ? int64_t(4) : int64_t(16)) << 20;
-  const int64_t chosen = t.world <= 4 && bytes <= small_up_to ? 128 : kAllReduceThreads;
+  const int64_t chosen = bytes <= small_up_to ? 128 : kAllReduceThreads;
   threads_ = static_cast<int>(env_int("TPGEMM_SYMM_THREADS", 64, kAllReduceThreads).value_or(chosen)) / 32 * 32;
   const int64_t wanted = std::max<int64_t>(1, (vecs + threads_ - 1) / threads_);
   // NOTE [collective construction]: local work first, agreed on, then the symmetric buffers.

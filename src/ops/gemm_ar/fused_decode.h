@@ -4,7 +4,7 @@
 //
 // NOTE [fused decode]
 // For M up to 256 rows, one kernel does the whole op, one-shot style. Each block computes tiles
-// of this rank's partial product alpha * A B, kDecodeTileM x 64 each, with Ampere-style
+// of this rank's partial product alpha * A B, decode_tile_m(M) x 64 each, with Ampere-style
 // tensor-core instructions (mma.sync, fed by cp.async and ldmatrix: at a few rows the matmul is
 // a stream of B), rounds the tile to the output type and stores it, through shared memory, into
 // slot `rank` of every rank's staging (NVLink stores; the data is its own flag, NOTE [empty
@@ -13,10 +13,13 @@
 // D. One launch, no event, no second stream.
 //
 // Nothing waits for anything but pushes, and every push is made before its block waits for any:
-// a block that waits holds an SM, so the grid is at most what fits on the GPU at once, and each
-// block takes the tiles b, b + grid, ... Every rank reads every tile of every peer in each call,
-// so the two staging halves and per-block call counters of the one-shot all-reduce (NOTE [two
-// staging halves]) apply unchanged.
+// a block that waits holds an SM, so the grid is at most what fits on the GPU at once (it assumes
+// the GPU to itself: a kernel beside it that keeps SMs can make the waits run out, reported as a
+// timeout), and each block takes the tiles b, b + grid, ... The grids of two ranks may differ.
+// The one-shot all-reduce's two staging halves and per-block call counters (NOTE [two staging
+// halves]) carry over, by a per-kernel argument rather than its per-block one: every rank reads
+// every tile of every peer in each call, so a peer's call e + 2 pushes into a half only after its
+// call e + 1 read my call e + 1's pushes, made after my call e (its reads and emptying) ended.
 //
 // Measured (W=2, 2026-11-22, bench/results/2026-11-22-tuning/decode-h200x2) it is correct and
 // slow: M=16 x 8192 x 2048 0.036-0.041 ms against gemm_oneshot's 0.022-0.024, and its time grows
