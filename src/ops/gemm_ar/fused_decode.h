@@ -26,8 +26,9 @@
 // with the bytes of B its tiles read (M=32 0.063, M=64 0.10-0.11: each 16-row tile reads all of
 // B again), as if B streamed at about 1.4 TB/s. Reading 128 columns of K per stage instead of 64,
 // splitting K across more blocks, or 16 x 32 tiles reading 512 bytes of each row of B per stage,
-// changed nothing or made it slower. The planner never picks
-// it; impl=fused asks for it.
+// changed nothing or made it slower. Taken apart (call8 there), the exchange alone takes 14 us a
+// call at M=16, launch included, and the matmul alone 36: the matmul is what is slow. The
+// planner never picks it; impl=fused asks for it.
 #pragma once
 
 #include <cuda_runtime_api.h>
