@@ -80,14 +80,20 @@ __device__ void compute_tile(const FusedDecodeArgs& args, int64_t l, int64_t mt,
   Tensor tBsB = thr_copy.partition_D(sB);
 
   constexpr int kPipe = size<3>(decltype(tAsA){});
-  int k_tile_count = static_cast<int>(size<3>(tAgA));
-  int k_tile_next = 0;
+  const int k_tiles = static_cast<int>(size<3>(tAgA));
+  int k_tile_count = k_tiles;
+  // Tiles of one tile row start at different k-tiles, so that the blocks do not all read the
+  // same columns of A at once.
+  int k_tile_next = static_cast<int>(nt % k_tiles);
+  const auto advance = [&] {
+    if (--k_tile_count > 0) k_tile_next = k_tile_next + 1 == k_tiles ? 0 : k_tile_next + 1;
+  };
   CUTE_UNROLL
   for (int p = 0; p < kPipe - 1; ++p) {
     copy(gmem_copy, tAgA(_, _, _, k_tile_next), tAsA(_, _, _, p));
     copy(gmem_copy, tBgB(_, _, _, k_tile_next), tBsB(_, _, _, p));
     cp_async_fence();
-    if (--k_tile_count > 0) ++k_tile_next;
+    advance();
   }
 
   typename Tl::Mma mma;
@@ -134,7 +140,7 @@ __device__ void compute_tile(const FusedDecodeArgs& args, int64_t l, int64_t mt,
         copy(gmem_copy, tAgA(_, _, _, k_tile_next), tAsA(_, _, _, pipe_write));
         copy(gmem_copy, tBgB(_, _, _, k_tile_next), tBsB(_, _, _, pipe_write));
         cp_async_fence();
-        if (--k_tile_count > 0) ++k_tile_next;
+        advance();
         pipe_write = pipe_read;
         pipe_read = pipe_read == kPipe - 1 ? 0 : pipe_read + 1;
       }
