@@ -3,7 +3,8 @@
 // fused_decode.cpp.
 //
 // NOTE [fused decode]
-// For M up to 256 rows, one kernel does the whole op, one-shot style. Each block computes tiles
+// For M up to 256 rows (where they are not whole 128-row tiles per rank: plan::fused_ar_decode),
+// one kernel does the whole op, one-shot style. Each block computes tiles
 // of this rank's partial product alpha * A B, decode_tile_m(M) x 64 each, with Ampere-style
 // tensor-core instructions (mma.sync, fed by cp.async and ldmatrix: at a few rows the matmul is
 // a stream of B), rounds the tile to the output type and stores it, through shared memory, into
