@@ -177,30 +177,38 @@ __global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(Fused
   const int64_t m_tiles = args.m / kTileM, n_tiles = args.n / kDecodeTileN, tiles = args.l * m_tiles * n_tiles;
   const int64_t nv = args.n / 8;                         // 16-byte vectors per row of D
   constexpr int kTileVecs = kTileM * kDecodeTileN / 8;  // of a tile, 8 per row
-  // Vector v of tile t: its place in D [L, M, N] (and in each staging slot).
-  const auto at = [&](int64_t t, int v) {
+  // Tile t's batch, tile row and tile column, and its first vector in D [L, M, N] (and in each
+  // staging slot): its vector v is v / 8 rows and v % 8 vectors further.
+  struct TileAt {
+    int64_t l, mt, nt, base;
+  };
+  const auto tile_at = [&](int64_t t) {
     const int64_t nt = t % n_tiles, mt = t / n_tiles % m_tiles, l = t / (n_tiles * m_tiles);
-    return (l * args.m + mt * kTileM + v / 8) * nv + nt * (kDecodeTileN / 8) + v % 8;
+    return TileAt{l, mt, nt, (l * args.m + mt * kTileM) * nv + nt * (kDecodeTileN / 8)};
   };
   // Compute and push every tile of this block first: a push never waits.
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    compute_tile<T, kTileM>(args, t / (n_tiles * m_tiles), t / n_tiles % m_tiles, t % n_tiles, sA, sB, sD);
+    const TileAt tile = tile_at(t);
+    compute_tile<T, kTileM>(args, tile.l, tile.mt, tile.nt, sA, sB, sD);
+    const int64_t base = tile.base;
     for (int v = threadIdx.x; v < kTileVecs; v += kFusedDecodeThreads) {
       const uint4 x = never_empty(reinterpret_cast<const uint4*>(sd)[v]);  // row v / 8, 8 values per vector
-      const int64_t g = at(t, v);
+      const int64_t g = base + v / 8 * nv + v % 8;
       for (int q = 0; q < world; ++q)
         if (q == me || !a.drop_sends) slot_at[q][g] = x;
     }
     __syncthreads();  // sD is the next tile's
   }
   // Then sum them, W slots in rank order, as they fill.
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x)
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t base = tile_at(t).base;
     for (int v = threadIdx.x; v < kTileVecs; v += kFusedDecodeThreads) {
-      const int64_t g = at(t, v);
+      const int64_t g = base + v / 8 * nv + v % 8;
       float acc[1][8];
       if (!sum_slots<T, kW, 1>(slots, world, g, 1, g + 1, a.env, comm::WaitSite::kDecodeTile, acc)) return;
       write_out<T>(a, g, pack8<T>(acc[0]));
     }
+  }
   end_call(a, e);
 }
 
