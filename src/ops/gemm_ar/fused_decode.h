@@ -4,14 +4,14 @@
 //
 // NOTE [fused decode]
 // For M up to 256 rows (where they are not whole 128-row tiles per rank: plan::fused_ar_decode),
-// one kernel does the whole op, one-shot style. Each block computes tiles
-// of this rank's partial product alpha * A B, decode_tile_m(M) x 64 each, with Ampere-style
-// tensor-core instructions (mma.sync, fed by cp.async and ldmatrix: at a few rows the matmul is
-// a stream of B), rounds the tile to the output type and stores it, through shared memory, into
-// slot `rank` of every rank's staging (NVLink stores; the data is its own flag, NOTE [empty
-// lanes]). Once all its tiles are pushed, the block sums them from the W slots of its own staging
-// in rank order 0..W-1 (fp32: the same bits on every rank), adds this rank's beta * C and stores
-// D. One launch, no event, no second stream.
+// one kernel does the whole op, one-shot style. Each block computes tiles of this rank's partial
+// product alpha * A B, decode_tile_m(M) x 64 each, as one warpgroup's wgmma on the transposed
+// tile (D^T = B A^T: B's 64 rows are wgmma's M, so a 16-row tile wastes nothing), fed by a ring
+// of cp.async stages. It rounds the tile to the output type and stores it, through shared
+// memory, into slot `rank` of every rank's staging (NVLink stores; the data is its own flag,
+// NOTE [empty lanes]). Once all its tiles are pushed, the block sums them from the W slots of its
+// own staging in rank order 0..W-1 (fp32: the same bits on every rank), adds this rank's beta * C
+// and stores D. One launch, no event, no second stream.
 //
 // Nothing waits for anything but pushes, and every push is made before its block waits for any:
 // a block that waits holds an SM, so the grid is at most what fits on the GPU at once (it assumes
@@ -22,16 +22,13 @@
 // every tile of every peer in each call, so a peer's call e + 2 pushes into a half only after its
 // call e + 1 read my call e + 1's pushes, made after my call e (its reads and emptying) ended.
 //
-// Measured (W=2, 2026-11-22, bench/results/2026-11-22-tuning/decode-h200x2) it is correct and
-// slow: M=16 x 8192 x 2048 0.036-0.041 ms against gemm_oneshot's 0.022-0.024, and its time grows
-// with the bytes of B its tiles read (M=32 0.063, M=64 0.10-0.11: each 16-row tile reads all of
-// B again), as if B streamed at about 1.4 TB/s. Reading 128 columns of K per stage instead of 64,
-// splitting K across more blocks, or 16 x 32 tiles reading 512 bytes of each row of B per stage,
-// changed nothing or made it slower. Taken apart (call8 there), the exchange alone takes 14 us a
-// call at M=16, launch included, and the matmul alone 36: the matmul is what is slow. Starting
-// each tile's K loop at a different k-tile, so that the blocks do not all read the same columns
-// of A at once, took M=16 from 0.038 to 0.032 ms (call9). The planner never picks it;
-// impl=fused asks for it.
+// Why wgmma (bench/results/2026-11-23-decode): the first version used mma.sync fed by ldmatrix,
+// and its matmul alone took 23 us at M = 16 x 8192 x 2048 on one H200 against cuBLASLt's 8.5,
+// though its cp.async loads alone took 9.7. With one warp per scheduler, every ldmatrix -> mma
+// dependency and the barrier of each stage stood in the open (ncu: 0.08 instructions issued per
+// cycle, stalls on short scoreboard and barrier). wgmma takes a whole stage in four asynchronous
+// instructions: 9.2 us at M = 16, 15.6 at M = 128. At W=2 the whole op then beat gemm_oneshot
+// and gemm_twoshot up to M = 64 (1.37-1.63x over the baseline) and tied at M = 128.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -44,8 +41,12 @@
 namespace tpgemm::ops {
 
 constexpr int64_t kDecodeTileN = 64, kDecodeTileK = 64;
-// Rows per tile: 128 where M is a multiple of 128 (B streams once), else 16.
-constexpr int decode_tile_m(int64_t m) { return m % 128 == 0 ? 128 : 16; }
+// Rows per tile: the most of 128, 64, 32 and 16 that divides M. Each tile row reads all of B, so
+// fewer, taller tile rows read less; on one H200, M = 64 x 8192 x 2048 took 11 us with 64-row
+// tiles and 19 us with 16-row ones (bench/results/2026-11-23-decode/).
+constexpr int decode_tile_m(int64_t m) {
+  return m % 128 == 0 ? 128 : m % 64 == 0 ? 64 : m % 32 == 0 ? 32 : 16;
+}
 
 struct FusedDecodeArgs {
   const void* a = nullptr;  // [L, M, K]
