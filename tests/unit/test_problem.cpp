@@ -348,7 +348,8 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kAgGemm, 128, 8192, 8192, 2, Impl::kBaseline, 1},          {Op::kGemmRs, 64, 8192, 2048, 2, Impl::kBaseline, 1},      {Op::kAgGemm, 1024, 8192, 8192, 2, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 1024, 8192, 2048, 2, Impl::kPipelinedCE, 1}, {Op::kGemmRs, 128, 8192, 2048, 2, Impl::kGemmReduceScatter, 1},
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
-      {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kGemmOneShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kFused, 1},
+      {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kFused, 1},         {Op::kGemmAr, 64, 8192, 2048, 2, Impl::kFused, 1},
+      {Op::kGemmAr, 128, 8192, 2048, 2, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 80, 8192, 2048, 2, Impl::kGemmTwoShot, 1},   {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kFused, 1},
       {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kBaseline, 1},  {Op::kGemmAr, 1024, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
       {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kFused, 1},
       {Op::kGemmAr, 8192, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 8192, 8192, 2048, 2, Impl::kFused, 1},
@@ -369,7 +370,11 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
   small_m.l = 2;
   small_m.n = 32768;  // 16 MiB per rank at W=2, and 256 rows are whole tiles there
   EXPECT_EQ(choose(small_m, {2, true}, {}).impl, Impl::kFused);
-  // Without Hopper GPUs the fused picks fall back to pipelined_ce.
+  // Without Hopper GPUs the decode kernel's pick falls back to the matmul then the all-reduce,
+  GemmProblem decode = ag(16, 8192, 2048);
+  decode.op = Op::kGemmAr;
+  EXPECT_EQ(choose(decode, {2, true, /*all_sm90=*/false}, {}).impl, Impl::kGemmOneShot);
+  // and the other fused picks to pipelined_ce.
   for (Op op : {Op::kAgGemm, Op::kGemmAr}) {
     GemmProblem p = ag(op == Op::kAgGemm ? 16384 : 8192, op == Op::kAgGemm ? 3584 : 8192, op == Op::kAgGemm ? 8192 : 2048);
     p.op = op;
