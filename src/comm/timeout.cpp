@@ -24,6 +24,7 @@ const char* to_string(WaitSite s) {
     case WaitSite::kReduceScatterStart: return "its reduce-scatter input to arrive";
     case WaitSite::kTileGather: return "the sums of a peer's rows to be pushed to it (fused gemm_ar)";
     case WaitSite::kDecodeTile: return "a peer's partial of a tile to be pushed to it (fused gemm_ar, decode)";
+    case WaitSite::kDecodeSum: return "the sum of a tile it does not own to be pushed to it (fused gemm_ar, decode, two-shot)";
   }
   return "?";
 }
@@ -61,7 +62,7 @@ Status TimeoutMailbox::status() const {
   // The symmetric collectives wait on the data itself (NOTE [empty lanes]), not on a flag.
   const bool data = site == WaitSite::kAllReduceStart || site == WaitSite::kAllReduceMiddle ||
                     site == WaitSite::kTilePush || site == WaitSite::kAllGatherBlock || site == WaitSite::kReduceScatterStart ||
-                    site == WaitSite::kTileGather || site == WaitSite::kDecodeTile;
+                    site == WaitSite::kTileGather || site == WaitSite::kDecodeTile || site == WaitSite::kDecodeSum;
   const std::string what = data ? std::string(": its data never reached this rank's staging buffer")
                                  : strfmt(" (%s %d), expected a flag >= %llu and saw %llu",
                                           site == WaitSite::kBarrier          ? "barrier"

@@ -237,15 +237,20 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
 // fused gemm_ar's decode kernel: its pushes are the data, as the all-reduce's below.
 TEST(DistErrors, ARankThatPushesNoDecodeTilesMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
-  expect_rank0_times_out_naming_rank1("gemm_ar fused, decode", [](const Team& team, cudaStream_t st) {
-    PlanOptions o;
-    o.impl = Impl::kFused;
-    GemmProblem p = small(Op::kGemmAr);
-    p.m = 64;
-    auto* plan = new Plan(team, p, o);  // left alive (see above)
-    auto* data = new testing::RankData(p, team.world_size(), team.rank(), 4, st);
-    plan->run(data->operands(), st);
-  });
+  for (const char* two_shot : {"0", "1"}) {  // rank 0 waits for rank 1's partials either way
+    ::setenv("TPGEMM_DECODE_TWO_SHOT", two_shot, 1);
+    expect_rank0_times_out_naming_rank1(std::string("gemm_ar fused, decode, two-shot=") + two_shot,
+                                        [](const Team& team, cudaStream_t st) {
+                                          PlanOptions o;
+                                          o.impl = Impl::kFused;
+                                          GemmProblem p = small(Op::kGemmAr);
+                                          p.m = 64;
+                                          auto* plan = new Plan(team, p, o);  // left alive (see above)
+                                          auto* data = new testing::RankData(p, team.world_size(), team.rank(), 4, st);
+                                          plan->run(data->operands(), st);
+                                        });
+  }
+  ::unsetenv("TPGEMM_DECODE_TWO_SHOT");
 }
 
 // The all-reduce kernels' data is their own flag: the peer polls empty lanes until the timeout.

@@ -155,29 +155,34 @@ TEST_P(Dist, FusedReductionsOverSeveralWavesMatchTheReference) {
 // 128 (M = 128; 256 at W=4, whole tiles per rank at W=2), one tile per block and several (M = 48,
 // 768 tiles, and M = 64 and 128 without C, 1024 tiles: more than fit on an H100 at once);
 // batches, C, both 16-bit types, K = 2560 and 320 (40 and 5 k-tiles); three calls each (both
-// staging halves), directly and (bf16) from CUDA graph replays.
+// staging halves), directly and (bf16) from CUDA graph replays; with the one-shot exchange and
+// the two-shot one (TPGEMM_DECODE_TWO_SHOT=1).
 TEST_P(Dist, FusedDecodeGemmAllReduceMatchesTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
               uint64_t seed = 1900;
-              for (int64_t m : {16, 32, 48, 64, 128, 256})
-                for (DType dt : {DType::kBF16, DType::kFP16})
-                  for (int variant : {0, 1})
-                    for (bool graph : {false, true}) {
-                      if (graph && (dt != DType::kBF16 || variant != 0)) continue;  // replays: bf16 alone
-                      GemmProblem p = problem(Op::kGemmAr, W, dt, BLayout::kNK, variant, Impl::kFused);
-                      p.m = m;
-                      p.n = m == 48                                    ? 16384
-                            : (m == 64 || m == 128) && variant == 0 ? 65536
-                            : m == 256                              ? 2048
-                                                                    : 1088;
-                      p.k = variant == 1 ? 320 : 2560;
-                      PlanOptions o;
-                      o.impl = Impl::kFused;
-                      const auto c = check_plan(team, p, o, 3, seed += 10, graph);
-                      RANK_EXPECT(c.ok, "%s%s", graph ? "graph replay: " : "", describe_check(p, o, c).c_str());
-                    }
+              for (const char* two_shot : {"0", "1"})
+                for (int64_t m : {16, 32, 48, 64, 128, 256})
+                  for (DType dt : {DType::kBF16, DType::kFP16})
+                    for (int variant : {0, 1})
+                      for (bool graph : {false, true}) {
+                        if (graph && (dt != DType::kBF16 || variant != 0)) continue;  // replays: bf16 alone
+                        GemmProblem p = problem(Op::kGemmAr, W, dt, BLayout::kNK, variant, Impl::kFused);
+                        p.m = m;
+                        p.n = m == 48                                 ? 16384
+                              : (m == 64 || m == 128) && variant == 0 ? 65536
+                              : m == 256                              ? 2048
+                                                                      : 1088;
+                        p.k = variant == 1 ? 320 : 2560;
+                        PlanOptions o;
+                        o.impl = Impl::kFused;
+                        ::setenv("TPGEMM_DECODE_TWO_SHOT", two_shot, 1);
+                        const auto c = check_plan(team, p, o, 3, seed += 10, graph);
+                        ::unsetenv("TPGEMM_DECODE_TWO_SHOT");
+                        RANK_EXPECT(c.ok, "%s%s%s", *two_shot == '1' ? "two-shot: " : "", graph ? "graph replay: " : "",
+                                    describe_check(p, o, c).c_str());
+                      }
             }),
             0);
 }

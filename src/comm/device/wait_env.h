@@ -22,6 +22,7 @@ enum class WaitSite : int32_t {
   kReduceScatterStart,  // the reduce-scatter kernel: a peer's partial of my slice is ready (data as flag)
   kTileGather,          // fused gemm_ar: a peer has pushed me the sums of its rows (data as flag)
   kDecodeTile,          // fused gemm_ar, decode path: a peer has pushed me its partial of a tile (data as flag)
+  kDecodeSum,           // fused gemm_ar, decode path, two-shot: a tile's owner has pushed me its sum (data as flag)
 };
 const char* to_string(WaitSite s);
 

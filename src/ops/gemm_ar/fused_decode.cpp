@@ -6,6 +6,7 @@
 #include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/env.h"
 #include "ops/gemm_ar/fused_decode.h"
 #include "ops/op_impl.h"
 
@@ -35,9 +36,13 @@ class GemmArFusedDecode final : public OpImpl {
       calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
       TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
     });
-    stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(2 * t.world * count) * dtype_size(p_.dtype),
+    // Two halves of W partial slots and one slot of sums (NOTE [fused decode]).
+    stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(2 * (t.world + 1) * count) * dtype_size(p_.dtype),
                                    "fused decode staging");  // empty: zeros
     drop_sends_ = comm::test_drops_signals(t.rank);
+    // One-shot unless asked (for calibration and tests): two-shot is not yet measured where it
+    // should win, at W > 2 (NOTE [fused decode]).
+    two_shot_ = env_int("TPGEMM_DECODE_TWO_SHOT", 0, 1).value_or(0) == 1;
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
@@ -58,6 +63,7 @@ class GemmArFusedDecode final : public OpImpl {
     a.ar.world = team_->world;
     a.ar.drop_sends = drop_sends_;
     a.ar.env = team_->wait_env();
+    a.two_shot = two_shot_;
     void* params[] = {&a};
     TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_, dim3(blocks_), dim3(ops::kFusedDecodeThreads), params, smem_, stream));
   }
@@ -72,6 +78,7 @@ class GemmArFusedDecode final : public OpImpl {
   DeviceBuffer calls_;
   comm::SymmetricBuffer stage_;
   bool drop_sends_ = false;
+  bool two_shot_ = false;
 };
 
 }  // namespace

@@ -22,6 +22,17 @@
 // every tile of every peer in each call, so a peer's call e + 2 pushes into a half only after its
 // call e + 1 read my call e + 1's pushes, made after my call e (its reads and emptying) ended.
 //
+// Two-shot (TPGEMM_DECODE_TWO_SHOT=1; not yet the default anywhere): each tile is pushed only to
+// its owner, rank t mod W, which sums it as above, pushes the rounded sum into the sums slot of
+// every peer's staging and writes its D; the other ranks wait for that sum and write theirs. A
+// rank sends 2 (W - 1) / W of D instead of one-shot's W - 1 times D, at the price of a second
+// hop; D is the same bits either way (both round the fp32 sum once, then add beta * C). The sums
+// wait only on partials, which wait on nothing, so every wait still depends only on pushes made
+// before their blocks wait. Half h's sums slot is rewritten by an owner at call e + 2 only after
+// it has my call e + 2 partials, sent after my call e (which emptied it) ended; its partial slots
+// are refilled by a peer at call e + 2 only after that peer's call e + 1 had my sums of e + 1,
+// sent after I read my call e + 1 partials.
+//
 // Why wgmma (bench/results/2026-11-23-decode): the first version used mma.sync fed by ldmatrix,
 // and its matmul alone took 23 us at M = 16 x 8192 x 2048 on one H200 against cuBLASLt's 8.5,
 // though its cp.async loads alone took 9.7. With one warp per scheduler, every ldmatrix -> mma
@@ -53,9 +64,10 @@ struct FusedDecodeArgs {
   const void* b = nullptr;  // [L, N, K] (BLayout::kNK)
   float alpha = 1.0f;
   int64_t m = 0, n = 0, k = 0, l = 1;
-  // The all-reduce's part, as the one-shot kernel's: `stage` holds 2 halves x W slots of [L, M, N],
-  // `calls` one counter per block, `out` is D, `count` = L x M x N.
+  // The all-reduce's part: `stage` holds 2 halves x (W + 1) slots of [L, M, N] (W partials and,
+  // two-shot, the sums), `calls` one counter per block, `out` is D, `count` = L x M x N.
   SymmCollectiveArgs ar;
+  bool two_shot = false;  // NOTE [fused decode]: tiles summed by their owners, not by every rank
 };
 
 // The kernel for a dtype, world size and tile height (launched with one FusedDecodeArgs,

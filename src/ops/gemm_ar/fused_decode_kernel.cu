@@ -119,12 +119,21 @@ __global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(Fused
   using Tl = DecodeTile<T, kTileM>;
   using E = typename Tl::E;
   const SymmCollectiveArgs& a = args.ar;
-  __shared__ uint4* slot_at[32];  // my slot in every rank's staging half
-  __shared__ uint4* slots[32];    // every slot of my own staging half
+  // Staging half (e & 1) of every rank holds W partial slots and one slot of sums (two-shot).
+  __shared__ uint4* slot_at[32];  // my partial slot in every rank's half
+  __shared__ uint4* slots[32];    // every partial slot of my own half
+  __shared__ uint4* sums_at[32];  // the sums slot of every rank's half
   if (__syncthreads_or(comm::tripped(a.env))) return;  // the whole block, or none of it
   const uint64_t e = begin_call(a);
   const int me = a.env.rank, world = kW > 0 ? kW : a.world;
-  fill_slot_tables(a, world, e, a.count / 8, slot_at, slots);
+  if (threadIdx.x < world) {
+    const int q = threadIdx.x;
+    const int64_t vecs = a.count / 8, half = (e & 1) * (world + 1) * vecs;
+    slot_at[q] = static_cast<uint4*>(a.stage[q]) + half + me * vecs;
+    slots[q] = static_cast<uint4*>(a.stage[me]) + half + q * vecs;
+    sums_at[q] = static_cast<uint4*>(a.stage[q]) + half + world * vecs;
+  }
+  __syncthreads();
 
   extern __shared__ char smem_raw[];
   E* sa = reinterpret_cast<E*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
@@ -146,27 +155,51 @@ __global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(Fused
     const int64_t nt = t % n_tiles, mt = t / n_tiles % m_tiles, l = t / (n_tiles * m_tiles);
     return TileAt{l, mt, nt, (l * args.m + mt * kTileM) * nv + nt * (kDecodeTileN / 8)};
   };
-  // Compute and push every tile of this block first: a push never waits.
+  // One-shot: every rank sums every tile. Two-shot: tile t's owner, rank t mod W, alone.
+  const auto owner = [&](int64_t t) { return args.two_shot ? static_cast<int>(t % world) : me; };
+  // Compute and push every tile of this block first (one-shot: to every rank; two-shot: to its
+  // owner): a push never waits.
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const TileAt tile = tile_at(t);
     compute_tile<T, kTileM, Tl::Stages::value>(args, tile.l, tile.mt, tile.nt, sA, sB, sDt);
     const int64_t base = tile.base;
+    const int to = owner(t);
     for (int v = threadIdx.x; v < kTileVecs; v += kFusedDecodeThreads) {
       const uint4 x = never_empty(reinterpret_cast<const uint4*>(sd)[v]);  // row v / 8, 8 values per vector
       const int64_t g = base + v / 8 * nv + v % 8;
       for (int q = 0; q < world; ++q)
-        if (q == me || !a.drop_sends) slot_at[q][g] = x;
+        if ((q == to || !args.two_shot) && (q == me || !a.drop_sends)) slot_at[q][g] = x;
     }
     __syncthreads();  // sD is the next tile's
   }
-  // Then sum them, W slots in rank order, as they fill.
+  // Then sum the tiles this rank sums, W slots in rank order, as they fill; two-shot pushes each
+  // rounded sum to every peer. These waits depend only on the pushes above.
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    if (owner(t) != me) continue;
     const int64_t base = tile_at(t).base;
     for (int v = threadIdx.x; v < kTileVecs; v += kFusedDecodeThreads) {
       const int64_t g = base + v / 8 * nv + v % 8;
       float acc[1][8];
       if (!sum_slots<T, kW, 1>(slots, world, g, 1, g + 1, a.env, comm::WaitSite::kDecodeTile, acc)) return;
-      write_out<T>(a, g, pack8<T>(acc[0]));
+      const uint4 sum = pack8<T>(acc[0]);
+      if (args.two_shot && !a.drop_sends)
+        for (int q = 0; q < world; ++q)
+          if (q != me) sums_at[q][g] = never_empty(sum);
+      write_out<T>(a, g, sum);
+    }
+  }
+  // Two-shot: the other tiles' sums, from their owners (these waits depend on the sums above).
+  for (int64_t t = blockIdx.x; args.two_shot && t < tiles; t += gridDim.x) {
+    const int from = owner(t);
+    if (from == me) continue;
+    const int64_t base = tile_at(t).base;
+    for (int v = threadIdx.x; v < kTileVecs; v += kFusedDecodeThreads) {
+      const int64_t g = base + v / 8 * nv + v % 8;
+      uint4* p = sums_at[me] + g;
+      uint4 x = ld_volatile(p);
+      if (!wait_filled(p, x, a.env, from, comm::WaitSite::kDecodeSum)) return;
+      *p = uint4{};
+      write_out<T>(a, g, x);
     }
   }
   end_call(a, e);
