@@ -38,8 +38,9 @@
 // though its cp.async loads alone took 9.7. With one warp per scheduler, every ldmatrix -> mma
 // dependency and the barrier of each stage stood in the open (ncu: 0.08 instructions issued per
 // cycle, stalls on short scoreboard and barrier). wgmma takes a whole stage in four asynchronous
-// instructions: 9.2 us at M = 16, 15.6 at M = 128. At W=2 the whole op then beat gemm_oneshot
-// and gemm_twoshot up to M = 64 (1.37-1.63x over the baseline) and tied at M = 128.
+// instructions: 9.2 us at M = 16, 15.6 at M = 128; with one k-tile's wgmma left in flight, 8.2 and
+// 13.3. At W=2 the whole op then beat gemm_oneshot and gemm_twoshot up to M = 64 (0.019-0.025 ms
+// against 0.023-0.028) and tied at M = 128.
 #pragma once
 
 #include <cuda_runtime_api.h>
