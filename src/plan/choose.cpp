@@ -41,10 +41,10 @@ namespace tpgemm::plan {
 //            tiles per rank: W=4 M=4096, 8192, 16384: 1.24x, 1.41x, 1.42x against pipelined_ce's
 //            1.10x, 1.21-1.25x, 1.27x, and M=2048: 1.18-1.19x where the baseline ran; W=2 M=2048
 //            to 16384: 1.23-1.34x against 1.08-1.26x (bench/results/2026-11-22-fused-ar, -tuning;
-//            W > 4 unmeasured). Else pipelined_ce, one round (W=4 M=8192: 1.21x). At W=2 up to
-//            1 MiB of D, fused's decode kernel (NOTE [fused decode]; M=16-64: 1.37-1.63x against
-//            1.15-1.28x). Below that the matmul then the all-reduce
-//            the rule below picks for D's size (W=4: gemm_twoshot 1.30x at M=128), except at
+//            W > 4 unmeasured). Else pipelined_ce, one round (W=4 M=8192: 1.21x). Below that the
+//            matmul then the all-reduce the rule below picks for D's size (W=4: gemm_twoshot
+//            1.30x at M=128), except at W=2 for M = 16, 32, 64 over at least 128 tiles: fused's
+//            decode kernel (NOTE [fused decode]; 0.019-0.025 ms against 0.023-0.028), and except at
 //            W > 2 beyond 4 MB of D, where gemm_twoshot measured 0.93-1.06x over four runs
 //            (M=1024): the baseline, and up to 256 KB, where gemm_oneshot measured 1.19x
 //            against gemm_twoshot's 1.14-1.16x (M=16, two calls).
@@ -142,11 +142,12 @@ Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
     return impl_supported(p, Impl::kFused, topo).ok() && !fused_ar_decode(p, topo.world) ? Impl::kFused
                                                                                           : Impl::kPipelinedCE;
   if (topo.world > 2 && d_bytes > 4 * kMiB) return Impl::kBaseline;  // 0.93-1.06x: within noise
-  // fused's decode kernel up to 1 MiB of D at W=2 (M=16, 32, 64 x 8192 x 2048: 1.63x, 1.37x, 1.38x
-  // against the best of gemm_oneshot and gemm_twoshot, 1.28x, 1.15x, 1.22x; M=128, 2 MiB: a tie;
-  // bench/results/2026-11-23-decode). Not yet measured at W > 2.
-  if (topo.world == 2 && d_bytes <= kMiB && fused_ar_decode(p, topo.world) &&
-      impl_supported(p, Impl::kFused, topo).ok())
+  // fused's decode kernel at W=2 where it was measured: M = 16, 32 or 64, one tile row (B read
+  // once), and at least 128 tiles, one per SM (M x 8192 x 2048: 0.019-0.025 ms against the best of
+  // gemm_oneshot and gemm_twoshot, 0.023-0.028; M=128: a tie; bench/results/2026-11-23-decode).
+  // Not yet measured at W > 2, nor with several tile rows or fewer tiles.
+  const bool measured_decode = (p.m == 16 || p.m == 32 || p.m == 64) && p.l * (p.n / 64) >= 128;
+  if (topo.world == 2 && measured_decode && fused_ar_decode(p, topo.world) && impl_supported(p, Impl::kFused, topo).ok())
     return Impl::kFused;
   switch (choose_allreduce(d_bytes, topo)) {
     case AllReduceImpl::kOneShot: return Impl::kGemmOneShot;

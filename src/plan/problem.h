@@ -64,8 +64,8 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo);
 
 // fused gemm_ar's decode kernel (NOTE [fused decode] in ops/gemm_ar/fused_decode.h) runs problems
 // of at most this many rows, on teams of two or more, where the tile reduction (NOTE [tile
-// all-reduce]) cannot: M not whole 128-row tiles per rank. It takes whole 16-row tiles by 64
-// columns, 64 columns of K per stage, and B as [N, K].
+// all-reduce]) cannot: M not whole 128-row tiles per rank. Its tiles are 16 to 128 rows (the
+// most that divides M, so M a multiple of 16) by 64 columns, 64 columns of K per stage, B as [N, K].
 constexpr int64_t kFusedDecodeMaxM = 256;
 inline bool fused_ar_decode(const GemmProblem& p, int world) {
   return p.op == Op::kGemmAr && world > 1 && p.m % (128 * static_cast<int64_t>(world)) != 0 &&

@@ -234,10 +234,30 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
     });
 }
 
+// fused gemm_ar's decode kernel: ranks that would exchange differently refuse on every rank.
+TEST(DistErrors, DecodeExchangesThatDifferAcrossRanksFailOnEveryRank) {
+  TPGEMM_REQUIRE_GPUS(2);
+  EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
+              ::setenv("TPGEMM_DECODE_TWO_SHOT", team.rank() == 1 ? "1" : "0", 1);
+              GemmProblem p = small(Op::kGemmAr);
+              p.m = 64;
+              PlanOptions o;
+              o.impl = Impl::kFused;
+              const Status s = caught([&] { Plan plan(team, p, o); });
+              ::unsetenv("TPGEMM_DECODE_TWO_SHOT");
+              RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "disagree") && has(s, "TPGEMM_DECODE_TWO_SHOT=1"),
+                          "%s", s.message.c_str());
+              // The team is still usable afterwards.
+              const auto c = testsupport::check_plan(team, p, o, 1, 7);
+              RANK_EXPECT(c.ok, "after the error: %s", c.status.message.c_str());
+            }),
+            0);
+}
+
 // fused gemm_ar's decode kernel: its pushes are the data, as the all-reduce's below.
 TEST(DistErrors, ARankThatPushesNoDecodeTilesMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
-  for (const char* two_shot : {"0", "1"}) {  // rank 0 waits for rank 1's partials either way
+  for (const char* two_shot : {"0", "1"}) {  // rank 0 waits on rank 1: its partials, or (two-shot) its sums
     ::setenv("TPGEMM_DECODE_TWO_SHOT", two_shot, 1);
     expect_rank0_times_out_naming_rank1(std::string("gemm_ar fused, decode, two-shot=") + two_shot,
                                         [](const Team& team, cudaStream_t st) {

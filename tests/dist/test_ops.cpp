@@ -3,9 +3,11 @@
 // CUDA graph replays; the all-reduce kernels.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -154,9 +156,10 @@ TEST_P(Dist, FusedReductionsOverSeveralWavesMatchTheReference) {
 // fused gemm_ar's decode path (NOTE [fused decode]): tiles of 16 rows (M = 16, 48), 32, 64 and
 // 128 (M = 128; 256 at W=4, whole tiles per rank at W=2), one tile per block and several (M = 48,
 // 768 tiles, and M = 64 and 128 without C, 1024 tiles: more than fit on an H100 at once);
-// batches, C, both 16-bit types, K = 2560 and 320 (40 and 5 k-tiles); three calls each (both
-// staging halves), directly and (bf16) from CUDA graph replays; with the one-shot exchange and
-// the two-shot one (TPGEMM_DECODE_TWO_SHOT=1).
+// batches, C, both 16-bit types, K = 2560, 320, 128 and 64 (40, 5, 2 and 1 k-tiles: more and
+// fewer than the ring loads ahead); three calls each (both staging halves), directly and (bf16)
+// from CUDA graph replays; with the one-shot exchange and the two-shot one
+// (TPGEMM_DECODE_TWO_SHOT=1).
 TEST_P(Dist, FusedDecodeGemmAllReduceMatchesTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -174,7 +177,7 @@ TEST_P(Dist, FusedDecodeGemmAllReduceMatchesTheReference) {
                               : (m == 64 || m == 128) && variant == 0 ? 65536
                               : m == 256                              ? 2048
                                                                       : 1088;
-                        p.k = variant == 1 ? 320 : 2560;
+                        p.k = m == 32 ? 128 : m == 16 && variant == 1 ? 64 : variant == 1 ? 320 : 2560;
                         PlanOptions o;
                         o.impl = Impl::kFused;
                         ::setenv("TPGEMM_DECODE_TWO_SHOT", two_shot, 1);
@@ -183,6 +186,55 @@ TEST_P(Dist, FusedDecodeGemmAllReduceMatchesTheReference) {
                         RANK_EXPECT(c.ok, "%s%s%s", *two_shot == '1' ? "two-shot: " : "", graph ? "graph replay: " : "",
                                     describe_check(p, o, c).c_str());
                       }
+            }),
+            0);
+}
+
+// The decode kernel's staging halves are reused every other call (NOTE [fused decode]): calls
+// enqueued back to back, with no host synchronisation between them and rank 1 enqueuing late,
+// each on fresh data and each D copied aside, must all match their references; both exchanges.
+TEST_P(Dist, FusedDecodeBackToBackCallsMatchTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              for (const char* two_shot : {"0", "1"}) {
+                GemmProblem p = problem(Op::kGemmAr, W, DType::kBF16, BLayout::kNK, 0, Impl::kFused);
+                p.m = 32;
+                p.n = 8192;
+                p.k = 512;
+                PlanOptions o;
+                o.impl = Impl::kFused;
+                ::setenv("TPGEMM_DECODE_TWO_SHOT", two_shot, 1);
+                const Status s = testsupport::caught([&] {
+                  Stream stream = Stream::create();
+                  Plan plan(team, p, o);
+                  testing::RankData data(p, team.world_size(), team.rank(), 2100, stream.get());
+                  const int64_t d_count = operand_sizes(p, team.world_size()).d;
+                  const size_t d_bytes = static_cast<size_t>(d_count) * dtype_size(p.dtype);
+                  constexpr int kCalls = 6;
+                  std::vector<DeviceBuffer> kept;
+                  for (int i = 0; i < kCalls; ++i) {
+                    kept.emplace_back(d_bytes);
+                    data.refill(2100 + i, stream.get());
+                    testing::poison(data.d.get(), d_count, p.dtype, stream.get());
+                    if (team.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                    plan.run(data.operands(), stream.get());
+                    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(kept.back().get(), data.d.get(), d_bytes, cudaMemcpyDeviceToDevice,
+                                                      stream.get()));
+                  }
+                  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+                  team.check();
+                  for (int i = 0; i < kCalls; ++i) {
+                    const DeviceBuffer want = testing::expected_d(p, team.world_size(), team.rank(), 2100 + i,
+                                                                  testing::RefEngine::kNaive, team.state()->lt, stream.get());
+                    const testing::Diff d = testing::compare_d(kept[i].get(), want, p, team.world_size(), stream.get());
+                    RANK_EXPECT(d.passes(testing::default_eps(p.dtype)), "two-shot=%s, call %d of %d: rel_err %.2e, %lld non-finite",
+                                two_shot, i, kCalls, d.rel_err, static_cast<long long>(d.nonfinite));
+                  }
+                });
+                ::unsetenv("TPGEMM_DECODE_TWO_SHOT");
+                RANK_EXPECT(s.ok(), "two-shot=%s: %s", two_shot, s.message.c_str());
+              }
             }),
             0);
 }

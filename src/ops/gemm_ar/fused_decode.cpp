@@ -35,14 +35,18 @@ class GemmArFusedDecode final : public OpImpl {
       blocks_ = static_cast<int>(std::min<int64_t>(tiles, std::max(1, per_sm) * static_cast<int64_t>(t.num_sms)));
       calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
       TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
+      // One-shot unless asked (for calibration and tests): two-shot is not yet measured where it
+      // should win, at W > 2 (NOTE [fused decode]).
+      two_shot_ = env_int("TPGEMM_DECODE_TWO_SHOT", 0, 1).value_or(0) == 1;
     });
+    // Ranks that exchanged differently would wait for pushes that never come: every rank must
+    // have the same TPGEMM_DECODE_TWO_SHOT, or every rank throws InvalidArgument naming both.
+    t.agree(Status::Ok(), two_shot_ ? "TPGEMM_DECODE_TWO_SHOT=1" : "TPGEMM_DECODE_TWO_SHOT=0",
+            "the fused decode kernel's exchange");
     // Two halves of W partial slots and one slot of sums (NOTE [fused decode]).
     stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(2 * (t.world + 1) * count) * dtype_size(p_.dtype),
                                    "fused decode staging");  // empty: zeros
     drop_sends_ = comm::test_drops_signals(t.rank);
-    // One-shot unless asked (for calibration and tests): two-shot is not yet measured where it
-    // should win, at W > 2 (NOTE [fused decode]).
-    two_shot_ = env_int("TPGEMM_DECODE_TWO_SHOT", 0, 1).value_or(0) == 1;
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
