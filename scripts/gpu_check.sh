@@ -7,14 +7,14 @@
 #
 #   scripts/gpu_check.sh [STAGE ...]
 #   stages: info build test_cpu test_gpu test_dist gemm_core bench bench_n peers ladder sweep sweep_fused sweep_rs
-#           sweep_ar_fused sweep_small
+#           sweep_ar_fused sweep_decode sweep_small
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
-# -R regex for the dist tests; SHAPES the shapes file of the sweep_fused, sweep_rs and sweep_ar_fused
-# stages. NVLink multicast
+# -R regex for the dist tests; SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused
+# and sweep_decode stages. NVLink multicast
 # stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -134,6 +134,18 @@ for s in $STAGES; do
           name=sweep_ar_fused_W${w}_s$c
           stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar --impl fused,gemm_twoshot --comm-sms "$c" \
             --shapes "${SHAPES:-bench/ar_sweep.txt}" --check --json "$LOGS/$name.json"
+          grep -E "^gemm_ar" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
+        done
+      done ;;
+    sweep_decode)  # fused gemm_ar's decode kernel with each exchange (TPGEMM_DECODE_TWO_SHOT 0, 1) beside
+                   # the matmul then the one-shot or two-shot all-reduce, M = 16 ... 256
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for ts in 0 1; do
+          name=sweep_decode_W${w}_twoshot$ts
+          stage "$name" 300 env TPGEMM_DECODE_TWO_SHOT="$ts" "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar \
+            --impl baseline,gemm_oneshot,gemm_twoshot,fused --shapes "${SHAPES:-bench/ar_decode.txt}" --check \
+            --json "$LOGS/$name.json"
           grep -E "^gemm_ar" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
         done
       done ;;
