@@ -16,13 +16,14 @@ namespace {
 class GemmArFusedDecode final : public OpImpl {
  public:
   explicit GemmArFusedDecode(const ImplContext& ctx)
-      : team_(ctx.team), p_(ctx.problem), tile_m_(ops::decode_tile_m(p_.m)) {
+      : team_(ctx.team), p_(ctx.problem) {
     TeamState& t = *team_;
     const int64_t count = p_.l * p_.m * p_.n;
+    const int tile_m = ops::decode_tile_m(p_.m);
     // NOTE [collective construction]: local work first, agreed on, then the symmetric buffer.
     t.agree_local("loading the fused decode kernel", [&] {
-      kernel_ = ops::fused_decode_fn(p_.dtype, t.world, tile_m_);
-      smem_ = ops::fused_decode_smem_bytes(tile_m_);
+      kernel_ = ops::fused_decode_fn(p_.dtype, t.world, tile_m);
+      smem_ = ops::fused_decode_smem_bytes(tile_m);
       TPGEMM_CUDA_CHECK(cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
       // All of L1 as shared memory: the occupancy below assumes it, and the driver's own choice of
       // carve-out may fit fewer blocks per SM.
@@ -31,7 +32,7 @@ class GemmArFusedDecode final : public OpImpl {
       // Every block must be resident at once (a block that waits holds its SM): at most what fits.
       int per_sm = 0;
       TPGEMM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, ops::kFusedDecodeThreads, smem_));
-      const int64_t tiles = p_.l * (p_.m / tile_m_) * (p_.n / ops::kDecodeTileN);
+      const int64_t tiles = p_.l * (p_.m / tile_m) * (p_.n / ops::kDecodeTileN);
       blocks_ = static_cast<int>(std::min<int64_t>(tiles, std::max(1, per_sm) * static_cast<int64_t>(t.num_sms)));
       calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
       TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
@@ -75,7 +76,6 @@ class GemmArFusedDecode final : public OpImpl {
  private:
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
-  int tile_m_;
   const void* kernel_ = nullptr;
   int smem_ = 0;
   int blocks_ = 1;

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(Fused
   const int64_t nv = args.n / 8;                         // 16-byte vectors per row of D
   constexpr int kTileVecs = kTileM * kDecodeTileN / 8;  // of a tile, 8 per row
   // Tile t's batch, tile row and tile column, and its first vector in D [L, M, N] (and in each
-  // staging slot): its vector v is v / 8 rows and v % 8 vectors further.
+  // staging slot): its vector v is v / 8 rows and v % 8 vectors further (vec_of).
   struct TileAt {
     int64_t l, mt, nt, base;
   };
@@ -162,6 +162,7 @@ __global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(Fused
     const int64_t nt = t % n_tiles, mt = t / n_tiles % m_tiles, l = t / (n_tiles * m_tiles);
     return TileAt{l, mt, nt, (l * args.m + mt * kTileM) * nv + nt * (kDecodeTileN / 8)};
   };
+  const auto vec_of = [&](int64_t base, int v) { return base + v / 8 * nv + v % 8; };
   // One-shot: every rank sums every tile. Two-shot: tile t's owner, rank t mod W, alone.
   const auto owner = [&](int64_t t) { return args.two_shot ? static_cast<int>(t % world) : me; };
   // Compute and push every tile of this block first (one-shot: to every rank; two-shot: to its
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(Fused
     const int to = owner(t);
     for (int v = threadIdx.x; v < kTileVecs; v += kFusedDecodeThreads) {
       const uint4 x = never_empty(reinterpret_cast<const uint4*>(sd)[v]);  // row v / 8, 8 values per vector
-      const int64_t g = base + v / 8 * nv + v % 8;
+      const int64_t g = vec_of(base, v);
       for (int q = 0; q < world; ++q)
         if ((q == to || !args.two_shot) && (q == me || !a.drop_sends)) slot_at[q][g] = x;
     }
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(Fused
     if (owner(t) != me) continue;
     const int64_t base = tile_at(t).base;
     for (int v = threadIdx.x; v < kTileVecs; v += kFusedDecodeThreads) {
-      const int64_t g = base + v / 8 * nv + v % 8;
+      const int64_t g = vec_of(base, v);
       float acc[1][8];
       if (!sum_slots<T, kW, 1>(slots, world, g, 1, g + 1, a.env, comm::WaitSite::kDecodeTile, acc)) return;
       const uint4 sum = pack8<T>(acc[0]);
@@ -201,7 +202,7 @@ __global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(Fused
     if (from == me) continue;
     const int64_t base = tile_at(t).base;
     for (int v = threadIdx.x; v < kTileVecs; v += kFusedDecodeThreads) {
-      const int64_t g = base + v / 8 * nv + v % 8;
+      const int64_t g = vec_of(base, v);
       uint4* p = sums_at[me] + g;
       uint4 x = ld_volatile(p);
       if (!wait_filled(p, x, a.env, from, comm::WaitSite::kDecodeSum)) return;
