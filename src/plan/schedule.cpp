@@ -86,6 +86,13 @@ class Builder {
     x.carveout = carveout;
     s_.steps.push_back(x);
   }
+  // D = alpha * A B + addend (NOTE [partial as C]).
+  void gemm_plus(const Region& a, const Region& d, const Region& addend) {
+    if (a.rows == 0) return;
+    gemm(a, d, false, false);
+    s_.steps.back().has_addend = true;
+    s_.steps.back().addend = addend;
+  }
   void copy(const Region& from, const Region& to) { copy(Stream::kCopy, from, to); }
   void copy(Stream st, const Region& from, const Region& to) {
     if (from.rows == 0) return;
@@ -239,6 +246,36 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
   return b.take();
 }
 
+// GEMM + ReduceScatter on two ranks, without C, the peer's partial added in the own block's
+// epilogue (NOTE [partial as C]).
+Schedule build_rs_pair(const GemmProblem& p, int r, int chunks) {
+  constexpr int W = 2;
+  const int peer = 1 - r;
+  Builder b(p, W, r, chunks);  // one sequence number per chunk
+  b.join(Stream::kCompute, Stream::kCopy);
+  b.barrier();  // 0: the peer has finished reading its receive slot (its matmuls' C) of the previous call
+  const int epoch_bumped = b.record(Stream::kCopy);
+  b.wait_event(Stream::kGather, epoch_bumped);  // the waits below read this call's sequence numbers
+  const RowBlock theirs = rank_block(p.m, W, peer), mine = rank_block(p.m, W, r);
+  for (int c = 0; c < chunks; ++c) {
+    const RowBlock piece = split_rows(theirs.rows, chunks, c);
+    const int64_t global = theirs.begin + piece.begin;
+    b.gemm(region(Buf::kUserA, r, 0, global, piece.rows), region(Buf::kStage, r, 0, global, piece.rows), false, c == 0);
+    b.join(Stream::kCompute, Stream::kCopy);
+    b.copy(region(Buf::kStage, r, 0, global, piece.rows), region(Buf::kRecv, peer, r, piece.begin, piece.rows));
+    b.signal(peer, Flag::kArrive, c);
+  }
+  for (int c = 0; c < chunks; ++c) {
+    const RowBlock piece = split_rows(mine.rows, chunks, c);
+    b.wait_signal(Stream::kGather, peer, Flag::kArrive, c);
+    b.join(Stream::kGather, Stream::kCompute);
+    b.gemm_plus(region(Buf::kUserA, r, 0, mine.begin + piece.begin, piece.rows),
+                region(Buf::kUserD, r, 0, piece.begin, piece.rows), region(Buf::kRecv, r, peer, piece.begin, piece.rows));
+  }
+  b.join(Stream::kCopy, Stream::kCompute);
+  return b.take();
+}
+
 bool region_in_bounds(const Region& x, const GemmProblem& p, int world, int64_t* rows_out) {
   const BufGeometry g = buffer_geometry(x.buf, p, world);
   *rows_out = g.rows;
@@ -248,8 +285,12 @@ bool region_in_bounds(const Region& x, const GemmProblem& p, int world, int64_t*
 
 }  // namespace
 
-Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks) {
+Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c) {
   TPGEMM_ASSERT(world >= 1 && rank >= 0 && rank < world && chunks >= 1);
+  if (partial_as_c) {
+    TPGEMM_ASSERT(p.op == Op::kGemmRs && world == 2 && !p.has_c && chunks >= 2);
+    return build_rs_pair(p, rank, chunks);
+  }
   return p.op == Op::kAgGemm ? build_ag(p, world, rank, chunks) : build_rs_ar(p, world, rank, chunks);
 }
 
@@ -297,6 +338,10 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
         if (x.src.rank != s.rank || x.dst.rank != s.rank) return fail(i, "a matmul touches another rank's memory");
         if (x.src.rows != x.dst.rows || x.src.rows == 0) return fail(i, "matmul rows of A and D differ or are empty");
         if (x.stream != Stream::kCompute) return fail(i, "matmul off the compute stream");
+        if (x.has_addend && (!region_in_bounds(x.addend, p, s.world, &rows) || x.addend.buf != Buf::kRecv ||
+                             x.addend.rank != s.rank || x.addend.rows != x.dst.rows || x.add_c))
+          return fail(i, "bad addend (this rank's receive rows, as many as D's, and no C besides)");
+        if (x.has_addend && !after_b0[st]) return fail(i, "reads received partials before barrier 0 bumps the epoch");
         break;
       case StepKind::kCopy:
         if (!region_in_bounds(x.src, p, s.world, &rows) || !region_in_bounds(x.dst, p, s.world, &rows))
@@ -345,7 +390,9 @@ std::string describe(const Step& x) {
   const char* st = x.stream == Stream::kCompute ? "compute" : x.stream == Stream::kCopy ? "copy" : "gather";
   const char* fl = x.flag == Flag::kArrive ? "arrive" : "ready";
   switch (x.kind) {
-    case StepKind::kGemm: return strfmt("%s: gemm %s -> %s%s", st, reg(x.src).c_str(), reg(x.dst).c_str(), x.add_c ? " +C" : "");
+    case StepKind::kGemm:
+      return strfmt("%s: gemm %s -> %s%s%s", st, reg(x.src).c_str(), reg(x.dst).c_str(), x.add_c ? " +C" : "",
+                    x.has_addend ? (" + " + reg(x.addend)).c_str() : "");
     case StepKind::kCopy: return strfmt("%s: copy %s -> %s", st, reg(x.src).c_str(), reg(x.dst).c_str());
     case StepKind::kBarrier: return strfmt("%s: barrier %d", st, x.index);
     case StepKind::kSignal: return strfmt("%s: signal %s round %d to rank %d", st, fl, x.round, x.peer);

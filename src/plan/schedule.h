@@ -78,6 +78,8 @@ struct Step {
   // kAddC:   dst = rows of kUserD that get beta * C (gemm_ar: rows pulled from their owners).
   Region src, dst;
   bool add_c = false;       // kGemm: the epilogue adds beta * C (C rows = D rows)
+  bool has_addend = false;  // kGemm: the epilogue adds `addend` (a peer's partial, weight 1) instead
+  Region addend;            //        (NOTE [partial as C])
   bool carveout = false;    // kGemm: a synchronisation kernel may run beside it; leave SMs free
   bool to_reduced = false;  // kReduce: also store the result in kReduced (same rows)
   int peer = -1;            // kSignal: the rank whose flag is raised; kWaitSignal: the rank waited for
@@ -99,7 +101,18 @@ struct Schedule {
 // The copy-engine pipelined schedule of `p` for `rank`. `chunks` splits each rank's block:
 // ag_gemm / gemm_rs into that many transfers, gemm_ar into that many rounds (reduce and
 // all-gather of round j overlap the matmuls of round j + 1). chunks >= 1.
-Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks);
+//
+// NOTE [partial as C]
+// gemm_rs on two ranks without C, in 2 or more chunks (`partial_as_c`; along M only; the
+// planner's choice from 2048 rows per block, src/plan/choose.cpp): no reduction after the last
+// matmul. Each rank first multiplies its peer's block chunk by chunk,
+// pushing each chunk into the peer's receive slot with its own flag (round = chunk). Then it
+// multiplies its own block chunk by chunk, each matmul's epilogue adding the peer's partial of
+// the same rows as C with weight 1: D = alpha * A B + the peer's alpha * A B, rounded once.
+// The gather stream waits for each chunk's flag, so that the compute stream waits only on
+// events. A chunk of the peer lands while this rank multiplies the chunks before it, as long as
+// a chunk's transfer is shorter than the own block's matmuls that precede it.
+Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c = false);
 
 // Static checks of a schedule: every waited event was recorded earlier in enqueue order,
 // regions lie inside their buffers, copies touch this rank's memory on one side, every side

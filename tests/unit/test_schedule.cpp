@@ -63,6 +63,43 @@ TEST(Schedule, StaticCheckCatchesAReduceBeforeTheEpochBump) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message.find("epoch"), std::string::npos) << st.message;
 }
+// NOTE [partial as C]: gemm_rs on two ranks without C, the peer's partial added in the epilogue.
+std::vector<plan::Schedule> partial_as_c(const GemmProblem& p, int chunks) {
+  return {plan::build_pipelined(p, 2, 0, chunks, true), plan::build_pipelined(p, 2, 1, chunks, true)};
+}
+
+TEST(Schedule, PartialAsCPassesTheStaticChecksAndTheSimulation) {
+  int seed = 100;
+  for (int chunks : {2, 3, 4})
+    for (int64_t l : {1, 2})
+      for (int64_t m : {2, 6, 8, 14}) {  // blocks of 1 row (empty chunks) to 7
+        const GemmProblem p = make(Op::kGemmRs, m, l, false, seed % 2 ? BLayout::kKN : BLayout::kNK);
+        for (const plan::Schedule& s : partial_as_c(p, chunks)) {
+          const Status st = plan::check_schedule(s, p);
+          EXPECT_TRUE(st.ok()) << name(p, 2, chunks) << ": " << st.message;
+        }
+        sim::SimOptions o;
+        o.seed = static_cast<uint64_t>(seed++);
+        o.calls = 3;
+        o.max_delay_us = 40;
+        EXPECT_EQ(sim::simulate(p, partial_as_c(p, chunks), o), "") << name(p, 2, chunks) << " (partial as C)";
+      }
+}
+
+TEST(SimulationCanFail, PartialAsCWithoutTheArrivalWaitReadsAPartialNotYetPushed) {
+  const GemmProblem p = make(Op::kGemmRs, 8);
+  std::vector<plan::Schedule> s = partial_as_c(p, 2);
+  for (plan::Schedule& x : s)
+    for (auto it = x.steps.begin(); it != x.steps.end(); ++it)
+      if (it->kind == plan::StepKind::kWaitSignal) {
+        x.steps.erase(it);
+        break;
+      }
+  sim::SimOptions o;
+  o.slow_rank = 1;  // rank 1 pushes late: rank 0 must not read its first chunk before it lands
+  const std::string err = sim::simulate(p, s, o);
+  EXPECT_NE(err.find("reads recv@"), std::string::npos) << err;
+}
 
 struct SimCase {
   Op op;

@@ -42,12 +42,16 @@ class PipelinedCE final : public OpImpl {
     // collective and fail on every rank alike.
     bool used[plan::kNumBufs] = {};
     t.agree_local("building the pipelined schedule and its local workspace", [&] {
-      schedule_ = plan::build_pipelined(q_, t.world, t.rank, choice_.chunks);
+      // NOTE [partial as C]: gemm_rs on two ranks, along M, without C, in chunks.
+      const bool partial_as_c = p_.op == Op::kGemmRs && t.world == 2 && p_.shard_dim == ShardDim::kM && !p_.has_c &&
+                                choice_.chunks >= 2;
+      schedule_ = plan::build_pipelined(q_, t.world, t.rank, choice_.chunks, partial_as_c);
       throw_if_error(plan::check_schedule(schedule_, q_));
       bool gather = false;
       for (const Step& s : schedule_.steps) {
         if (s.kind == StepKind::kGemm || s.kind == StepKind::kCopy)
           used[static_cast<int>(s.src.buf)] = used[static_cast<int>(s.dst.buf)] = true;
+        if (s.kind == StepKind::kGemm && s.has_addend) used[static_cast<int>(s.addend.buf)] = true;
         if (s.kind == StepKind::kReduce) {
           used[static_cast<int>(Buf::kRecv)] = true;
           if (s.to_reduced && t.world > 1) used[static_cast<int>(Buf::kReduced)] = true;
@@ -87,6 +91,10 @@ class PipelinedCE final : public OpImpl {
             break;
           }
           const Ptr a = address(s.src), d = address(s.dst);
+          if (s.has_addend) {  // NOTE [partial as C]: the peer's partial, weight 1
+            matmul_for(s).run(a.ptr, o.b, address(s.addend).ptr, d.ptr, p_.alpha, 1.0f, workspace_.get(), st);
+            break;
+          }
           const bool c = s.add_c && p_.has_c;
           const char* cptr = c ? static_cast<const char*>(o.c) + (d.ptr - static_cast<char*>(o.d)) : nullptr;
           matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st);
@@ -178,7 +186,7 @@ class PipelinedCE final : public OpImpl {
     // Batch strides follow the buffers' geometry, so a plan is kept per pair of geometries.
     const int64_t src_rows = plan::buffer_geometry(s.src.buf, q_, team_->world).rows;
     const int64_t dst_rows = user_d ? -1 : plan::buffer_geometry(s.dst.buf, q_, team_->world).rows;
-    const auto key = std::make_tuple(cols, src_rows, dst_rows, c, sms);
+    const auto key = std::make_tuple(cols, src_rows, dst_rows, c ? int64_t(1) : int64_t(-1), sms);  // (C: as D)
     auto it = matmuls_.find(key);
     if (it != matmuls_.end()) return it->second;
     gemm::MatmulShape shape = gemm::packed_shape(p_.m, cols, p_.k, p_.l, p_.dtype, p_.b_layout);
@@ -204,14 +212,17 @@ class PipelinedCE final : public OpImpl {
     if (p_.shard_dim == ShardDim::kN) return column_matmul_for(s);
     const plan::BufGeometry ga = plan::buffer_geometry(s.src.buf, p_, team_->world);
     const plan::BufGeometry gd = plan::buffer_geometry(s.dst.buf, p_, team_->world);
-    const bool c = s.add_c && p_.has_c;
+    const bool c = (s.add_c && p_.has_c) || s.has_addend;
     const int sms = s.carveout && choice_.comm_sms > 0 ? team_->num_sms - choice_.comm_sms : 0;
-    const auto key = std::make_tuple(s.src.rows, ga.rows, gd.rows, c, sms);
+    // C's batch stride: D's, or the receive buffer's for an addend (NOTE [partial as C]).
+    const int64_t c_rows = s.has_addend ? plan::buffer_geometry(s.addend.buf, p_, team_->world).rows : gd.rows;
+    const auto key = std::make_tuple(s.src.rows, ga.rows, gd.rows, c ? c_rows : -1, sms);
     auto it = matmuls_.find(key);
     if (it != matmuls_.end()) return it->second;
     gemm::MatmulShape shape = gemm::packed_shape(s.src.rows, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
     shape.stride_a = ga.rows * p_.k;
-    shape.stride_c = shape.stride_d = gd.rows * p_.n;
+    shape.stride_d = gd.rows * p_.n;
+    shape.stride_c = c_rows * p_.n;
     shape.has_c = c;
     shape.sm_count = sms;
     return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
@@ -266,7 +277,8 @@ class PipelinedCE final : public OpImpl {
   Stream copy_stream_, gather_stream_;
   std::vector<Event> events_;
   DeviceBuffer workspace_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, int>, gemm::LtMatmul> matmuls_;
+  // Keyed by rows, A's, D's and C's rows per batch entry (-1: no C), and the SMs allowed.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, gemm::LtMatmul> matmuls_;
   Operands ops_{};  // the operands of the call being enqueued
   bool drop_signals_ = false;
 };

@@ -108,6 +108,8 @@ class Sim {
       for (const Step& s : sched_[r].steps) {
         if ((s.kind == StepKind::kGemm || s.kind == StepKind::kCopy) && internal(s.src.buf))
           for_units(s.src, [&](size_t u, int64_t, int64_t) { ++ranks_[s.src.rank].planned[static_cast<int>(s.src.buf)][u]; });
+        if (s.kind == StepKind::kGemm && s.has_addend)
+          for_units(s.addend, [&](size_t u, int64_t, int64_t) { ++ranks_[s.addend.rank].planned[static_cast<int>(s.addend.buf)][u]; });
         if (s.kind == StepKind::kReduce)
           for (int slot = 0; slot < W_; ++slot) {
             Region x = s.src;
@@ -205,16 +207,18 @@ class Sim {
       }
       case StepKind::kGemm: {
         note_read(s.src, call, who);
+        if (s.has_addend) note_read(s.addend, call, who);
         note_write(s.dst, call, who);
         for (int64_t batch = 0; batch < p_.l; ++batch)
           for (int64_t i = 0; i < s.src.rows; ++i) {
             const float* a = row_ptr(s.src, call, batch, s.src.row0 + i);
             float* d = row_ptr(s.dst, call, batch, s.dst.row0 + i);
             const float* c = s.add_c && p_.has_c ? row_ptr(Region{Buf::kUserC, r, 0, 0, 0}, call, batch, s.dst.row0 + i) : nullptr;
+            const float* add = s.has_addend ? row_ptr(s.addend, call, batch, s.addend.row0 + i) : nullptr;
             for (int64_t j = 0; j < p_.n; ++j) {
               double acc = 0;
               for (int64_t k = 0; k < p_.k; ++k) acc += double(a[k]) * b_at(r, batch, k, j);
-              d[j] = static_cast<float>(p_.alpha * acc + (c ? p_.beta * c[j] : 0.0));
+              d[j] = static_cast<float>(p_.alpha * acc + (c ? p_.beta * c[j] : 0.0) + (add ? add[j] : 0.0));
             }
           }
         break;
