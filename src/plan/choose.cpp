@@ -33,7 +33,8 @@ namespace tpgemm::plan {
 //            0.112 ms against pipelined_ce's 0.096; bench/results/2026-11-22-fused-ar). Not
 //            measured along N or below those sizes: there the rule below.
 //            pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
-//            one chunk (two measured no better). fused (the GEMM core flagging tiles, SMs pushing
+//            one chunk (two measured no better), except at W=2 without C from 2048 rows per block:
+//            two, with the peer's partial added in the own chunks' epilogues (NOTE [partial as C]). fused (the GEMM core flagging tiles, SMs pushing
 //            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
 //            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
 //   gemm_ar  From 16 MB of D per rank (8 MB at W >= 4) fused (the GEMM core flagging tiles, SMs
@@ -76,6 +77,16 @@ int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
     const bool one_wave = gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms - kDefaultCommSms);
     return world <= 2 && one_wave && block_bytes >= 2 * kMiB ? 4 : 1;
   }
+  // gemm_rs on two ranks without C, from 2048 rows per block: two chunks, each own chunk's matmul
+  // adding the peer's partial of its rows (NOTE [partial as C] in plan/schedule.h), so that no
+  // reduction is left at the end. One call at W=2 (bench/results/2026-11-23-partial-as-c), ms,
+  // against one chunk with the reduction: 4096 x 8192 x 2048 0.231 (0.257), 8192: 0.489 (0.469),
+  // 16384: 0.863 (0.910), 16384 x 8192 x 7168: 2.897 (3.075); four chunks 0.244, 0.439, 0.936,
+  // 2.974; eight 0.273, 0.459, 0.878, 3.025. At 256 rows per block chunks only cost (512 rows:
+  // 0.069 ms with one, 0.089 with two), and there auto takes gemm_reducescatter anyway.
+  if (p.op == Op::kGemmRs && impl == Impl::kPipelinedCE && world == 2 && !p.has_c && p.shard_dim == ShardDim::kM &&
+      block >= 2048)
+    return 2;
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 

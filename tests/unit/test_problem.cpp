@@ -333,6 +333,27 @@ TEST(Choose, FusedPullsPiecesOfColumnsOnlyWhenItsTilesAreOneWaveOfTwoRanks) {
   EXPECT_EQ(choose(ag(16384, 3584, 8192), nvlink, o).chunks, 2);   // asked for
 }
 
+// NOTE [partial as C]: only gemm_rs on two ranks, along M, without C, from 2048 rows per block.
+TEST(Choose, GemmRsOnTwoRanksWithoutCTakesTwoChunks) {
+  GemmProblem p = ag(4096, 8192, 2048);
+  p.op = Op::kGemmRs;
+  PlanOptions o;
+  o.impl = Impl::kPipelinedCE;
+  EXPECT_EQ(choose(p, {2, true}, o).chunks, 2);
+  EXPECT_EQ(choose(p, {2, true}, {}).chunks, 2);  // auto: pipelined_ce there
+  EXPECT_EQ(choose(p, {4, true}, o).chunks, 1);
+  p.m = 2048;  // 1024 rows per block: not measured
+  EXPECT_EQ(choose(p, {2, true}, o).chunks, 1);
+  p.m = 4096;
+  p.has_c = true;
+  p.beta = 1.0f;
+  EXPECT_EQ(choose(p, {2, true}, o).chunks, 1);
+  p.has_c = false;
+  p.beta = 0.0f;
+  p.shard_dim = ShardDim::kN;
+  EXPECT_EQ(choose(p, {2, true}, o).chunks, 1);
+}
+
 TEST(Choose, SharedShapesFollowTheMeasurements) {
   struct Case { Op op; int64_t m, n, k; int world; Impl want; int chunks; };
   const Case cases[] = {
