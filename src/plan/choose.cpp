@@ -34,9 +34,10 @@ namespace tpgemm::plan {
 //            measured along N or below those sizes: there the rule below.
 //            pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
 //            one chunk (two measured no better), except at W=2 without C from 2048 rows per block:
-//            two, with the peer's partial added in the own chunks' epilogues (NOTE [partial as C]). fused (the GEMM core flagging tiles, SMs pushing
-//            them) measured slower than pipelined_ce on every shared shape at W=2 (0.319 against
-//            0.245 ms at M=4096; bench/results/2026-11-22-fused-rs): never chosen.
+//            two, with the peer's partial added in the own chunks' epilogues (NOTE [partial as C]).
+//            fused (the GEMM core flagging tiles, SMs pushing them) measured slower than
+//            pipelined_ce on every shared shape at W=2 (0.319 against 0.245 ms at M=4096;
+//            bench/results/2026-11-22-fused-rs): never chosen.
 //   gemm_ar  From 16 MB of D per rank (8 MB at W >= 4) fused (the GEMM core flagging tiles, SMs
 //            beside it pushing partials to their owners and sums back) where M is whole 128-row
 //            tiles per rank: W=4 M=4096, 8192, 16384: 1.24x, 1.41x, 1.42x against pipelined_ce's
