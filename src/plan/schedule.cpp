@@ -288,7 +288,7 @@ bool region_in_bounds(const Region& x, const GemmProblem& p, int world, int64_t*
 Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c) {
   TPGEMM_ASSERT(world >= 1 && rank >= 0 && rank < world && chunks >= 1);
   if (partial_as_c) {
-    TPGEMM_ASSERT(p.op == Op::kGemmRs && world == 2 && !p.has_c && chunks >= 2);
+    TPGEMM_ASSERT(partial_as_c_fits(p, world) && chunks >= 2);
     return build_rs_pair(p, rank, chunks);
   }
   return p.op == Op::kAgGemm ? build_ag(p, world, rank, chunks) : build_rs_ar(p, world, rank, chunks);

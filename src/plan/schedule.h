@@ -113,6 +113,11 @@ struct Schedule {
 // events. A chunk of the peer lands while this rank multiplies the chunks before it, as long as
 // a chunk's transfer is shorter than the own block's matmuls that precede it.
 Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c = false);
+// Whether the caller's problem (before any transposition along N) takes that schedule when cut
+// into 2 or more chunks: gemm_rs on two ranks, along M, without C.
+inline bool partial_as_c_fits(const GemmProblem& p, int world) {
+  return p.op == Op::kGemmRs && world == 2 && p.shard_dim == ShardDim::kM && !p.has_c;
+}
 
 // Static checks of a schedule: every waited event was recorded earlier in enqueue order,
 // regions lie inside their buffers, copies touch this rank's memory on one side, every side

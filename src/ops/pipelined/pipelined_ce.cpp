@@ -42,9 +42,7 @@ class PipelinedCE final : public OpImpl {
     // collective and fail on every rank alike.
     bool used[plan::kNumBufs] = {};
     t.agree_local("building the pipelined schedule and its local workspace", [&] {
-      // NOTE [partial as C]: gemm_rs on two ranks, along M, without C, in chunks.
-      const bool partial_as_c = p_.op == Op::kGemmRs && t.world == 2 && p_.shard_dim == ShardDim::kM && !p_.has_c &&
-                                choice_.chunks >= 2;
+      const bool partial_as_c = plan::partial_as_c_fits(p_, t.world) && choice_.chunks >= 2;  // NOTE [partial as C]
       schedule_ = plan::build_pipelined(q_, t.world, t.rank, choice_.chunks, partial_as_c);
       throw_if_error(plan::check_schedule(schedule_, q_));
       bool gather = false;
