@@ -7,14 +7,14 @@
 #
 #   scripts/gpu_check.sh [STAGE ...]
 #   stages: info build test_cpu test_gpu test_dist gemm_core bench bench_n peers ladder sweep sweep_fused sweep_rs
-#           sweep_ar_fused sweep_decode sweep_small
+#           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
-# -R regex for the dist tests; SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused
-# and sweep_decode stages. NVLink multicast
+# -R regex for the dist tests; SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
+# sweep_decode and sweep_ring stages. NVLink multicast
 # stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -147,6 +147,17 @@ for s in $STAGES; do
             --impl baseline,gemm_oneshot,gemm_twoshot,fused --shapes "${SHAPES:-bench/ar_decode.txt}" --check \
             --json "$LOGS/$name.json"
           grep -E "^gemm_ar" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
+        done
+      done ;;
+    sweep_ring)  # pipelined_ce's gemm_rs and gemm_ar with the slot reduction (1 chunk) and with each block's
+                 # sum passed around the ring as the matmuls' C (2 and 4 chunks; NOTE [partial as C])
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for c in ${CHUNKS:-1 2 4}; do
+          name=sweep_ring_W${w}_c$c
+          stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs,gemm_ar --impl pipelined --chunks "$c" \
+            --shapes "${SHAPES:-bench/shapes.txt}" --check --json "$LOGS/$name.json"
+          grep -E "^gemm_(rs|ar)" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
         done
       done ;;
     sweep_small)  # ag_gemm and gemm_rs from 128 rows up: where the symmetric collective behind one matmul

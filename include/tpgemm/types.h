@@ -100,10 +100,11 @@ struct Operands {
 
 struct PlanOptions {
   Impl impl = Impl::kAuto;
-  // pipelined_ce: chunks per rank block (gemm_ar: rounds; along N only 0 or 1: whole column
-  // blocks; gemm_rs on two ranks without C, 2 or more: each own chunk's matmul adds the peer's
-  // partial as C, with no reduction after); fused: pieces of K per peer block (at most
-  // ceil(K / 64)); the ladder ignores it. 0 = the planner's choice.
+  // pipelined_ce: chunks per rank block (gemm_ar with C: rounds; along N only 0 or 1: whole
+  // column blocks; gemm_rs and gemm_ar without C, 2 or more: each block's sum passes around the
+  // ring of ranks, each adding its partial in a matmul's epilogue, with no reduction after);
+  // fused: pieces of K per peer block (at most ceil(K / 64)); the ladder ignores it. 0 = the
+  // planner's choice.
   int chunks_per_rank = 0;
   // SMs the matmuls leave free for tpgemm's kernels beside them: the small synchronisation
   // kernels (pipelined_ce, fused ag_gemm), or the push-and-reduce kernel of the fused gemm_rs

@@ -86,7 +86,9 @@ int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
   // 16384: 0.863 (0.910), 16384 x 8192 x 7168: 2.897 (3.075); four chunks 0.244, 0.439, 0.936,
   // 2.974; eight 0.273, 0.459, 0.878, 3.025. At 256 rows per block chunks only cost (512 rows:
   // 0.069 ms with one, 0.089 with two), and there auto takes gemm_reducescatter anyway.
-  if (impl == Impl::kPipelinedCE && partial_as_c_fits(p, world) && block >= 2048) return 2;
+  // At W > 2 the ring (the same schedule) is not measured yet: one chunk, with the reduction.
+  if (impl == Impl::kPipelinedCE && p.op == Op::kGemmRs && partial_as_c_fits(p, world) && world == 2 && block >= 2048)
+    return 2;
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 

@@ -246,33 +246,69 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
   return b.take();
 }
 
-// GEMM + ReduceScatter on two ranks, without C, the peer's partial added in the own block's
-// epilogue (NOTE [partial as C]).
-Schedule build_rs_pair(const GemmProblem& p, int r, int chunks) {
-  constexpr int W = 2;
-  const int peer = 1 - r;
-  Builder b(p, W, r, chunks);  // one sequence number per chunk
+// GEMM + ReduceScatter without C, the running sum of each block passed around the ring and
+// added in the matmuls' epilogues (NOTE [partial as C]). gemm_ar: the owner's sum goes into its
+// reduced rows chunk by chunk, and every rank pulls them, as in build_rs_ar.
+Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
+  const bool ar = p.op == Op::kGemmAr;
+  const int next = (r + 1) % W, prev = (r + W - 1) % W;
+  Builder b(p, W, r, (W - 1) * chunks);  // one sequence number per pushed chunk (gemm_ar's ready flags: per chunk)
   b.join(Stream::kCompute, Stream::kCopy);
-  b.barrier();  // 0: the peer has finished reading its receive slot (its matmuls' C) of the previous call
+  b.barrier();  // 0: every rank has finished reading its receive slots (and reduced rows) of the previous call
   const int epoch_bumped = b.record(Stream::kCopy);
   b.wait_event(Stream::kGather, epoch_bumped);  // the waits below read this call's sequence numbers
-  const RowBlock theirs = rank_block(p.m, W, peer), mine = rank_block(p.m, W, r);
-  for (int c = 0; c < chunks; ++c) {
-    const RowBlock piece = split_rows(theirs.rows, chunks, c);
-    const int64_t global = theirs.begin + piece.begin;
-    b.gemm(region(Buf::kUserA, r, 0, global, piece.rows), region(Buf::kStage, r, 0, global, piece.rows), false, c == 0);
-    b.join(Stream::kCompute, Stream::kCopy);
-    b.copy(region(Buf::kStage, r, 0, global, piece.rows), region(Buf::kRecv, peer, r, piece.begin, piece.rows));
-    b.signal(peer, Flag::kArrive, c);
-  }
-  for (int c = 0; c < chunks; ++c) {
+  const RowBlock mine = rank_block(p.m, W, r);
+  // gemm_ar: the own reduced rows of chunk c into the own D, on the gather stream.
+  auto keep_own = [&](int c) {
     const RowBlock piece = split_rows(mine.rows, chunks, c);
-    b.wait_signal(Stream::kGather, peer, Flag::kArrive, c);
-    b.join(Stream::kGather, Stream::kCompute);
-    b.gemm_plus(region(Buf::kUserA, r, 0, mine.begin + piece.begin, piece.rows),
-                region(Buf::kUserD, r, 0, piece.begin, piece.rows), region(Buf::kRecv, r, peer, piece.begin, piece.rows));
+    b.join(Stream::kCompute, Stream::kGather);
+    b.copy(Stream::kGather, region(Buf::kReduced, r, 0, piece.begin, piece.rows),
+           region(Buf::kUserD, r, 0, mine.begin + piece.begin, piece.rows));
+  };
+  // gemm_ar: tell the peers that chunk c of the own sum is ready, and pull chunk c of theirs.
+  auto gather = [&](int c) {
+    b.join(Stream::kCompute, Stream::kCopy);
+    for (int s = 1; s < W; ++s) b.signal(Stream::kCopy, (r + s) % W, Flag::kReady, c);
+    for (int s = 1; s < W; ++s) {
+      const int src = (r + s) % W;
+      const RowBlock sblk = rank_block(p.m, W, src), piece = split_rows(sblk.rows, chunks, c);
+      b.wait_signal(Stream::kCopy, src, Flag::kReady, c);
+      b.copy(region(Buf::kReduced, src, 0, piece.begin, piece.rows),
+             region(Buf::kUserD, r, 0, sblk.begin + piece.begin, piece.rows));
+    }
+  };
+  for (int step = 0; step < W; ++step) {
+    // Block r - 1 - step: its sum starts here at step 0 and ends with its owner at step W - 1.
+    const int owner = (r + 2 * W - 1 - step) % W;
+    const RowBlock blk = rank_block(p.m, W, owner);
+    const bool last = step == W - 1;
+    for (int c = 0; c < chunks; ++c) {
+      const RowBlock piece = split_rows(blk.rows, chunks, c);
+      const int64_t global = blk.begin + piece.begin;
+      const Region a = region(Buf::kUserA, r, 0, global, piece.rows);
+      const Region d = !last ? region(Buf::kStage, r, 0, global, piece.rows)
+                       : ar  ? region(Buf::kReduced, r, 0, piece.begin, piece.rows)
+                             : region(Buf::kUserD, r, 0, piece.begin, piece.rows);
+      if (step == 0) {
+        b.gemm(a, d, false, c == 0);
+      } else {  // the sum so far, pushed by the previous rank into slot `owner`
+        b.wait_signal(Stream::kGather, prev, Flag::kArrive, (step - 1) * chunks + c);
+        b.join(Stream::kGather, Stream::kCompute);
+        if (ar && last && c > 0) keep_own(c - 1);  // after the wait the matmul's event follows
+        b.gemm_plus(a, d, region(Buf::kRecv, r, owner, piece.begin, piece.rows));
+      }
+      if (last) {
+        if (ar) gather(c);
+        continue;
+      }
+      b.join(Stream::kCompute, Stream::kCopy);
+      b.copy(region(Buf::kStage, r, 0, global, piece.rows), region(Buf::kRecv, next, owner, piece.begin, piece.rows));
+      b.signal(next, Flag::kArrive, step * chunks + c);
+    }
   }
+  if (ar) keep_own(chunks - 1);
   b.join(Stream::kCopy, Stream::kCompute);
+  if (ar) b.join(Stream::kGather, Stream::kCompute);
   return b.take();
 }
 
@@ -289,7 +325,7 @@ Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, 
   TPGEMM_ASSERT(world >= 1 && rank >= 0 && rank < world && chunks >= 1);
   if (partial_as_c) {
     TPGEMM_ASSERT(partial_as_c_fits(p, world) && chunks >= 2);
-    return build_rs_pair(p, rank, chunks);
+    return build_ring(p, world, rank, chunks);
   }
   return p.op == Op::kAgGemm ? build_ag(p, world, rank, chunks) : build_rs_ar(p, world, rank, chunks);
 }

@@ -103,20 +103,27 @@ struct Schedule {
 // all-gather of round j overlap the matmuls of round j + 1). chunks >= 1.
 //
 // NOTE [partial as C]
-// gemm_rs on two ranks without C, in 2 or more chunks (`partial_as_c`; along M only; the
-// planner's choice from 2048 rows per block, src/plan/choose.cpp): no reduction after the last
-// matmul. Each rank first multiplies its peer's block chunk by chunk,
-// pushing each chunk into the peer's receive slot with its own flag (round = chunk). Then it
-// multiplies its own block chunk by chunk, each matmul's epilogue adding the peer's partial of
-// the same rows as C with weight 1: D = alpha * A B + the peer's alpha * A B, rounded once.
-// The gather stream waits for each chunk's flag, so that the compute stream waits only on
-// events. A chunk of the peer lands while this rank multiplies the chunks before it, as long as
-// a chunk's transfer is shorter than the own block's matmuls that precede it.
+// gemm_rs and gemm_ar without C, in 2 or more chunks (`partial_as_c`; along M only; the
+// planner's choice for gemm_rs on two ranks from 2048 rows per block, src/plan/choose.cpp): no
+// reduction after the last matmul.
+// The sum of each rank block travels once around the ring r -> r + 1, and each rank adds its
+// partial in a matmul's epilogue, taking the sum so far as C with weight 1. At step s (0 ..
+// W - 1) rank r multiplies the rows of block r - 1 - s chunk by chunk: at step 0 plainly, later
+// adding the sum the previous rank pushed into its receive slot `block`, as soon as that chunk's
+// flag (round = (s - 1) * chunks + chunk) is up. Before the last step it pushes each chunk into
+// the next rank's slot and raises its flag; at step W - 1 the block is its own and the matmul
+// writes D (gemm_ar: its reduced rows, which every rank then pulls into D chunk by chunk, after
+// a ready flag per chunk, and the owner copies into its own D). The gather stream waits for the
+// flags, so that the compute stream waits only on events. A chunk lands while this rank multiplies the chunks before it, as long as one chunk's
+// transfer is shorter than the other chunks' matmuls of a step.
+// Each step rounds the sum so far to D's type, where the slot reduction rounds each partial and
+// then sums in fp32: as many roundings, of sums rather than partials, as in NCCL's ring. The
+// order of the sum is fixed, so results repeat bitwise.
 Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c = false);
 // Whether the caller's problem (before any transposition along N) takes that schedule when cut
-// into 2 or more chunks: gemm_rs on two ranks, along M, without C.
+// into 2 or more chunks: gemm_rs or gemm_ar on two or more ranks, along M, without C.
 inline bool partial_as_c_fits(const GemmProblem& p, int world) {
-  return p.op == Op::kGemmRs && world == 2 && p.shard_dim == ShardDim::kM && !p.has_c;
+  return p.op != Op::kAgGemm && world >= 2 && p.shard_dim == ShardDim::kM && !p.has_c;
 }
 
 // Static checks of a schedule: every waited event was recorded earlier in enqueue order,

@@ -279,13 +279,15 @@ TEST_P(Dist, CudaGraphReplaysNeedNoReset) {
                   const auto c = check_plan(team, p, o, 4, seed += 10, /*graph=*/true);
                   RANK_EXPECT(c.ok, "graph replay: %s", describe_check(p, o, c).c_str());
                 }
-              // gemm_rs in chunks without C: at W=2 the peer's partial as C (NOTE [partial as C]).
-              const GemmProblem p = problem(Op::kGemmRs, W, DType::kBF16, BLayout::kNK, 0, Impl::kPipelinedCE);
-              PlanOptions o;
-              o.impl = Impl::kPipelinedCE;
-              o.chunks_per_rank = 2;
-              const auto c = check_plan(team, p, o, 4, seed += 10, /*graph=*/true);
-              RANK_EXPECT(c.ok, "graph replay: %s", describe_check(p, o, c).c_str());
+              // gemm_rs and gemm_ar in chunks without C: the ring of partials as C (NOTE [partial as C]).
+              for (Op op : {Op::kGemmRs, Op::kGemmAr}) {
+                const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 0, Impl::kPipelinedCE);
+                PlanOptions o;
+                o.impl = Impl::kPipelinedCE;
+                o.chunks_per_rank = 2;
+                const auto c = check_plan(team, p, o, 4, seed += 10, /*graph=*/true);
+                RANK_EXPECT(c.ok, "graph replay: %s", describe_check(p, o, c).c_str());
+              }
             }),
             0);
 }

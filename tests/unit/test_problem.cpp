@@ -333,7 +333,8 @@ TEST(Choose, FusedPullsPiecesOfColumnsOnlyWhenItsTilesAreOneWaveOfTwoRanks) {
   EXPECT_EQ(choose(ag(16384, 3584, 8192), nvlink, o).chunks, 2);   // asked for
 }
 
-// NOTE [partial as C]: only gemm_rs on two ranks, along M, without C, from 2048 rows per block.
+// NOTE [partial as C]: by default only gemm_rs on two ranks (measured there), along M, without
+// C, from 2048 rows per block.
 TEST(Choose, GemmRsOnTwoRanksWithoutCTakesTwoChunks) {
   GemmProblem p = ag(4096, 8192, 2048);
   p.op = Op::kGemmRs;

@@ -63,42 +63,89 @@ TEST(Schedule, StaticCheckCatchesAReduceBeforeTheEpochBump) {
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message.find("epoch"), std::string::npos) << st.message;
 }
-// NOTE [partial as C]: gemm_rs on two ranks without C, the peer's partial added in the epilogue.
-std::vector<plan::Schedule> partial_as_c(const GemmProblem& p, int chunks) {
-  return {plan::build_pipelined(p, 2, 0, chunks, true), plan::build_pipelined(p, 2, 1, chunks, true)};
+// NOTE [partial as C]: gemm_rs and gemm_ar without C, each block's sum passed around the ring of ranks.
+std::vector<plan::Schedule> partial_as_c(const GemmProblem& p, int w, int chunks) {
+  std::vector<plan::Schedule> out;
+  for (int r = 0; r < w; ++r) out.push_back(plan::build_pipelined(p, w, r, chunks, true));
+  return out;
 }
 
 TEST(Schedule, PartialAsCPassesTheStaticChecksAndTheSimulation) {
   int seed = 100;
-  for (int chunks : {2, 3, 4})
-    for (int64_t l : {1, 2})
-      for (int64_t m : {2, 6, 8, 14}) {  // blocks of 1 row (empty chunks) to 7
-        const GemmProblem p = make(Op::kGemmRs, m, l, false, seed % 2 ? BLayout::kKN : BLayout::kNK);
-        for (const plan::Schedule& s : partial_as_c(p, chunks)) {
-          const Status st = plan::check_schedule(s, p);
-          EXPECT_TRUE(st.ok()) << name(p, 2, chunks) << ": " << st.message;
-        }
-        sim::SimOptions o;
-        o.seed = static_cast<uint64_t>(seed++);
-        o.calls = 3;
-        o.max_delay_us = 40;
-        EXPECT_EQ(sim::simulate(p, partial_as_c(p, chunks), o), "") << name(p, 2, chunks) << " (partial as C)";
+  for (Op op : {Op::kGemmRs, Op::kGemmAr})
+    for (int w : {2, 3, 4, 8})
+      for (int chunks : {2, 3, 4})
+        for (int64_t l : {1, 2})
+          for (int64_t rows : {1, 3, 4, 7}) {  // rows per block: 1 and 3 leave chunks empty
+            // gemm_ar: blocks of unequal rows too
+            const int64_t m = rows * w + (op == Op::kGemmAr && rows > 1 ? w - 1 : 0);
+            const GemmProblem p = make(op, m, l, false, seed % 2 ? BLayout::kKN : BLayout::kNK);
+            for (const plan::Schedule& s : partial_as_c(p, w, chunks)) {
+              const Status st = plan::check_schedule(s, p);
+              EXPECT_TRUE(st.ok()) << name(p, w, chunks) << ": " << st.message;
+            }
+            sim::SimOptions o;
+            o.seed = static_cast<uint64_t>(seed++);
+            o.calls = 3;
+            o.max_delay_us = 40;
+            EXPECT_EQ(sim::simulate(p, partial_as_c(p, w, chunks), o), "") << name(p, w, chunks) << " (partial as C)";
+          }
+}
+
+// Each rank multiplies every block exactly once, the owner's last, so the sum has every partial.
+TEST(Schedule, PartialAsCRingVisitsEveryBlockOnceAndEndsWithTheOwner) {
+  const int w = 4;
+  const GemmProblem p = make(Op::kGemmRs, 8 * w);
+  for (int r = 0; r < w; ++r) {
+    const plan::Schedule s = plan::build_pipelined(p, w, r, 2, true);
+    std::vector<int64_t> rows_per_block(w, 0);
+    int plain = 0;
+    for (const plan::Step& x : s.steps) {
+      if (x.kind != plan::StepKind::kGemm) continue;
+      ++rows_per_block[x.src.row0 / 8];
+      if (!x.has_addend) {
+        ++plain;
+        EXPECT_EQ(x.src.row0 / 8, (r + w - 1) % w) << "rank " << r << ": only block r - 1 starts a sum";
       }
+      if (x.dst.buf == plan::Buf::kUserD) {
+        EXPECT_EQ(x.src.row0 / 8, r) << "rank " << r << ": only its own block ends in D";
+      }
+    }
+    EXPECT_EQ(plain, 2);
+    for (int q = 0; q < w; ++q) EXPECT_EQ(rows_per_block[q], 2) << "rank " << r << " block " << q;
+  }
 }
 
 TEST(SimulationCanFail, PartialAsCWithoutTheArrivalWaitReadsAPartialNotYetPushed) {
-  const GemmProblem p = make(Op::kGemmRs, 8);
-  std::vector<plan::Schedule> s = partial_as_c(p, 2);
+  for (int w : {2, 4}) {
+    const GemmProblem p = make(Op::kGemmRs, 4 * w);
+    std::vector<plan::Schedule> s = partial_as_c(p, w, 2);
+    for (plan::Schedule& x : s)
+      for (auto it = x.steps.begin(); it != x.steps.end(); ++it)
+        if (it->kind == plan::StepKind::kWaitSignal) {
+          x.steps.erase(it);
+          break;
+        }
+    sim::SimOptions o;
+    o.slow_rank = w - 1;  // pushes late: rank 0 must not read its first chunk before it lands
+    const std::string err = sim::simulate(p, s, o);
+    EXPECT_NE(err.find("reads recv@"), std::string::npos) << "W=" << w << ": " << err;
+  }
+}
+
+TEST(SimulationCanFail, PartialAsCAllReduceWithoutTheReadyWaitPullsRowsNotYetSummed) {
+  const GemmProblem p = make(Op::kGemmAr, 8);
+  std::vector<plan::Schedule> s = partial_as_c(p, 2, 2);
   for (plan::Schedule& x : s)
     for (auto it = x.steps.begin(); it != x.steps.end(); ++it)
-      if (it->kind == plan::StepKind::kWaitSignal) {
+      if (it->kind == plan::StepKind::kWaitSignal && it->flag == plan::Flag::kReady) {
         x.steps.erase(it);
         break;
       }
   sim::SimOptions o;
-  o.slow_rank = 1;  // rank 1 pushes late: rank 0 must not read its first chunk before it lands
+  o.slow_rank = 1;  // sums late: rank 0 must not pull its first chunk before it is there
   const std::string err = sim::simulate(p, s, o);
-  EXPECT_NE(err.find("reads recv@"), std::string::npos) << err;
+  EXPECT_NE(err.find("reads reduced@1"), std::string::npos) << err;
 }
 
 struct SimCase {

@@ -76,7 +76,7 @@ all local GPUs.
                          the same global data; exit 1 if any is off by more than --eps
   --eps=X                relative error allowed by --check (default 1e-2 bf16, 2e-3 fp16)
   --gpus=W               ranks to fork on this machine (default: all local GPUs)
-  --chunks=N             pipelined: chunks per rank block (gemm_ar: rounds); 0 = planner's choice
+  --chunks=N             pipelined: chunks per rank block (gemm_ar with C: rounds); 0 = planner's choice
   --comm-sms=N           SMs the matmuls leave to tpgemm's kernels beside them; -1 = planner's choice
   --timeout-ms=N         bound on every wait for a peer (default: TPGEMM_TIMEOUT_MS or 5000)
   --json=FILE            write every result row (rank 0)
