@@ -1,5 +1,7 @@
 #include "plan/choose.h"
 
+#include <algorithm>
+
 #include "gemm/sm90_config.h"
 #include "plan/schedule.h"  // partial_as_c_fits
 
@@ -60,6 +62,19 @@ constexpr int64_t kMiB = int64_t(1) << 20;
 constexpr int kSms = 132;  // an H100 / H200: the machines behind the rules
 constexpr int kDefaultCommSms = 2;
 
+// gemm_ar at W=2 without C, from 4096 rows per block: the ring of partials as C (NOTE [partial as
+// C]), in chunks of 1024 rows, at most 8. W=2, N=8192, K=2048, ms (bench/results/2026-11-23-ring):
+//   M      fused (32 SMs)  ring, 2 / 4 / 8 chunks
+//   2048   0.193           0.210 / 0.221 / 0.404
+//   4096   0.341           0.349 / 0.340 / 0.425
+//   8192   0.636           0.687 / 0.580 / 0.645   (4 chunks: 0.582 in a second call)
+//   16384  1.211           1.246 / 1.148 / 1.066
+// Not measured at W > 2, with C (the schedule has none), nor at other N.
+bool ring_all_reduce(const GemmProblem& p, int world, int64_t block) {
+  return p.op == Op::kGemmAr && world == 2 && partial_as_c_fits(p, world) && block >= 4096;
+}
+int ring_all_reduce_chunks(int64_t block) { return static_cast<int>(std::min<int64_t>(block / 1024, 8)); }
+
 // Chunks per rank block when the options leave it open. fused: pieces of K columns. One where
 // its tiles take several waves (more pieces measured no better there, W=2, and neither did
 // pieces of rows at W=4: bench/results/2026-11-22-fused, -ladder). Four where they all start at
@@ -89,6 +104,7 @@ int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
   // At W > 2 the ring (the same schedule) is not measured yet: one chunk, with the reduction.
   if (impl == Impl::kPipelinedCE && p.op == Op::kGemmRs && partial_as_c_fits(p, world) && world == 2 && block >= 2048)
     return 2;
+  if (impl == Impl::kPipelinedCE && ring_all_reduce(p, world, block)) return ring_all_reduce_chunks(block);
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 
@@ -149,6 +165,7 @@ Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
 
 Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
+  if (ring_all_reduce(p, topo.world, max_block_rows(p.m, topo.world))) return Impl::kPipelinedCE;
   // fused from 16 MiB of D per rank at W=2, 8 MiB at W >= 4 (W=4, M=2048: 1.19x and 1.18x over
   // the baseline, two calls; bench/results/2026-11-22-tuning).
   if (d_bytes / topo.world >= (topo.world >= 4 ? 8 : 16) * kMiB)  // (not the decode kernel: see below)

@@ -377,7 +377,9 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kGemmAr, 32, 8192, 2048, 2, Impl::kFused, 1},         {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kFused, 1},
       {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kBaseline, 1},  {Op::kGemmAr, 1024, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
       {Op::kGemmAr, 4096, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 2048, 8192, 2048, 2, Impl::kFused, 1},
-      {Op::kGemmAr, 8192, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 8192, 8192, 2048, 2, Impl::kFused, 1},
+      {Op::kGemmAr, 8192, 8192, 2048, 4, Impl::kFused, 1},       {Op::kGemmAr, 8192, 8192, 2048, 2, Impl::kPipelinedCE, 4},
+      {Op::kGemmAr, 16384, 8192, 2048, 2, Impl::kPipelinedCE, 8}, {Op::kGemmAr, 4096, 8192, 2048, 2, Impl::kFused, 1},
+      {Op::kGemmAr, 65536, 8192, 2048, 2, Impl::kPipelinedCE, 8},  // chunks of 1024 rows, at most 8
       {Op::kGemmAr, 8200, 8192, 2048, 4, Impl::kPipelinedCE, 1},  // not whole 128-row tiles per rank: no fused
   };
   for (const Case& c : cases) {
@@ -387,6 +389,12 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
     EXPECT_EQ(got.impl, c.want) << describe(p) << " W=" << c.world;
     EXPECT_EQ(got.chunks, c.chunks) << describe(p) << " W=" << c.world;
   }
+  // The ring of partials as C has no C: with C, gemm_ar at W=2 keeps fused.
+  GemmProblem with_c = ag(8192, 8192, 2048);
+  with_c.op = Op::kGemmAr;
+  with_c.has_c = true;
+  with_c.beta = 1.0f;
+  EXPECT_EQ(choose(with_c, {2, true}, {}).impl, Impl::kFused);
   // Where D is large enough for fused but M is decode-sized, auto does not take the decode kernel.
   GemmProblem small_m = ag(256, 16384, 2048);
   small_m.op = Op::kGemmAr;
