@@ -5,8 +5,7 @@
 
 Columns: the peers' NCCL+cuBLAS and torch-symm, tpgemm's baseline (and its ratio to the peers'
 NCCL+cuBLAS: a fair baseline is within 5%), what `auto` ran, its time, its speedup over tpgemm's
-baseline and over torch-symm. Geomeans per op close the table. The baseline is the row's own
-`baseline_ms`: where tpgemm-bench timed auto in alternation with the baseline, that baseline."""
+baseline and over torch-symm. Geomeans per op close the table."""
 import json, math, sys
 
 OPS = {"ag_gemm": "ag", "gemm_rs": "rs", "gemm_ar": "ar"}
@@ -30,16 +29,16 @@ def main():
     for r in rows:
         if r["op"] not in OPS or r["impl"] != "auto":  # (along-N rows, e.g. ag_gemm_n, have no peer figure)
             continue
+        base = next(x for x in rows if x["op"] == r["op"] and x["M"] == r["M"] and x["N"] == r["N"] and x["K"] == r["K"] and x["impl"] == "baseline")
         key = (OPS[r["op"]], r["M"], r["N"], r["K"])
         nccl = peer.get(key + ("nccl+cublas",))
         symm = peer.get(key + ("torch-symm",))
-        base_ms = r["baseline_ms"]
-        sp = base_ms / r["ms"]
+        sp = base["ms"] / r["ms"]
         vs_symm = symm / r["ms"] if symm else None
         per_op.setdefault(r["op"], []).append((sp, vs_symm, (symm and nccl) and nccl / symm))
-        print(f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {nccl:.3f} | {base_ms:.3f} | {base_ms / nccl:.2f} | "
+        print(f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f} | "
               f"{r['ran']} | {r['ms']:.3f} | {sp:.2f}x | {symm:.3f} | {vs_symm:.2f}x | {r['check']} |" if symm else
-              f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {nccl:.3f} | {base_ms:.3f} | {base_ms / nccl:.2f} | "
+              f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f} | "
               f"{r['ran']} | {r['ms']:.3f} | {sp:.2f}x | n/a | n/a | {r['check']} |")
     print()
     for op, v in per_op.items():

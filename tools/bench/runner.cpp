@@ -1,9 +1,7 @@
 // One rank of tpgemm-bench: for every shape, the baseline's parts (GEMM alone, collective
 // alone), then every implementation: checked against a reference on fresh random data with a
 // poisoned output (--check), and timed with CUDA events around each run (median per rank,
-// maximum over ranks), the way shared/peers/torch_peers.py times its peers. Each implementation
-// but the baseline runs in alternation with the baseline, and its speedup is over the baseline's
-// time in that alternation (a GPU that slows as it heats weighs on both alike). --op gemm times
+// maximum over ranks), the way shared/peers/torch_peers.py times its peers. --op gemm times
 // each GPU's local matmul alone: cuBLASLt against every configuration of tpgemm's GEMM core.
 #include "bench/runner.h"
 
@@ -269,15 +267,12 @@ class Runner {
   std::pair<double, double> time_pair_ms(const std::function<void()>& a, const std::function<void()>& b) {
     for (int i = 0; i < cfg_.warmup_iterations; ++i) a(), b();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    team_.check();
-    t_.barrier();
     const Event start = Event::create(true), stop = Event::create(true);
     std::vector<float> ta, tb;
     for (int i = 0; i < cfg_.iterations; ++i) {
       ta.push_back(event_ms(start, stop, a));
       tb.push_back(event_ms(start, stop, b));
     }
-    team_.check();
     const double ma = median_over_ranks(std::move(ta));
     return {ma, median_over_ranks(std::move(tb))};
   }
@@ -321,7 +316,6 @@ class Runner {
       expected = testing::expected_d(p, t_.world, t_.rank, kSeed, testing::RefEngine::kCublasLt, t_.lt, stream_.get());
     time_parts(g, base);
 
-    std::unique_ptr<Plan> baseline;  // kept: every other implementation is timed in alternation with it
     for (Impl impl : gemm_impls(p)) {
       ResultRow row = base;
       row.impl = std::string(to_string(impl));
@@ -334,20 +328,11 @@ class Runner {
       row.chosen = std::string(to_string(plan->impl()));
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
-      const auto check = [&](bool* ok) {
+      measure(row, fn, [&](bool* ok) {
         return check_once(g.d.get(), operand_sizes(p, t_.world).d, p.dtype, fn,
                           [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, ok);
-      };
-      if (impl == Impl::kBaseline || baseline == nullptr) {
-        measure(row, fn, check);
-        if (impl == Impl::kBaseline) base.baseline_ms = row.baseline_ms = row.ms;
-      } else {
-        // The row's speedup is against the baseline timed in alternation with it (time_pair_ms),
-        // so that a GPU slowing as it heats over the shape's rows weighs on both alike.
-        const auto base_fn = [&] { baseline->run(ops, stream_.get()); };
-        measure(row, fn, check, [&] { std::tie(row.baseline_ms, row.ms) = time_pair_ms(base_fn, fn); });
-      }
-      if (impl == Impl::kBaseline) baseline = std::move(plan);
+      });
+      if (impl == Impl::kBaseline) base.baseline_ms = row.baseline_ms = row.ms;
       print(table_row(row));
       rows_.push_back(row);
     }
