@@ -217,16 +217,23 @@ void expect_rank0_times_out_naming_rank1(const std::string& what, const std::fun
 
 TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
-  for (auto [op, impl] : {std::pair{Op::kAgGemm, Impl::kPipelinedCE}, std::pair{Op::kGemmRs, Impl::kPipelinedCE},
-                          std::pair{Op::kAgGemm, Impl::kFused}, std::pair{Op::kGemmRs, Impl::kFused},
-                          std::pair{Op::kGemmAr, Impl::kFused},
-                          std::pair{Op::kAgGemm, Impl::kNaiveRemote},
-                          std::pair{Op::kAgGemm, Impl::kThreadloadGather}, std::pair{Op::kAgGemm, Impl::kGatherThenGemm},
-                          std::pair{Op::kGemmRs, Impl::kGemmReduceScatter}, std::pair{Op::kAgGemm, Impl::kAllGatherGemm}})
-    expect_rank0_times_out_naming_rank1(strfmt("%s %s", std::string(to_string(op)).c_str(), std::string(to_string(impl)).c_str()),
-                                        [op, impl](const Team& team, cudaStream_t st) {
+  struct Case {
+    Op op;
+    Impl impl;
+    int chunks;  // 0: the planner's; pipelined gemm_rs / gemm_ar in 2: the ring of partials as C
+  };
+  for (auto [op, impl, chunks] : {Case{Op::kAgGemm, Impl::kPipelinedCE, 0}, Case{Op::kGemmRs, Impl::kPipelinedCE, 0},
+                                  Case{Op::kGemmRs, Impl::kPipelinedCE, 2}, Case{Op::kGemmAr, Impl::kPipelinedCE, 2},
+                                  Case{Op::kAgGemm, Impl::kFused, 0}, Case{Op::kGemmRs, Impl::kFused, 0},
+                                  Case{Op::kGemmAr, Impl::kFused, 0}, Case{Op::kAgGemm, Impl::kNaiveRemote, 0},
+                                  Case{Op::kAgGemm, Impl::kThreadloadGather, 0}, Case{Op::kAgGemm, Impl::kGatherThenGemm, 0},
+                                  Case{Op::kGemmRs, Impl::kGemmReduceScatter, 0}, Case{Op::kAgGemm, Impl::kAllGatherGemm, 0}})
+    expect_rank0_times_out_naming_rank1(strfmt("%s %s chunks=%d", std::string(to_string(op)).c_str(),
+                                               std::string(to_string(impl)).c_str(), chunks),
+                                        [op, impl, chunks](const Team& team, cudaStream_t st) {
       PlanOptions o;
       o.impl = impl;
+      o.chunks_per_rank = chunks;
       const GemmProblem p = small(op);
       auto* plan = new Plan(team, p, o);  // left alive (see above)
       auto* data = new testing::RankData(p, team.world_size(), team.rank(), 4, st);
