@@ -94,15 +94,16 @@ int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
     const bool one_wave = gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms - kDefaultCommSms);
     return world <= 2 && one_wave && block_bytes >= 2 * kMiB ? 4 : 1;
   }
-  // gemm_rs on two ranks without C, from 2048 rows per block: two chunks, each own chunk's matmul
+  // gemm_rs on two ranks without C, from 1024 rows per block: two chunks, each own chunk's matmul
   // adding the peer's partial of its rows (NOTE [partial as C] in plan/schedule.h), so that no
   // reduction is left at the end. One call at W=2 (bench/results/2026-11-23-partial-as-c), ms,
   // against one chunk with the reduction: 4096 x 8192 x 2048 0.231 (0.257), 8192: 0.489 (0.469),
   // 16384: 0.863 (0.910), 16384 x 8192 x 7168: 2.897 (3.075); four chunks 0.244, 0.439, 0.936,
   // 2.974; eight 0.273, 0.459, 0.878, 3.025. At 256 rows per block chunks only cost (512 rows:
-  // 0.069 ms with one, 0.089 with two), and there auto takes gemm_reducescatter anyway.
-  // At W > 2 the ring (the same schedule) is not measured yet: one chunk, with the reduction.
-  if (impl == Impl::kPipelinedCE && p.op == Op::kGemmRs && partial_as_c_fits(p, world) && world == 2 && block >= 2048)
+  // 0.069 ms with one, 0.089 with two), and there auto takes gemm_reducescatter anyway. At 1024
+  // rows per block (2048 x 8192 x 2048) two took 0.131 and 0.134 ms in two calls, one 0.144; at
+  // 512 two took 0.089, one 0.082 (bench/results/2026-11-23-ring). At W > 2 the ring (the same schedule) is not measured yet: one chunk, with the reduction.
+  if (impl == Impl::kPipelinedCE && p.op == Op::kGemmRs && partial_as_c_fits(p, world) && world == 2 && block >= 1024)
     return 2;
   if (impl == Impl::kPipelinedCE && ring_all_reduce(p, world, block)) return ring_all_reduce_chunks(block);
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;

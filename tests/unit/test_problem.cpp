@@ -334,7 +334,7 @@ TEST(Choose, FusedPullsPiecesOfColumnsOnlyWhenItsTilesAreOneWaveOfTwoRanks) {
 }
 
 // NOTE [partial as C]: by default only gemm_rs on two ranks (measured there), along M, without
-// C, from 2048 rows per block.
+// C, from 1024 rows per block.
 TEST(Choose, GemmRsOnTwoRanksWithoutCTakesTwoChunks) {
   GemmProblem p = ag(4096, 8192, 2048);
   p.op = Op::kGemmRs;
@@ -343,7 +343,9 @@ TEST(Choose, GemmRsOnTwoRanksWithoutCTakesTwoChunks) {
   EXPECT_EQ(choose(p, {2, true}, o).chunks, 2);
   EXPECT_EQ(choose(p, {2, true}, {}).chunks, 2);  // auto: pipelined_ce there
   EXPECT_EQ(choose(p, {4, true}, o).chunks, 1);
-  p.m = 2048;  // 1024 rows per block: not measured
+  p.m = 2048;  // 1024 rows per block
+  EXPECT_EQ(choose(p, {2, true}, o).chunks, 2);
+  p.m = 1024;  // 512 rows per block: one chunk measured faster
   EXPECT_EQ(choose(p, {2, true}, o).chunks, 1);
   p.m = 4096;
   p.has_c = true;
@@ -369,6 +371,7 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kGemmRs, 64, 8192, 2048, 4, Impl::kBaseline, 1},           {Op::kAgGemm, 128, 8192, 8192, 4, Impl::kBaseline, 1},
       {Op::kAgGemm, 128, 8192, 8192, 2, Impl::kBaseline, 1},          {Op::kGemmRs, 64, 8192, 2048, 2, Impl::kBaseline, 1},      {Op::kAgGemm, 1024, 8192, 8192, 2, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 1024, 8192, 2048, 2, Impl::kPipelinedCE, 1}, {Op::kGemmRs, 128, 8192, 2048, 2, Impl::kGemmReduceScatter, 1},
+      {Op::kGemmRs, 2048, 8192, 2048, 2, Impl::kPipelinedCE, 2}, {Op::kGemmRs, 2048, 8192, 2048, 4, Impl::kPipelinedCE, 1},
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kFused, 1},         {Op::kGemmAr, 64, 8192, 2048, 2, Impl::kFused, 1},
       {Op::kGemmAr, 128, 8192, 2048, 2, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 80, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
