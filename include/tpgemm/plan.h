@@ -37,6 +37,9 @@ class Plan {
 
   Impl impl() const;
   const GemmProblem& problem() const;
+  // The options as the planner resolved them: the implementation that runs, its chunks per rank
+  // block and the SMs left to tpgemm's kernels beside the matmuls (as PlanOptions documents).
+  PlanOptions options() const;
 
   // Would this rank accept the problem with these options? Local and non-throwing.
   static Status can_implement(const Team& team, const GemmProblem& problem,

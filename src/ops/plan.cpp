@@ -102,6 +102,13 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
 
 Impl Plan::impl() const { return state_->choice.impl; }
 const GemmProblem& Plan::problem() const { return state_->problem; }
+PlanOptions Plan::options() const {
+  PlanOptions o;
+  o.impl = state_->choice.impl;
+  o.chunks_per_rank = state_->choice.chunks;
+  o.comm_sms = state_->choice.comm_sms;
+  return o;
+}
 
 Status Plan::can_implement(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
   return detail::check_locally(*team.state(), problem, options);

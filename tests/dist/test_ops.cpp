@@ -292,6 +292,30 @@ TEST_P(Dist, CudaGraphReplaysNeedNoReset) {
             0);
 }
 
+// Plan::options reports what the planner resolved: the options asked for, and auto's choice.
+TEST_P(Dist, PlanReportsTheOptionsItResolved) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              const GemmProblem p = problem(Op::kGemmRs, W, DType::kBF16, BLayout::kNK, 0);
+              PlanOptions o;
+              o.impl = Impl::kPipelinedCE;
+              o.chunks_per_rank = 3;
+              o.comm_sms = 6;
+              const Status s = testsupport::caught([&] {
+                const Plan asked(team, p, o), automatic(team, p);
+                const PlanOptions a = asked.options(), b = automatic.options();
+                RANK_EXPECT(a.impl == Impl::kPipelinedCE && a.chunks_per_rank == 3 && a.comm_sms == 6,
+                            "asked pipelined_ce, 3 chunks, 6 SMs; got %s, %d, %d", std::string(to_string(a.impl)).c_str(),
+                            a.chunks_per_rank, a.comm_sms);
+                RANK_EXPECT(b.impl == automatic.impl() && b.impl != Impl::kAuto && b.chunks_per_rank >= 1,
+                            "auto resolved to %s, %d chunks", std::string(to_string(b.impl)).c_str(), b.chunks_per_rank);
+              });
+              RANK_EXPECT(s.ok(), "%s", s.message.c_str());
+            }),
+            0);
+}
+
 TEST_P(Dist, AllReduceKernelsMatchTheSum) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);

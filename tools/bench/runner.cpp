@@ -326,6 +326,8 @@ class Runner {
       auto plan = make_or_report<Plan>(row, team_, p, opts);
       if (plan == nullptr) continue;
       row.chosen = std::string(to_string(plan->impl()));
+      row.chunks = plan->options().chunks_per_rank;
+      row.comm_sms = plan->options().comm_sms;
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
       measure(row, fn, [&](bool* ok) {
