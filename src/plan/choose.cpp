@@ -36,7 +36,7 @@ namespace tpgemm::plan {
 //            0.112 ms against pipelined_ce's 0.096; bench/results/2026-11-22-fused-ar). Not
 //            measured along N or below those sizes: there the rule below.
 //            pipelined_ce from 256 rows per block (W=4 M=512, 128 rows: 1.01x, within noise);
-//            one chunk (two measured no better), except at W=2 without C from 2048 rows per block:
+//            one chunk (two measured no better), except at W=2 without C from 1024 rows per block:
 //            two, with the peer's partial added in the own chunks' epilogues (NOTE [partial as C]).
 //            fused (the GEMM core flagging tiles, SMs pushing them) measured slower than
 //            pipelined_ce on every shared shape at W=2 (0.319 against 0.245 ms at M=4096;
@@ -46,7 +46,10 @@ namespace tpgemm::plan {
 //            tiles per rank: W=4 M=4096, 8192, 16384: 1.24x, 1.41x, 1.42x against pipelined_ce's
 //            1.10x, 1.21-1.25x, 1.27x, and M=2048: 1.18-1.19x where the baseline ran; W=2 M=2048
 //            to 16384: 1.23-1.34x against 1.08-1.26x (bench/results/2026-11-22-fused-ar, -tuning;
-//            W > 4 unmeasured). Else pipelined_ce, one round (W=4 M=8192: 1.21x). Below that the
+//            W > 4 unmeasured). Else pipelined_ce, one round (W=4 M=8192: 1.21x). At W=2 without C,
+//            from 4096 rows per block and N = 8192 up, pipelined_ce's ring of partials as C in
+//            chunks of 1024 rows instead (M=8192: 0.580 ms against fused's 0.636; M=16384: 1.066
+//            against 1.211; `ring_all_reduce` below). Below that the
 //            matmul then the all-reduce the rule below picks for D's size (W=4: gemm_twoshot
 //            1.30x at M=128), except at W=2 for M = 16, 32, 64 over at least 128 tiles: fused's
 //            decode kernel (NOTE [fused decode]; 0.019-0.025 ms against 0.023-0.028), and except at
@@ -69,9 +72,11 @@ constexpr int kDefaultCommSms = 2;
 //   4096   0.341           0.349 / 0.340 / 0.425
 //   8192   0.636           0.687 / 0.580 / 0.645   (4 chunks: 0.582 in a second call)
 //   16384  1.211           1.246 / 1.148 / 1.066
-// Not measured at W > 2, with C (the schedule has none), nor at other N.
-bool ring_all_reduce(const GemmProblem& p, int world, int64_t block) {
-  return p.op == Op::kGemmAr && world == 2 && partial_as_c_fits(p, world) && block >= 4096;
+// Not measured at W > 2, with C (the schedule has none), nor below N = 8192, where a 1024-row
+// chunk's matmul fills less of a wave. Not when the caller asks for one chunk (no ring then).
+bool ring_all_reduce(const GemmProblem& p, int world, int64_t block, int chunks_asked) {
+  return p.op == Op::kGemmAr && world == 2 && partial_as_c_fits(p, world) && block >= 4096 && p.n >= 8192 &&
+         chunks_asked != 1;
 }
 int ring_all_reduce_chunks(int64_t block) { return static_cast<int>(std::min<int64_t>(block / 1024, 8)); }
 
@@ -105,7 +110,7 @@ int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
   // 512 two took 0.089, one 0.082 (bench/results/2026-11-23-ring). At W > 2 the ring (the same schedule) is not measured yet: one chunk, with the reduction.
   if (impl == Impl::kPipelinedCE && p.op == Op::kGemmRs && partial_as_c_fits(p, world) && world == 2 && block >= 1024)
     return 2;
-  if (impl == Impl::kPipelinedCE && ring_all_reduce(p, world, block)) return ring_all_reduce_chunks(block);
+  if (impl == Impl::kPipelinedCE && ring_all_reduce(p, world, block, 0)) return ring_all_reduce_chunks(block);
   return p.op == Op::kAgGemm && impl == Impl::kPipelinedCE && block >= 2048 ? 2 : 1;
 }
 
@@ -164,9 +169,9 @@ Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
   return max_block_rows(p.m, topo.world) >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
 }
 
-Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo) {
+Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo, int chunks_asked) {
   const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
-  if (ring_all_reduce(p, topo.world, max_block_rows(p.m, topo.world))) return Impl::kPipelinedCE;
+  if (ring_all_reduce(p, topo.world, max_block_rows(p.m, topo.world), chunks_asked)) return Impl::kPipelinedCE;
   // fused from 16 MiB of D per rank at W=2, 8 MiB at W >= 4 (W=4, M=2048: 1.19x and 1.18x over
   // the baseline, two calls; bench/results/2026-11-22-tuning).
   if (d_bytes / topo.world >= (topo.world >= 4 ? 8 : 16) * kMiB)  // (not the decode kernel: see below)
@@ -203,7 +208,7 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   switch (q.op) {
     case Op::kAgGemm: impl = choose_ag_gemm(q, topo, along_n); break;
     case Op::kGemmRs: impl = choose_gemm_rs(q, topo, along_n); break;
-    case Op::kGemmAr: impl = choose_gemm_ar(q, topo); break;  // (along M only: q is p)
+    case Op::kGemmAr: impl = choose_gemm_ar(q, topo, options.chunks_per_rank); break;  // (along M only: q is p)
   }
   if (along_n && impl == Impl::kFused) impl = Impl::kPipelinedCE;
   return fill_defaults(p, topo.world, impl, options);

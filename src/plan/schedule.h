@@ -4,9 +4,9 @@
 // NOTE [schedule model]
 // Each rank has up to three in-order streams: kCompute (the caller's stream; cuBLASLt matmuls
 // and reduction kernels), kCopy (a high-priority side stream; copy-engine transfers over
-// NVLink, flag writes, small synchronisation kernels) and kGather (a second such stream for
+// NVLink, flag writes, small synchronisation kernels) and kGather (a second such stream: for
 // gemm_ar's all-gather, so that pulling round j's reduced rows never delays round j + 1's
-// pushes). Steps are listed in host enqueue order. Ordering between the streams of one rank
+// pushes; in NOTE [partial as C], for the arrival waits). Steps are listed in host enqueue order. Ordering between the streams of one rank
 // is by events only (record / wait);
 // ordering between ranks is by barriers and by flags in symmetric memory (signal /
 // wait_signal / reduce). Every cross-rank wait is bounded on the GPU.
@@ -35,7 +35,8 @@ namespace tpgemm::plan {
 //   kShard     symmetric, [0, M/W) x K: a copy of this rank's A shard that peers pull (ag_gemm)
 //   kGathered  local, [0, M) x K: peers' shards land here at their global rows (ag_gemm)
 //   kStage     local, [0, M) x N: partial products bound for other ranks (gemm_rs / gemm_ar)
-//   kRecv      symmetric, W slots (slot = source rank) of [0, maxblock) x N: partials for my rows
+//   kRecv      symmetric, W slots of [0, maxblock) x N: partials for my rows (slot = source
+//              rank), or in NOTE [partial as C] running sums (slot = the block's owner)
 //   kReduced   symmetric, [0, maxblock) x N: my reduced rows, pulled by peers (gemm_ar)
 enum class Buf : uint8_t { kUserA, kUserC, kUserD, kShard, kGathered, kStage, kRecv, kReduced };
 constexpr int kNumBufs = 8;
@@ -112,13 +113,14 @@ struct Schedule {
 // adding the sum the previous rank pushed into its receive slot `block`, as soon as that chunk's
 // flag (round = (s - 1) * chunks + chunk) is up. Before the last step it pushes each chunk into
 // the next rank's slot and raises its flag; at step W - 1 the block is its own and the matmul
-// writes D (gemm_ar: its reduced rows, which every rank then pulls into D chunk by chunk, after
-// a ready flag per chunk, and the owner copies into its own D). The gather stream waits for the
-// flags, so that the compute stream waits only on events. A chunk lands while this rank multiplies the chunks before it, as long as one chunk's
+// writes D (gemm_ar: its reduced rows, which every rank then pulls into D chunk by chunk on the
+// copy stream, after a ready flag per chunk, while the gather stream copies the owner's own).
+// The gather stream waits for the arrival flags, so that the compute stream waits only on
+// events. A chunk lands while this rank multiplies the chunks before it, as long as one chunk's
 // transfer is shorter than the other chunks' matmuls of a step.
-// Each step rounds the sum so far to D's type, where the slot reduction rounds each partial and
-// then sums in fp32: as many roundings, of sums rather than partials, as in NCCL's ring. The
-// order of the sum is fixed, so results repeat bitwise.
+// Each step rounds the sum so far to D's type: W roundings in all, of growing sums, where the
+// slot reduction rounds each of the W partials and then their fp32 sum once. The order of the
+// sum is fixed, so results repeat bitwise.
 Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c = false);
 // Whether the caller's problem (before any transposition along N) takes that schedule when cut
 // into 2 or more chunks: gemm_rs or gemm_ar on two or more ranks, along M, without C.

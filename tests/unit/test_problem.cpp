@@ -398,6 +398,15 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
   with_c.has_c = true;
   with_c.beta = 1.0f;
   EXPECT_EQ(choose(with_c, {2, true}, {}).impl, Impl::kFused);
+  // Nor below N = 8192 (measured there only), nor when the caller asks for one chunk.
+  GemmProblem narrow = ag(8192, 4096, 2048);
+  narrow.op = Op::kGemmAr;
+  EXPECT_EQ(choose(narrow, {2, true}, {}).impl, Impl::kFused);
+  PlanOptions one;
+  one.chunks_per_rank = 1;
+  narrow.n = 8192;
+  EXPECT_EQ(choose(narrow, {2, true}, one).impl, Impl::kFused);
+  EXPECT_EQ(choose(narrow, {2, true}, {}).impl, Impl::kPipelinedCE);
   // Where D is large enough for fused but M is decode-sized, auto does not take the decode kernel.
   GemmProblem small_m = ag(256, 16384, 2048);
   small_m.op = Op::kGemmAr;
