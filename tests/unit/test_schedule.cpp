@@ -133,6 +133,33 @@ TEST(SimulationCanFail, PartialAsCWithoutTheArrivalWaitReadsAPartialNotYetPushed
   }
 }
 
+// Every flag wait of the ring is needed: drop any one of them, from one rank, and with the rank
+// it waits for slow in its matmuls, that rank's partial or sum is read before it is written.
+TEST(SimulationCanFail, PartialAsCWithoutAnyOneFlagWaitReadsDataNotYetWritten) {
+  for (Op op : {Op::kGemmRs, Op::kGemmAr})
+    for (int w : {2, 4}) {
+      const GemmProblem p = make(op, 4 * w);
+      const std::vector<plan::Schedule> full = partial_as_c(p, w, 2);
+      const int waiter = 1;
+      int dropped = 0;
+      for (size_t i = 0; i < full[waiter].steps.size(); ++i) {
+        const plan::Step& x = full[waiter].steps[i];
+        if (x.kind != plan::StepKind::kWaitSignal) continue;
+        std::vector<plan::Schedule> s = full;
+        s[waiter].steps.erase(s[waiter].steps.begin() + static_cast<std::ptrdiff_t>(i));
+        sim::SimOptions o;
+        o.calls = 1;
+        o.max_delay_us = 0;
+        o.slow_matmul_rank = x.peer;
+        const std::string err = sim::simulate(p, s, o);
+        EXPECT_NE(err.find(" reads "), std::string::npos)
+            << to_string(op) << " W=" << w << " without '" << plan::describe(x) << "' on rank " << waiter << ": " << err;
+        ++dropped;
+      }
+      EXPECT_EQ(dropped, (w - 1) * 2 + (op == Op::kGemmAr ? (w - 1) * 2 : 0)) << to_string(op) << " W=" << w;
+    }
+}
+
 TEST(SimulationCanFail, PartialAsCAllReduceWithoutTheReadyWaitPullsRowsNotYetSummed) {
   const GemmProblem p = make(Op::kGemmAr, 8);
   std::vector<plan::Schedule> s = partial_as_c(p, 2, 2);
