@@ -87,9 +87,9 @@ class Builder {
     s_.steps.push_back(x);
   }
   // D = alpha * A B + addend (NOTE [partial as C]).
-  void gemm_plus(const Region& a, const Region& d, const Region& addend) {
+  void gemm_plus(const Region& a, const Region& d, const Region& addend, bool carveout) {
     if (a.rows == 0) return;
-    gemm(a, d, false, false);
+    gemm(a, d, false, carveout);
     s_.steps.back().has_addend = true;
     s_.steps.back().addend = addend;
   }
@@ -277,6 +277,10 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
              region(Buf::kUserD, r, 0, sblk.begin + piece.begin, piece.rows));
     }
   };
+  // Every matmul leaves SMs free: from barrier 0 to the last arrival a flag-wait kernel spins on
+  // the gather stream (gemm_ar: on the copy stream too), and a matmul that has all the SMs would
+  // hold one of its own blocks back behind it.
+  constexpr bool kCarveout = true;
   for (int step = 0; step < W; ++step) {
     // Block r - 1 - step: its sum starts here at step 0 and ends with its owner at step W - 1.
     const int owner = (r + 2 * W - 1 - step) % W;
@@ -290,12 +294,12 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
                        : ar  ? region(Buf::kReduced, r, 0, piece.begin, piece.rows)
                              : region(Buf::kUserD, r, 0, piece.begin, piece.rows);
       if (step == 0) {
-        b.gemm(a, d, false, c == 0);
+        b.gemm(a, d, false, kCarveout);
       } else {  // the sum so far, pushed by the previous rank into slot `owner`
         b.wait_signal(Stream::kGather, prev, Flag::kArrive, (step - 1) * chunks + c);
         b.join(Stream::kGather, Stream::kCompute);
         if (ar && last && c > 0) keep_own(c - 1);  // after the wait the matmul's event follows
-        b.gemm_plus(a, d, region(Buf::kRecv, r, owner, piece.begin, piece.rows));
+        b.gemm_plus(a, d, region(Buf::kRecv, r, owner, piece.begin, piece.rows), kCarveout);
       }
       if (last) {
         if (ar) gather(c);
