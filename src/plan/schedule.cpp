@@ -246,8 +246,8 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
   return b.take();
 }
 
-// GEMM + ReduceScatter without C, the running sum of each block passed around the ring and
-// added in the matmuls' epilogues (NOTE [partial as C]). gemm_ar: the owner's sum goes into its
+// GEMM + ReduceScatter and GEMM + AllReduce without C, the running sum of each block passed
+// around the ring and added in the matmuls' epilogues (NOTE [partial as C]). gemm_ar: the owner's sum goes into its
 // reduced rows chunk by chunk, and every rank pulls them, as in build_rs_ar.
 Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
   const bool ar = p.op == Op::kGemmAr;
@@ -298,7 +298,9 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
       } else {  // the sum so far, pushed by the previous rank into slot `owner`
         b.wait_signal(Stream::kGather, prev, Flag::kArrive, (step - 1) * chunks + c);
         b.join(Stream::kGather, Stream::kCompute);
-        if (ar && last && c > 0) keep_own(c - 1);  // after the wait the matmul's event follows
+        // The own copy of chunk c - 1 goes after the event this matmul waits for, so that the
+        // matmul never waits for the copy.
+        if (ar && last && c > 0) keep_own(c - 1);
         b.gemm_plus(a, d, region(Buf::kRecv, r, owner, piece.begin, piece.rows), kCarveout);
       }
       if (last) {
