@@ -105,8 +105,8 @@ struct Schedule {
 //
 // NOTE [partial as C]
 // gemm_rs and gemm_ar without C, in 2 or more chunks (`partial_as_c`; along M only; the
-// planner's choice on two ranks, for gemm_rs from 1024 rows per block and gemm_ar from 4096,
-// src/plan/choose.cpp): no reduction after the last matmul.
+// planner's choice on two ranks, for gemm_rs from 1024 rows per block and gemm_ar from 4096 at
+// N >= 8192, src/plan/choose.cpp): no reduction after the last matmul.
 // The sum of each rank block travels once around the ring r -> r + 1, and each rank adds its
 // partial in a matmul's epilogue, taking the sum so far as C with weight 1. At step s (0 ..
 // W - 1) rank r multiplies the rows of block r - 1 - s chunk by chunk: at step 0 plainly, later
