@@ -107,7 +107,8 @@ int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
   // 2.974; eight 0.273, 0.459, 0.878, 3.025. At 256 rows per block chunks only cost (512 rows:
   // 0.069 ms with one, 0.089 with two), and there auto takes gemm_reducescatter anyway. At 1024
   // rows per block (2048 x 8192 x 2048) two took 0.131 and 0.134 ms in two calls, one 0.144; at
-  // 512 two took 0.089, one 0.082 (bench/results/2026-11-23-ring). At W > 2 the ring (the same schedule) is not measured yet: one chunk, with the reduction.
+  // 512 two took 0.089, one 0.082 (bench/results/2026-11-23-ring). At W > 2 the ring (the same
+  // schedule) is not measured yet: one chunk, with the reduction.
   if (impl == Impl::kPipelinedCE && p.op == Op::kGemmRs && partial_as_c_fits(p, world) && world == 2 && block >= 1024)
     return 2;
   if (impl == Impl::kPipelinedCE && ring_all_reduce(p, world, block, 0)) return ring_all_reduce_chunks(block);

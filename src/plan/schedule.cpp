@@ -148,6 +148,21 @@ class Builder {
 
 Region region(Buf b, int rank, int slot, int64_t row0, int64_t rows) { return Region{b, rank, slot, row0, rows}; }
 
+// gemm_ar's all-gather of part j (of `parts`) of every rank block, on stream `st`, after all the
+// compute stream holds so far: tell the peers that this rank's reduced rows of part j are ready,
+// and pull each peer's into D once its own are.
+void gather_reduced(Builder& b, const GemmProblem& p, int W, int r, Stream st, int parts, int j) {
+  b.join(Stream::kCompute, st);
+  for (int s = 1; s < W; ++s) b.signal(st, (r + s) % W, Flag::kReady, j);
+  for (int s = 1; s < W; ++s) {
+    const int src = (r + s) % W;
+    const RowBlock blk = rank_block(p.m, W, src), part = split_rows(blk.rows, parts, j);
+    b.wait_signal(st, src, Flag::kReady, j);
+    b.copy(st, region(Buf::kReduced, src, 0, part.begin, part.rows),
+           region(Buf::kUserD, r, 0, blk.begin + part.begin, part.rows));
+  }
+}
+
 // AllGather + GEMM, rotating A (CUTLASS's AllGather1D_TilingCD_RotatingA; PyTorch async-TP):
 // multiply the own shard straight from the caller's A while the copy engine pulls shard
 // (r + s) mod W directly from its owner, then multiply each shard as it lands.
@@ -223,16 +238,7 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
     if (j == 0 && W > 1) b.wait_event(Stream::kCompute, epoch_bumped);
     b.reduce(region(Buf::kRecv, r, 0, sub.begin, sub.rows), region(Buf::kUserD, r, 0, d_row0, sub.rows), j, ar);
     if (!ar || W == 1) continue;
-    b.join(Stream::kCompute, Stream::kGather);
-    for (int s = 1; s < W; ++s) b.signal(Stream::kGather, (r + s) % W, Flag::kReady, j);
-    for (int s = 1; s < W; ++s) {
-      const int src = (r + s) % W;
-      const RowBlock sblk = rank_block(p.m, W, src);
-      const RowBlock ssub = split_rows(sblk.rows, rounds, j);
-      b.wait_signal(Stream::kGather, src, Flag::kReady, j);
-      b.copy(Stream::kGather, region(Buf::kReduced, src, 0, ssub.begin, ssub.rows),
-             region(Buf::kUserD, r, 0, sblk.begin + ssub.begin, ssub.rows));
-    }
+    gather_reduced(b, p, W, r, Stream::kGather, rounds, j);
   }
   if (W > 1) b.join(Stream::kCopy, Stream::kCompute);
   if (W > 1 && ar) b.join(Stream::kGather, Stream::kCompute);
@@ -264,18 +270,6 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
     b.copy(Stream::kGather, region(Buf::kReduced, r, 0, piece.begin, piece.rows),
            region(Buf::kUserD, r, 0, mine.begin + piece.begin, piece.rows));
   };
-  // gemm_ar: tell the peers that chunk c of the own sum is ready, and pull chunk c of theirs.
-  auto gather = [&](int c) {
-    b.join(Stream::kCompute, Stream::kCopy);
-    for (int s = 1; s < W; ++s) b.signal(Stream::kCopy, (r + s) % W, Flag::kReady, c);
-    for (int s = 1; s < W; ++s) {
-      const int src = (r + s) % W;
-      const RowBlock sblk = rank_block(p.m, W, src), piece = split_rows(sblk.rows, chunks, c);
-      b.wait_signal(Stream::kCopy, src, Flag::kReady, c);
-      b.copy(region(Buf::kReduced, src, 0, piece.begin, piece.rows),
-             region(Buf::kUserD, r, 0, sblk.begin + piece.begin, piece.rows));
-    }
-  };
   // Every matmul leaves SMs free: from barrier 0 to the last arrival a flag-wait kernel spins on
   // the gather stream beside it (gemm_ar: on the copy stream too). With all the SMs, W=2 gemm_rs
   // ran 5-10% slower at M=8192 and 16384 (bench/results/2026-11-23-ring, carveout-h200x2).
@@ -303,7 +297,7 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
         b.gemm_plus(a, d, region(Buf::kRecv, r, owner, piece.begin, piece.rows), kCarveout);
       }
       if (last) {
-        if (ar) gather(c);
+        if (ar) gather_reduced(b, p, W, r, Stream::kCopy, chunks, c);  // the copy stream pushes no more
         continue;
       }
       b.join(Stream::kCompute, Stream::kCopy);

@@ -328,9 +328,10 @@ class Runner {
       opts.comm_sms = cfg_.comm_sms;
       auto plan = make_or_report<Plan>(row, team_, p, opts);
       if (plan == nullptr) continue;
-      row.chosen = std::string(to_string(plan->impl()));
-      row.chunks = plan->options().chunks_per_rank;
-      row.comm_sms = plan->options().comm_sms;
+      const PlanOptions resolved = plan->options();
+      row.chosen = std::string(to_string(resolved.impl));
+      row.chunks = resolved.chunks_per_rank;
+      row.comm_sms = resolved.comm_sms;
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
       measure(row, fn, [&](bool* ok) {
