@@ -31,6 +31,8 @@ SUMMARY=$LOGS/summary.txt
 : > "$SUMMARY"
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
+# The result rows of stage NAME's log that match REGEX, into the summary, each led by NAME.
+rows_to_summary() { grep -E "$2" "$LOGS/$1.log" | sed "s/^/$1 /" | tee -a "$SUMMARY" > /dev/null; }
 pack() { [ -n "${OUT:-}" ] && tar czf "$OUT/results.tgz" -C "$LOGS" . 2>/dev/null && cp "$SUMMARY" "$OUT/summary.txt"; true; }
 # DEADLINE (seconds from the start, optional) bounds the whole run: a stage gets what is left.
 stage() {  # stage NAME TIMEOUT_S COMMAND...
@@ -94,7 +96,7 @@ for s in $STAGES; do
         [ "$w" -le "$GPUS" ] || continue
         stage "ladder_W$w" 600 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm --impl ladder --dtype fp16 \
           --shapes bench/ladder_shapes.txt --iterations 5 --warmup-iterations 1 --check --json "$LOGS/ladder_W$w.json"
-        grep -E "^ag_gemm" "$LOGS/ladder_W$w.log" | sed "s/^/ladder_W$w /" | tee -a "$SUMMARY" > /dev/null
+        rows_to_summary "ladder_W$w" "^ag_gemm"
       done ;;
     sweep)  # calibration of the planner: every implementation, pipelined at several chunkings
       for w in $WORLDS; do
@@ -114,7 +116,7 @@ for s in $STAGES; do
             name=sweep_fused_W${w}_c${c}_s$z
             TPGEMM_SM90_SWIZZLE=${z/auto/} stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm \
               --impl fused --chunks "$c" --shapes "${SHAPES:-bench/shapes.txt}" --check --json "$LOGS/$name.json"
-            grep -E "^ag_gemm" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
+            rows_to_summary "$name" "^ag_gemm"
           done
         done
       done ;;
@@ -124,7 +126,7 @@ for s in $STAGES; do
         for c in ${COMM_SMS:-2 4 8 16}; do
           stage "sweep_rs_W${w}_s$c" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs --impl fused,pipelined \
             --comm-sms "$c" --shapes "${SHAPES:-bench/shapes.txt}" --check --json "$LOGS/sweep_rs_W${w}_s$c.json"
-          grep -E "^gemm_rs" "$LOGS/sweep_rs_W${w}_s$c.log" | sed "s/^/sweep_rs_W${w}_s$c /" | tee -a "$SUMMARY" > /dev/null
+          rows_to_summary "sweep_rs_W${w}_s$c" "^gemm_rs"
         done
       done ;;
     sweep_ar_fused)  # the fused gemm_ar with COMM_SMS SMs beside the GEMM, against gemm_twoshot, from 512 rows up
@@ -134,7 +136,7 @@ for s in $STAGES; do
           name=sweep_ar_fused_W${w}_s$c
           stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar --impl fused,gemm_twoshot --comm-sms "$c" \
             --shapes "${SHAPES:-bench/ar_sweep.txt}" --check --json "$LOGS/$name.json"
-          grep -E "^gemm_ar" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
+          rows_to_summary "$name" "^gemm_ar"
         done
       done ;;
     sweep_decode)  # fused gemm_ar's decode kernel with each exchange (TPGEMM_DECODE_TWO_SHOT 0, 1) beside
@@ -146,7 +148,7 @@ for s in $STAGES; do
           stage "$name" 300 env TPGEMM_DECODE_TWO_SHOT="$ts" "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_ar \
             --impl baseline,gemm_oneshot,gemm_twoshot,fused --shapes "${SHAPES:-bench/ar_decode.txt}" --check \
             --json "$LOGS/$name.json"
-          grep -E "^gemm_ar" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
+          rows_to_summary "$name" "^gemm_ar"
         done
       done ;;
     sweep_ring)  # pipelined_ce's gemm_rs and gemm_ar with the slot reduction (1 chunk) and with each block's
@@ -157,7 +159,7 @@ for s in $STAGES; do
           name=sweep_ring_W${w}_c$c
           stage "$name" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op gemm_rs,gemm_ar --impl pipelined --chunks "$c" \
             --shapes "${SHAPES:-bench/shapes.txt}" --check --json "$LOGS/$name.json"
-          grep -E "^gemm_(rs|ar)" "$LOGS/$name.log" | sed "s/^/$name /" | tee -a "$SUMMARY" > /dev/null
+          rows_to_summary "$name" "^gemm_(rs|ar)"
         done
       done ;;
     sweep_small)  # ag_gemm and gemm_rs from 128 rows up: where the symmetric collective behind one matmul
@@ -169,7 +171,7 @@ for s in $STAGES; do
           [ "$op" = gemm_rs ] && shapes=bench/rs_sweep.txt
           stage "sweep_${op}_W$w" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op "$op" --shapes "$shapes" --check \
             --json "$LOGS/sweep_${op}_W$w.json"
-          grep -E "^$op" "$LOGS/sweep_${op}_W$w.log" | sed "s/^/sweep_${op}_W$w /" | tee -a "$SUMMARY" > /dev/null
+          rows_to_summary "sweep_${op}_W$w" "^$op"
         done
       done ;;
     peers)
