@@ -270,21 +270,22 @@ TEST_P(Dist, CudaGraphReplaysNeedNoReset) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
-              uint64_t seed = 900;
+              struct Case {
+                Op op;
+                Impl impl;
+                int chunks;  // 0: the planner's
+              };
+              std::vector<Case> cases;
               for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
-                for (Impl impl : impls_for(op)) {
-                  const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 0, impl);
-                  PlanOptions o;
-                  o.impl = impl;
-                  const auto c = check_plan(team, p, o, 4, seed += 10, /*graph=*/true);
-                  RANK_EXPECT(c.ok, "graph replay: %s", describe_check(p, o, c).c_str());
-                }
+                for (Impl impl : impls_for(op)) cases.push_back({op, impl, 0});
               // gemm_rs and gemm_ar in chunks without C: the ring of partials as C (NOTE [partial as C]).
-              for (Op op : {Op::kGemmRs, Op::kGemmAr}) {
-                const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 0, Impl::kPipelinedCE);
+              for (Op op : {Op::kGemmRs, Op::kGemmAr}) cases.push_back({op, Impl::kPipelinedCE, 2});
+              uint64_t seed = 900;
+              for (const Case& k : cases) {
+                const GemmProblem p = problem(k.op, W, DType::kBF16, BLayout::kNK, 0, k.impl);
                 PlanOptions o;
-                o.impl = Impl::kPipelinedCE;
-                o.chunks_per_rank = 2;
+                o.impl = k.impl;
+                o.chunks_per_rank = k.chunks;
                 const auto c = check_plan(team, p, o, 4, seed += 10, /*graph=*/true);
                 RANK_EXPECT(c.ok, "graph replay: %s", describe_check(p, o, c).c_str());
               }
