@@ -27,7 +27,9 @@ __device__ __forceinline__ bool tripped(const WaitEnv& env) {
   return *reinterpret_cast<volatile int32_t*>(env.tripped) != 0;
 }
 
-__device__ __noinline__ inline void report_timeout(const WaitEnv& env, int peer, WaitSite site, int index,
+// `env` by value: a generic pointer to a kernel parameter makes ptxas copy the kernel's
+// parameters into local memory, in every thread, at the kernel's start.
+__device__ __noinline__ inline void report_timeout(WaitEnv env, int peer, WaitSite site, int index,
                                                   uint64_t expected, uint64_t seen, uint64_t waited_ns) {
   if (atomicCAS(env.tripped, 0, 1) != 0) return;  // someone else reported first
   TimeoutRecord* r = env.record;

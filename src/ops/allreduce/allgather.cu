@@ -11,34 +11,37 @@ namespace {
 // rank q. The input is `batches` entries of `block` vectors; rank q's entry l lands at entry
 // l * W + q of the output ([batches][W][block]: ag_gemm's gathered A is [L][M][K]).
 template <int kW>
-__global__ void __launch_bounds__(kAllReduceThreads) allgather_kernel(SymmCollectiveArgs a) {
-  __shared__ uint4* slot_at[32];  // my slot in every rank's staging half
-  __shared__ uint4* slots[32];    // every slot of my own staging half
-  if (__syncthreads_or(comm::tripped(a.env))) return;  // the whole block, or none of it
-  const uint64_t e = begin_call(a);
+__global__ void __launch_bounds__(kAllReduceThreads) allgather_kernel(const __grid_constant__ SymmCollectiveArgs a) {
+  __shared__ uint4* slot_at[2][32];  // my slot in every rank's staging half
+  __shared__ uint4* slots[2][32];    // every slot of my own staging half
   const int me = a.env.rank;
   const int world = kW > 0 ? kW : a.world;
   const int64_t vecs = a.count / 8, block = vecs / a.batches;
-  fill_slot_tables(a, world, e, vecs, slot_at, slots);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const uint4 in_first = first_vector(a, first, vecs);  // NOTE [one-load prologue]
+  fill_slot_tables(a, world, vecs, slot_at, slots);
+  uint64_t e;
+  if (!begin_call(a, e)) return;
+  const int h = static_cast<int>(e & 1);
   const uint4* in = static_cast<const uint4*>(a.in);
   uint4* out = static_cast<uint4*>(a.out);
   const auto out_at = [&](int q, int64_t v) { return (v / block * world + q) * block + v % block; };
 
   for (int64_t v = first; v < vecs; v += stride) {
-    const uint4 x = in[v];
+    const uint4 x = v == first ? in_first : in[v];
     out[out_at(me, v)] = plain_zeros(x);  // as the peers will see it
     if (a.drop_sends) continue;
     const uint4 sent = never_empty(x);
-    for (int s = 1; s < world; ++s) slot_at[(me + s) % world][v] = sent;
+    for (int s = 1; s < world; ++s) slot_at[h][(me + s) % world][v] = sent;
   }
   for (int s = 1; s < world; ++s) {
     const int q = (me + s) % world;
+    uint4* slot = slots[h][q];
     for (int64_t v = first; v < vecs; v += stride) {
-      uint4 x = ld_volatile(slots[q] + v);
-      if (!wait_filled(slots[q] + v, x, a.env, q, comm::WaitSite::kAllGatherBlock)) return;
-      slots[q][v] = uint4{};
+      uint4 x = ld_volatile(slot + v);
+      if (!wait_filled(slot + v, x, a.env, q, comm::WaitSite::kAllGatherBlock)) return;
+      slot[v] = uint4{};
       out[out_at(q, v)] = plain_zeros(x);
     }
   }

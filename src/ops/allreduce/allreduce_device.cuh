@@ -24,31 +24,51 @@ const void* kernel_instance(DType dtype, int world, Pick pick) {
   return dtype == DType::kBF16 ? for_type.template operator()<__nv_bfloat16>() : for_type.template operator()<__half>();
 }
 
-// Block b's call number for this call (its counter + 1), broadcast to the block. Only block b
-// touches calls[b]: it stores the new value in end_call().
-__device__ __forceinline__ uint64_t begin_call(const SymmCollectiveArgs& a) {
-  __shared__ uint64_t e;
-  if (threadIdx.x == 0) e = a.calls[blockIdx.x] + 1;
-  __syncthreads();
-  return e;
+// ---- NOTE [one-load prologue] -------------------------------------------------------------
+// A small collective takes a few microseconds, and each global load that its first NVLink store
+// waits for behind another adds a fraction of one. So a kernel's prologue reads from global memory
+// at once, before its one barrier, all it needs: the trip flag (every thread), the block's call
+// counter (thread 0) and the thread's first input vector; the staging addresses come from the
+// kernel's parameters, for both halves, since the half is known only after the barrier.
+
+// Starts block b's call: e = its call number (its counter + 1), broadcast to the block. False,
+// for the whole block, if a wait on this GPU has already failed. Ends with a barrier, so shared
+// tables filled before it are ready. Only block b touches calls[b]: it stores e in end_call().
+__device__ __forceinline__ bool begin_call(const SymmCollectiveArgs& a, uint64_t& e) {
+  __shared__ uint64_t call;
+  const bool trip = comm::tripped(a.env);  // in flight beside the counter's load
+  if (threadIdx.x == 0) call = a.calls[blockIdx.x] + 1;
+  if (__syncthreads_or(trip)) return false;
+  e = call;
+  return true;
 }
 __device__ __forceinline__ void end_call(const SymmCollectiveArgs& a, uint64_t e) {
   if (threadIdx.x == 0) a.calls[blockIdx.x] = e;
 }
 
-// The slot tables of a staging half of W slots of `vecs` vectors each, slot q written by rank q
-// (one-shot, all-gather): slot_at[q] = my slot in rank q's half, slots[q] = slot q of my own
-// half. Shared-memory tables, filled by the first W threads; the block syncs before returning.
-__device__ __forceinline__ void fill_slot_tables(const SymmCollectiveArgs& a, int world, uint64_t e, int64_t vecs,
-                                                 uint4** slot_at, uint4** slots) {
+// Rank q's staging buffer, half h, as vectors.
+__device__ __forceinline__ uint4* stage_half(const SymmCollectiveArgs& a, int q, int h, int64_t half_vecs) {
+  return static_cast<uint4*>(a.stage[q]) + h * half_vecs;
+}
+
+// The slot tables of both staging halves, each W slots of `vecs` vectors, slot q written by rank
+// q (one-shot, all-gather): slot_at[h][q] = my slot in rank q's half h, slots[h][q] = slot q of my
+// own half h. Filled by the first W threads from the parameters, before begin_call's barrier.
+__device__ __forceinline__ void fill_slot_tables(const SymmCollectiveArgs& a, int world, int64_t vecs,
+                                                 uint4* (&slot_at)[2][32], uint4* (&slots)[2][32]) {
   const int me = a.env.rank;
-  const int64_t half = (e & 1) * world * vecs;
   if (threadIdx.x < world) {
     const int q = threadIdx.x;
-    slot_at[q] = static_cast<uint4*>(a.stage[q]) + half + me * vecs;
-    slots[q] = static_cast<uint4*>(a.stage[me]) + half + q * vecs;
+    for (int h = 0; h < 2; ++h) {
+      slot_at[h][q] = stage_half(a, q, h, world * vecs) + me * vecs;
+      slots[h][q] = stage_half(a, me, h, world * vecs) + q * vecs;
+    }
   }
-  __syncthreads();
+}
+
+// The thread's first input vector, v = first (if below `end`), read in the prologue.
+__device__ __forceinline__ uint4 first_vector(const SymmCollectiveArgs& a, int64_t first, int64_t end) {
+  return first < end ? static_cast<const uint4*>(a.in)[first] : uint4{};
 }
 
 // ---- NOTE [empty lanes] ------------------------------------------------------------------

@@ -10,28 +10,30 @@ namespace {
 // Staging, per half (NOTE [two staging halves]): W slots of `count` elements, slot q written
 // by rank q.
 template <typename T, int kW>
-__global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(SymmCollectiveArgs a) {
-  __shared__ uint4* slot_at[32];  // my slot in every rank's staging half
-  __shared__ uint4* slots[32];    // every slot of my own staging half
-  if (__syncthreads_or(comm::tripped(a.env))) return;  // the whole block, or none of it
-  const uint64_t e = begin_call(a);
+__global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(const __grid_constant__ SymmCollectiveArgs a) {
+  __shared__ uint4* slot_at[2][32];  // my slot in every rank's staging half
+  __shared__ uint4* slots[2][32];    // every slot of my own staging half
   const int me = a.env.rank;
   const int world = kW > 0 ? kW : a.world;
   const int64_t vecs = a.count / 8;
-  fill_slot_tables(a, world, e, vecs, slot_at, slots);
-  constexpr int kU = kUnrollFor<kW>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const uint4 in_first = first_vector(a, first, vecs);  // NOTE [one-load prologue]
+  fill_slot_tables(a, world, vecs, slot_at, slots);
+  uint64_t e;
+  if (!begin_call(a, e)) return;
+  const int h = static_cast<int>(e & 1);
+  constexpr int kU = kUnrollFor<kW>;
   const uint4* in = static_cast<const uint4*>(a.in);
 
   for (int64_t v = first; v < vecs; v += stride) {
-    const uint4 x = never_empty(in[v]);
+    const uint4 x = never_empty(v == first ? in_first : in[v]);
     for (int q = 0; q < world; ++q)
-      if (q == me || !a.drop_sends) slot_at[q][v] = x;
+      if (q == me || !a.drop_sends) slot_at[h][q][v] = x;
   }
   for (int64_t v = first; v < vecs; v += stride * kU) {
     float acc[kU][8];
-    if (!sum_slots<T, kW, kU>(slots, world, v, stride, vecs, a.env, comm::WaitSite::kAllReduceStart, acc)) return;
+    if (!sum_slots<T, kW, kU>(slots[h], world, v, stride, vecs, a.env, comm::WaitSite::kAllReduceStart, acc)) return;
 #pragma unroll
     for (int u = 0; u < kU; ++u)
       if (v + u * stride < vecs) write_out<T>(a, v + u * stride, pack8<T>(acc[u]));

@@ -63,7 +63,7 @@ void SymmCollective::run(const void* in, void* out, const void* c, float beta, c
   TPGEMM_ASSERT(in != nullptr && out != nullptr && c != out && (algo_ != SymmAlgo::kAllGather || (c == nullptr && in != out)));
   SymmCollectiveArgs a;
   a.in = in;
-  a.stage = stage_.device_peers();
+  for (int q = 0; q < team_->world; ++q) a.stage[q] = stage_.peer(q);
   a.calls = calls_.as<uint64_t>();
   a.count = count_;
   a.out = out;

@@ -24,26 +24,31 @@ __device__ __forceinline__ Slice slice_of(int64_t vecs, int world, int q) {
 // written by rank q). Block b handles the same vectors of every slice on every rank, so it only
 // ever waits for block b of its peers.
 template <typename T, int kW>
-__global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmCollectiveArgs a) {
-  __shared__ uint4* stage[32];  // every rank's staging half
-  __shared__ uint4* slots[32];  // my scatter slots, indexed by the vector's place in the whole buffer
-  if (__syncthreads_or(comm::tripped(a.env))) return;  // the whole block, or none of it
-  const uint64_t e = begin_call(a);
+__global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(const __grid_constant__ SymmCollectiveArgs a) {
+  __shared__ uint4* stages[2][32];  // every rank's staging half
+  __shared__ uint4* slot_tables[2][32];  // my scatter slots, indexed by the vector's place in the whole buffer
   const int me = a.env.rank;
   const int world = kW > 0 ? kW : a.world;
   const int64_t vecs = a.count / 8;
   const int64_t per = slice_vecs(vecs, world);
   const Slice own = slice_of(vecs, world, me);
-  if (threadIdx.x < world) {
-    const int q = threadIdx.x;
-    stage[q] = static_cast<uint4*>(a.stage[q]) + (e & 1) * (world * per + (a.scatter_only ? 0 : vecs));
-  }
-  __syncthreads();
-  if (threadIdx.x < world) slots[threadIdx.x] = stage[me] + threadIdx.x * per - own.begin;
-  __syncthreads();
-  constexpr int kU = kUnrollFor<kW>;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  // NOTE [one-load prologue]: the first vector the scatter below sends (slice me + 1's).
+  const Slice first_slice = slice_of(vecs, world, (me + 1) % world);
+  const uint4 in_first = first_vector(a, first_slice.begin + first, first_slice.end);
+  if (threadIdx.x < world) {
+    const int q = threadIdx.x;
+    for (int h = 0; h < 2; ++h) {
+      stages[h][q] = stage_half(a, q, h, world * per + (a.scatter_only ? 0 : vecs));
+      slot_tables[h][q] = stage_half(a, me, h, world * per + (a.scatter_only ? 0 : vecs)) + q * per - own.begin;
+    }
+  }
+  uint64_t e;
+  if (!begin_call(a, e)) return;
+  uint4* const* stage = stages[e & 1];
+  uint4* const* slots = slot_tables[e & 1];
+  constexpr int kU = kUnrollFor<kW>;
   const uint4* in = static_cast<const uint4*>(a.in);
 
   // Scatter: my portion of slice q into slot `me` of rank q.
@@ -52,7 +57,8 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(SymmCollecti
     const Slice sl = slice_of(vecs, world, q);
     uint4* slot = stage[q] + me * per - sl.begin;
     if (q != me && a.drop_sends) continue;
-    for (int64_t v = sl.begin + first; v < sl.end; v += stride) slot[v] = never_empty(in[v]);
+    for (int64_t v = sl.begin + first; v < sl.end; v += stride)
+      slot[v] = never_empty(s == 1 && v == sl.begin + first ? in_first : in[v]);
   }
   const comm::WaitSite site = a.scatter_only ? comm::WaitSite::kReduceScatterStart : comm::WaitSite::kAllReduceStart;
   // Reduce my portion of my slice; the sum to every peer's gather area and to my output.
