@@ -216,13 +216,15 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
 }
 
 // All-reduce, timed back to back and from CUDA graphs (bench/results/2026-11-22-allreduce):
-// at W=2 one-shot is the fastest up to 256 KB (1.7-2.2x NCCL), two-shot up to 256 MB
-// (1.09-1.72x) and NCCL above (two-shot 0.97x at 1 GB); at W=4 one-shot up to 64 KB
-// (1.7-1.9x), two-shot up to 16 MB (1.15-1.57x), NCCL above (two-shot 0.88x at 64 MB).
+// at W=2 one-shot is the fastest up to 1 MB (since the one-load prologue, NOTE [one-load
+// prologue]: graph-timed 6.0 us against two-shot's 6.6 at 1 MB, two calls; it was up to 256 KB
+// before, bench/results/2026-11-23-prologue), two-shot up to 256 MB (1.09-1.72x NCCL) and NCCL
+// above (two-shot 0.97x at 1 GB); at W=4 one-shot up to 64 KB (1.7-1.9x), two-shot up to 16 MB
+// (1.15-1.57x), NCCL above (two-shot 0.88x at 64 MB).
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
   if (topo.world == 1 || !topo.all_lsa_peers || topo.world > kMaxSymmetricAllReduceWorld) return AllReduceImpl::kNccl;
   const bool two = topo.world == 2;
-  if (bytes <= (two ? 256 : 64) * 1024) return AllReduceImpl::kOneShot;
+  if (bytes <= (two ? 1024 : 64) * 1024) return AllReduceImpl::kOneShot;
   if (bytes <= (two ? 256 : 16) * kMiB) return AllReduceImpl::kTwoShot;
   return AllReduceImpl::kNccl;
 }

@@ -305,6 +305,8 @@ TEST(Choose, AllReduceBySize) {
   EXPECT_EQ(choose_allreduce(4096, {4, true}), AllReduceImpl::kOneShot);
   EXPECT_EQ(choose_allreduce(256 * 1024, {4, true}), AllReduceImpl::kTwoShot);
   EXPECT_EQ(choose_allreduce(256 * 1024, {2, true}), AllReduceImpl::kOneShot);
+  EXPECT_EQ(choose_allreduce(1024 * 1024, {2, true}), AllReduceImpl::kOneShot);
+  EXPECT_EQ(choose_allreduce(1024 * 1024 + 16, {2, true}), AllReduceImpl::kTwoShot);
   EXPECT_EQ(choose_allreduce(int64_t(16) << 20, {4, true}), AllReduceImpl::kTwoShot);
   EXPECT_EQ(choose_allreduce(4096, {4, false}), AllReduceImpl::kNccl);
   EXPECT_EQ(choose_allreduce(int64_t(64) << 20, {4, true}), AllReduceImpl::kNccl);
@@ -375,7 +377,7 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kFused, 1},         {Op::kGemmAr, 64, 8192, 2048, 2, Impl::kFused, 1},
       {Op::kGemmAr, 128, 8192, 2048, 2, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 80, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
-      {Op::kGemmAr, 48, 8192, 2048, 2, Impl::kGemmTwoShot, 1},   // three tile rows: not measured
+      {Op::kGemmAr, 48, 8192, 2048, 2, Impl::kGemmOneShot, 1},   // three tile rows: not measured; 768 KB
       {Op::kGemmAr, 32, 4096, 2048, 2, Impl::kGemmOneShot, 1},   // 64 tiles: not measured
       {Op::kGemmAr, 32, 8192, 2048, 2, Impl::kFused, 1},         {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kFused, 1},
       {Op::kGemmAr, 128, 8192, 2048, 4, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 1024, 8192, 2048, 4, Impl::kBaseline, 1},  {Op::kGemmAr, 1024, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
