@@ -54,8 +54,8 @@ namespace tpgemm::plan {
 //            1.30x at M=128), except at W=2 for M = 16, 32, 64 over at least 128 tiles: fused's
 //            decode kernel (NOTE [fused decode]; 0.019-0.025 ms against 0.023-0.028), and except at
 //            W > 2 beyond 4 MB of D, where gemm_twoshot measured 0.93-1.06x over four runs
-//            (M=1024): the baseline, and up to 256 KB, where gemm_oneshot measured 1.19x
-//            against gemm_twoshot's 1.14-1.16x (M=16, two calls).
+//            (M=1024): the baseline; gemm_oneshot further than the all-reduce alone would take
+//            one-shot (W=4 up to 256 KB of D, W=2 up to 2 MB; see below).
 // Along N (shard_dim n) the rules of the transposed problem, without fused (NOTE [shard along N]).
 // Unmeasured world sizes (W > 4) follow the W = 4 rules.
 namespace {
@@ -182,15 +182,21 @@ Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo, int chunks_asked
   // fused's decode kernel at W=2 where it was measured: M = 16, 32 or 64, one tile row (B read
   // once), and at least 128 tiles, one per SM (M x 8192 x 2048: 0.019-0.025 ms against the best of
   // gemm_oneshot and gemm_twoshot, 0.023-0.028; M=128: a tie; bench/results/2026-11-23-decode).
+  // Without its parameters' copy in local memory (NOTE [one-load prologue]) the same: 0.017-0.023
+  // ms against 0.021-0.029 at M = 16-64, a tie at M=128 (0.028-0.029), 0.062 against 0.043 at
+  // M=256 (bench/results/2026-11-23-prologue, decode-h200x2).
   // Not yet measured at W > 2, nor with several tile rows or fewer tiles.
   const bool measured_decode = (p.m == 16 || p.m == 32 || p.m == 64) && p.l * (p.n / 64) >= 128;
   if (topo.world == 2 && measured_decode && fused_ar_decode(p, topo.world) && impl_supported(p, Impl::kFused, topo).ok())
     return Impl::kFused;
   switch (choose_allreduce(d_bytes, topo)) {
     case AllReduceImpl::kOneShot: return Impl::kGemmOneShot;
-    // Behind a matmul, one-shot beat two-shot at W=4 up to 256 KB of D (M=16: 1.19x against
-    // 1.14x and 1.16x, two calls), though two-shot wins there alone.
-    case AllReduceImpl::kTwoShot: return topo.world > 2 && d_bytes <= 256 * 1024 ? Impl::kGemmOneShot : Impl::kGemmTwoShot;
+    // Behind a matmul, one-shot beats two-shot beyond where it does alone: at W=4 up to 256 KB of
+    // D (M=16: 1.19x against 1.14x and 1.16x, two calls), at W=2 up to 2 MB (M=128 x 8192 x
+    // 2048: 27.5 / 28.1 / 29 / 30 us against 28.5 / 28.6 / 31 / 31 in four runs of two calls,
+    // bench/results/2026-11-23-prologue; 4 MB: a tie).
+    case AllReduceImpl::kTwoShot:
+      return d_bytes <= (topo.world > 2 ? 256 * 1024 : 2 * kMiB) ? Impl::kGemmOneShot : Impl::kGemmTwoShot;
     default: return Impl::kBaseline;
   }
 }
