@@ -20,7 +20,7 @@ class AllReducePlan {
  public:
   // Collective. `count` elements of `dtype` per rank. The symmetric implementations allocate
   // their staging in NCCL symmetric memory: one-shot 2 W x the message, two-shot about 4 x
-  // (kAuto picks them only up to 64 KB / 16 MB at W > 2, 256 KB / 256 MB at W = 2, and never
+  // (kAuto picks them only up to 64 KB / 16 MB at W > 2, 1 MB / 256 MB at W = 2, and never
   // beyond 32 ranks).
   AllReducePlan(const Team& team, int64_t count, DType dtype,
                 AllReduceImpl impl = AllReduceImpl::kAuto);

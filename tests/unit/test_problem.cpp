@@ -377,7 +377,7 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
       {Op::kGemmRs, 16384, 8192, 7168, 4, Impl::kPipelinedCE, 1}, {Op::kGemmAr, 16, 8192, 2048, 4, Impl::kGemmOneShot, 1},
       {Op::kGemmAr, 16, 8192, 2048, 2, Impl::kFused, 1},         {Op::kGemmAr, 64, 8192, 2048, 2, Impl::kFused, 1},
       {Op::kGemmAr, 128, 8192, 2048, 2, Impl::kGemmOneShot, 1},  {Op::kGemmAr, 80, 8192, 2048, 2, Impl::kGemmOneShot, 1},
-      {Op::kGemmAr, 256, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
+      {Op::kGemmAr, 144, 8192, 2048, 2, Impl::kGemmTwoShot, 1},  {Op::kGemmAr, 256, 8192, 2048, 2, Impl::kGemmTwoShot, 1},
       {Op::kGemmAr, 48, 8192, 2048, 2, Impl::kGemmOneShot, 1},   // three tile rows: not measured; 768 KB
       {Op::kGemmAr, 32, 4096, 2048, 2, Impl::kGemmOneShot, 1},   // 64 tiles: not measured
       {Op::kGemmAr, 32, 8192, 2048, 2, Impl::kFused, 1},         {Op::kGemmAr, 2048, 8192, 2048, 4, Impl::kFused, 1},

@@ -32,9 +32,13 @@ const void* kernel_instance(DType dtype, int world, Pick pick) {
 // kernel's parameters, for both halves, since the half is known only after the barrier.
 // The parameters are __grid_constant__, and nothing takes a generic pointer to them that escapes
 // into a call (report_timeout takes its WaitEnv by value): otherwise ptxas copies them into local
-// memory in every thread before anything else (check: no STL/LDL in `cuobjdump -sass`). Both
-// changes were measured together (bench/results/2026-11-23-prologue): at W=2, graph-timed, the
-// one-shot kernel went from 3.5-3.7 to 2.8-2.9 us at 4 KB, the two-shot from 17.7 to 14.7 at 4 MB.
+// memory in every thread before anything else (tests/check_no_param_copy.sh counts the STL/LDL
+// of every kernel in `cuobjdump -sass`; a few may be spills). Both changes were measured together
+// (bench/results/2026-11-23-prologue): at W=2, graph-timed, the one-shot kernel went from 3.5-3.7
+// to 2.8-2.9 us at 4 KB, the two-shot from 17.7 to 14.7 at 4 MB.
+
+// The kernels' shared tables hold one entry per rank.
+static_assert(plan::kMaxSymmetricAllReduceWorld <= 32, "shared slot tables are [32]");
 
 // Starts block b's call: e = its call number (its counter + 1), broadcast to the block. False,
 // for the whole block, if a wait on this GPU has already failed. Ends with a barrier, so shared
