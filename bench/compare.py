@@ -74,9 +74,10 @@ def print_allreduce_targets(rows, W):
     half of NCCL's up to 1 MB, and its bus bandwidth (back to back) at least NCCL's from 64 MB."""
     ar = [r for r in rows if r["op"] == "allreduce"]
     at = {(r["bytes"], r["impl"]): r for r in ar}
-    small = [(b, at[(b, "auto")]["graph_ms"] / at[(b, "nccl")]["graph_ms"]) for b in sorted({r["bytes"] for r in ar})
+    sizes = sorted({r["bytes"] for r in ar})
+    small = [(b, at[(b, "auto")]["graph_ms"] / at[(b, "nccl")]["graph_ms"]) for b in sizes
              if b <= 1 << 20 and at[(b, "nccl")].get("graph_ms", 0) > 0 and at[(b, "auto")].get("graph_ms", 0) > 0]
-    large = [(b, at[(b, "auto")]["busbw_gbs"] / at[(b, "nccl")]["busbw_gbs"]) for b in sorted({r["bytes"] for r in ar})
+    large = [(b, at[(b, "auto")]["busbw_gbs"] / at[(b, "nccl")]["busbw_gbs"]) for b in sizes
              if b >= 64 << 20 and at[(b, "nccl")]["busbw_gbs"] > 0]
     if small:
         worst = max(small, key=lambda x: x[1])

@@ -20,7 +20,7 @@ __global__ void __launch_bounds__(kAllReduceThreads) allgather_kernel(const __gr
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const uint4 in_first = first_vector(a, first, vecs);  // NOTE [one-load prologue]
-  fill_slot_tables(a, world, vecs, slot_at, slots);
+  fill_slot_tables(a, world, vecs, world * vecs, slot_at, slots);
   uint64_t e;
   if (!begin_call(a, e)) return;
   const int h = static_cast<int>(e & 1);

@@ -60,17 +60,19 @@ __device__ __forceinline__ uint4* stage_half(const SymmCollectiveArgs& a, int q,
   return static_cast<uint4*>(a.stage[q]) + h * half_vecs;
 }
 
-// The slot tables of both staging halves, each W slots of `vecs` vectors, slot q written by rank
-// q (one-shot, all-gather): slot_at[h][q] = my slot in rank q's half h, slots[h][q] = slot q of my
-// own half h. Filled by the first W threads from the parameters, before begin_call's barrier.
+// The slot tables of both staging halves of `half_vecs` vectors, each starting with W slots of
+// `vecs` vectors, slot q written by rank q (one-shot, all-gather, the decode kernel's partials):
+// slot_at[h][q] = my slot in rank q's half h, slots[h][q] = slot q of my own half h. Filled by
+// the first W threads from the parameters, before begin_call's barrier.
 __device__ __forceinline__ void fill_slot_tables(const SymmCollectiveArgs& a, int world, int64_t vecs,
-                                                 uint4* (&slot_at)[2][32], uint4* (&slots)[2][32]) {
+                                                 int64_t half_vecs, uint4* (&slot_at)[2][32],
+                                                 uint4* (&slots)[2][32]) {
   const int me = a.env.rank;
   if (threadIdx.x < world) {
     const int q = threadIdx.x;
     for (int h = 0; h < 2; ++h) {
-      slot_at[h][q] = stage_half(a, q, h, world * vecs) + me * vecs;
-      slots[h][q] = stage_half(a, me, h, world * vecs) + q * vecs;
+      slot_at[h][q] = stage_half(a, q, h, half_vecs) + me * vecs;
+      slots[h][q] = stage_half(a, me, h, half_vecs) + q * vecs;
     }
   }
 }

@@ -39,9 +39,10 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(const __grid
   const uint4 in_first = first_vector(a, first_slice.begin + first, first_slice.end);
   if (threadIdx.x < world) {
     const int q = threadIdx.x;
+    const int64_t half_vecs = world * per + (a.scatter_only ? 0 : vecs);
     for (int h = 0; h < 2; ++h) {
-      stages[h][q] = stage_half(a, q, h, world * per + (a.scatter_only ? 0 : vecs));
-      slot_tables[h][q] = stage_half(a, me, h, world * per + (a.scatter_only ? 0 : vecs)) + q * per - own.begin;
+      stages[h][q] = stage_half(a, q, h, half_vecs);
+      slot_tables[h][q] = stage_half(a, me, h, half_vecs) + q * per - own.begin;
     }
   }
   uint64_t e;

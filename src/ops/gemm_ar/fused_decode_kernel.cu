@@ -122,28 +122,27 @@ __device__ void compute_tile(const FusedDecodeArgs& args, int64_t l, int64_t mt,
 }
 
 template <typename T, int kW, int kTileM>
-__global__ void __launch_bounds__(kFusedDecodeThreads) fused_decode_kernel(const __grid_constant__ FusedDecodeArgs args) {
+__global__ void __launch_bounds__(kFusedDecodeThreads)
+    fused_decode_kernel(const __grid_constant__ FusedDecodeArgs args) {
   using Tl = DecodeTile<T, kTileM>;
   using E = typename Tl::E;
   const SymmCollectiveArgs& a = args.ar;
   // Staging half (e & 1) of every rank holds W partial slots and one slot of sums (two-shot).
-  __shared__ uint4* slot_tables[3][2][32];  // per half: my partial slot in every rank's, every
-                                            // partial slot of my own, the sums slot of every rank's
+  __shared__ uint4* slot_at_halves[2][32];  // my partial slot in every rank's half
+  __shared__ uint4* slots_halves[2][32];    // every partial slot of my own half
+  __shared__ uint4* sums_at_halves[2][32];  // the sums slot of every rank's half
   const int me = a.env.rank, world = kW > 0 ? kW : a.world;
-  if (threadIdx.x < world) {  // NOTE [one-load prologue]: both halves, from the parameters
-    const int q = threadIdx.x;
-    const int64_t vecs = a.count / 8;
-    for (int h = 0; h < 2; ++h) {
-      slot_tables[0][h][q] = stage_half(a, q, h, (world + 1) * vecs) + me * vecs;
-      slot_tables[1][h][q] = stage_half(a, me, h, (world + 1) * vecs) + q * vecs;
-      slot_tables[2][h][q] = stage_half(a, q, h, (world + 1) * vecs) + world * vecs;
-    }
-  }
+  const int64_t vecs = a.count / 8, half_vecs = (world + 1) * vecs;
+  // NOTE [one-load prologue]: both halves, from the parameters.
+  fill_slot_tables(a, world, vecs, half_vecs, slot_at_halves, slots_halves);
+  if (threadIdx.x < world)
+    for (int h = 0; h < 2; ++h)
+      sums_at_halves[h][threadIdx.x] = stage_half(a, threadIdx.x, h, half_vecs) + world * vecs;
   uint64_t e;
   if (!begin_call(a, e)) return;  // the whole block, or none of it
-  uint4* const* slot_at = slot_tables[0][e & 1];
-  uint4* const* slots = slot_tables[1][e & 1];
-  uint4* const* sums_at = slot_tables[2][e & 1];
+  uint4* const* slot_at = slot_at_halves[e & 1];
+  uint4* const* slots = slots_halves[e & 1];
+  uint4* const* sums_at = sums_at_halves[e & 1];
 
   extern __shared__ char smem_raw[];
   E* sa = reinterpret_cast<E*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
