@@ -5,14 +5,11 @@
 #   check_hgmma.sh CUOBJDUMP NVDISASM LIBRARY EXPECTED_KERNELS
 # Exits 77 (ctest: skipped, saying why) where cuobjdump or nvdisasm is missing.
 set -euo pipefail
-cuobjdump=$1 nvdisasm=$2 lib=$3 expected=$4
-for tool in "$cuobjdump" "$nvdisasm"; do
-  [ -x "$tool" ] || { echo "SKIPPED: cuobjdump and nvdisasm are needed ('$tool' is not executable); scripts/setup.sh installs them"; exit 77; }
-done
-export PATH="$(dirname "$nvdisasm"):$PATH"  # cuobjdump runs nvdisasm from PATH
+source "$(dirname "$0")/sass_dump.sh"
+lib=$3 expected=$4
 sass=$(mktemp)
 trap 'rm -f "$sass"' EXIT
-"$cuobjdump" -sass "$lib" > "$sass"
+sass_dump "$1" "$2" "$sass" "$lib"
 # Per function: HGMMA count and shapes. CUTLASS kernels are instances of cutlass::device_kernel.
 report=$(awk '
   /Function :/ { f = $3; if (f ~ /device_kernel/) { order[++n] = f; count[f] = 0; shapes[f] = "" } next }

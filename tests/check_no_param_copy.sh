@@ -9,16 +9,13 @@
 #   check_no_param_copy.sh CUOBJDUMP NVDISASM EXPECTED_KERNELS LIBRARY...
 # Exits 77 (ctest: skipped, saying why) where cuobjdump or nvdisasm is missing.
 set -euo pipefail
+source "$(dirname "$0")/sass_dump.sh"
 cuobjdump=$1 nvdisasm=$2 expected=$3
 shift 3
-for tool in "$cuobjdump" "$nvdisasm"; do
-  [ -x "$tool" ] || { echo "SKIPPED: cuobjdump and nvdisasm are needed ('$tool' is not executable); scripts/setup.sh installs them"; exit 77; }
-done
-export PATH="$(dirname "$nvdisasm"):$PATH"  # cuobjdump runs nvdisasm from PATH
 max_local=4
 sass=$(mktemp)
 trap 'rm -f "$sass"' EXIT
-for lib in "$@"; do "$cuobjdump" -sass "$lib" >> "$sass"; done  # set -e: any failure fails the test
+sass_dump "$cuobjdump" "$nvdisasm" "$sass" "$@"
 report=$(awk '
   /Function :/ { f = $3; if (f ~ /(oneshot|twoshot|allgather|fused_decode)_kernel/) { order[++n] = f; count[f] = 0 } next }
   /STL|LDL/ && (f in count) { count[f]++ }
