@@ -65,7 +65,8 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) {
 
 Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) {
   TPGEMM_ASSERT(wait.world >= 1 && wait.pieces >= 1 && wait.pieces <= sm90::chunk_wait_k_tiles(s.k) &&
-                wait.rows_per_rank * wait.world == s.m);
+                wait.rows_per_rank * wait.world == s.m &&
+                (!wait.own_in_place || wait.rows_per_rank % sm90::kChunkWaitTileM == 0));
   set_up_fused(s, sm90::kGatherCoop128x256C2x1, "coop_128x256_c2x1+chunk_wait");
   sm90::Args& x = base_;
   x.wait = wait;
@@ -129,19 +130,22 @@ const char* Sm90Gemm::config() const {
 }
 
 void Sm90Gemm::run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
-                   cudaStream_t stream) const {
+                   cudaStream_t stream, const void* own_a) const {
   if (kernel_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "Sm90Gemm::run on a default-constructed plan");
   sm90::Args x = base_;
   x.a = a, x.b = b, x.d = d;
+  x.own_a = own_a;
   x.c = shape_.has_c ? c : d;
   x.alpha = alpha;
   x.beta = shape_.has_c ? beta : 0.0f;
   // TMA faults on misaligned global addresses: refuse here, with the operand's name.
   for (const auto& [name, p] : {std::pair{"A", x.a}, std::pair{"B", x.b}, std::pair{"D", (const void*)d},
-                                std::pair{"C", shape_.has_c ? x.c : d}})  // without C, x.c is D: checked as D
+                                std::pair{"C", shape_.has_c ? x.c : d},  // without C, x.c is D: checked as D
+                                std::pair{"own A", base_.wait.own_in_place ? own_a : a}})  // else not read
     if (p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 != 0)
       throw Error(ErrorCode::kInvalidArgument,
                   strfmt("Sm90Gemm::run: %s=%p: expected a non-null, 16-byte aligned device pointer", name, p));
+  TPGEMM_ASSERT(own_a == nullptr || base_.wait.own_in_place);
   if (workspace_bytes_ > 0 && workspace == nullptr)
     throw Error(ErrorCode::kInvalidArgument, strfmt("Sm90Gemm::run: %s needs a workspace of %zu bytes", config(),
                                                     workspace_bytes_));

@@ -44,8 +44,10 @@ class Sm90Gemm {
 
   // Enqueues D = alpha * A * op(B) + beta * C (C may be null without has_c, and may be D).
   // Operands 16-byte aligned; `workspace` holds workspace_bytes() and is not used concurrently.
+  // `own_a`: the fused AllGather+GEMM's kernel with wait.own_in_place reads this rank's block of A
+  // from it (NOTE [own rows in place]); null for every other kernel.
   void run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
-           cudaStream_t stream) const;
+           cudaStream_t stream, const void* own_a = nullptr) const;
 
  private:
   void set_up(const MatmulShape& s);  // shape_ and the arguments every kernel shares

@@ -122,6 +122,36 @@ TEST_P(Dist, FusedAgGemmOverSeveralWavesAndPiecesMatchesTheReference) {
             0);
 }
 
+// NOTE [own rows in place] (TPGEMM_FUSED_AG_OWN_IN_PLACE=1): whole tile rows per rank, so the
+// kernel reads its own rows from A while the copy engine still copies them into G for the peers;
+// one wave and several, 1 or 3 pieces, with and without batches and C, three calls each, one case
+// replayed from a CUDA graph; and a block that ends inside a tile row, where the plan keeps the copy.
+TEST_P(Dist, FusedAgGemmReadingItsOwnRowsInPlaceMatchesTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              ::setenv("TPGEMM_FUSED_AG_OWN_IN_PLACE", "1", 1);
+              uint64_t seed = 900;
+              for (int rows : {128, 1024, 120})
+                for (int pieces : {1, 3})
+                  for (int variant : {0, 1}) {
+                    GemmProblem p = problem(Op::kAgGemm, W, DType::kBF16, BLayout::kNK, variant);
+                    p.m = W * rows;
+                    p.n = 2056;
+                    p.k = rows == 1024 ? 264 : 1000;
+                    PlanOptions o;
+                    o.impl = Impl::kFused;
+                    o.chunks_per_rank = pieces;
+                    const bool graph = rows == 128 && pieces == 3 && variant == 1;
+                    const auto c = check_plan(team, p, o, 3, seed += 10, graph);
+                    RANK_EXPECT(c.ok, "TPGEMM_FUSED_AG_OWN_IN_PLACE=1 %s%s", describe_check(p, o, c).c_str(),
+                                graph ? " (graph)" : "");
+                  }
+              ::unsetenv("TPGEMM_FUSED_AG_OWN_IN_PLACE");
+            }),
+            0);
+}
+
 // The fused gemm_rs and gemm_ar over several waves of tiles (the reduction beside the GEMM really
 // waits for tiles, and the tail launch takes what is left), tile columns that end inside N,
 // batches and C, with the reduction given 1 or 8 SMs beside the GEMM, in units of 8 and 1 tiles

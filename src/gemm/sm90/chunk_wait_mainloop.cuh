@@ -3,7 +3,11 @@
 // collective's own load() is reused as is: it is called once per piece, for that piece's k-tiles,
 // after lane 0 of the load warp has waited (bounded by the plan's timeout, comm::wait_geq) until
 // every row of the tile has that piece in place. The consumer warps are untouched: they wait on
-// the shared-memory pipeline, as in any CUTLASS kernel.
+// the shared-memory pipeline, as in any CUTLASS kernel. With own_in_place (NOTE [own rows in
+// place]), the tiles of this rank's own block are loaded by the same load() from the caller's A:
+// it is handed a second set of the collective's Params, whose A descriptor covers only that block,
+// the TMA coordinate tensors made from them (the collective's load_init, on the block's shape),
+// and the tile's row coordinate within the block.
 // Included only by src/gemm/sm90/gather_*.cu.
 #pragma once
 
@@ -18,14 +22,21 @@ namespace tpgemm::gemm::sm90 {
 template <class Base>
 struct ChunkWaitMainloop : Base {
   static constexpr int kTileM = cute::size<0>(typename Base::TileShape{});
+  static_assert(kTileM == kChunkWaitTileM, "the own block is whole tile rows");
   static_assert(cute::size<2>(typename Base::TileShape{}) == kChunkWaitTileK, "pieces are whole k-tiles");
 
   struct Arguments : Base::Arguments {
     ChunkWait wait{};
+    const void* own_a = nullptr;  // with wait.own_in_place: [L, rows_per_rank, K], rows as A's
   };
   struct Params : Base::Params {
     ChunkWait wait{};
     int64_t k_tiles = 1;
+    // With wait.own_in_place: the Params of the own block alone (its A descriptor is what they
+    // are for; they live in the kernel's parameters, where TMA reads descriptors from), and the
+    // block's problem shape (rows_per_rank, N, K, L).
+    typename Base::Params own{};
+    cute::Shape<int, int, int, int> own_problem{};
   };
 
   template <class ProblemShape>
@@ -33,7 +44,21 @@ struct ChunkWaitMainloop : Base {
     Params p{Base::to_underlying_arguments(problem, args, workspace)};
     p.wait = args.wait;
     p.k_tiles = chunk_wait_k_tiles(cute::get<2>(problem));
+    if (args.wait.own_in_place) {
+      const auto mnkl = cute::append<4>(problem, 1);
+      p.own_problem = cute::make_shape(static_cast<int>(args.wait.rows_per_rank), static_cast<int>(cute::get<1>(mnkl)),
+                                       static_cast<int>(cute::get<2>(mnkl)), static_cast<int>(cute::get<3>(mnkl)));
+      typename Base::Arguments own = args;
+      own.ptr_A = static_cast<decltype(own.ptr_A)>(args.own_a);
+      cute::get<2>(own.dA) = args.wait.rows_per_rank * cute::get<0>(args.dA);  // packed: one block per batch entry
+      p.own = Base::to_underlying_arguments(p.own_problem, own, workspace);
+    }
     return p;
+  }
+
+  CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& params) {
+    Base::prefetch_tma_descriptors(params);
+    if (params.wait.own_in_place) cute::prefetch_tma_descriptor(params.own.tma_load_a.get_tma_descriptor());
   }
 
   template <class TensorA, class TensorB, class KTileIterator, class BlockCoord>
@@ -43,6 +68,10 @@ struct ChunkWaitMainloop : Base {
                            uint32_t block_rank_in_cluster, typename Base::TensorStorage& smem) {
     const ChunkWait& c = params.wait;
     const int64_t row0 = static_cast<int64_t>(cute::get<0>(blk)) * kTileM;
+    // The tile's row within the own block when it is read in place, else -1.
+    const int64_t own_row0 = c.rank * c.rows_per_rank;
+    const int64_t own_tile = c.own_in_place && row0 >= own_row0 && row0 < own_row0 + c.rows_per_rank
+                                 ? (row0 - own_row0) / kTileM : -1;
     while (k_count > 0) {
       const int64_t kt = *k_iter;
       const int j = gather_k_piece_of_tile(kt, params.k_tiles, c.pieces);
@@ -55,7 +84,14 @@ struct ChunkWaitMainloop : Base {
         // warp's next reads of them are TMA (async-proxy) loads.
         asm volatile("fence.proxy.async.global;" ::: "memory");
       }
-      Base::load(params, pipeline, state, inputs, blk, k_iter, n, thread_idx, block_rank_in_cluster, smem);
+      if (own_tile >= 0) {
+        const auto own_blk = cute::make_tuple(static_cast<int>(own_tile), cute::get<1>(blk), cute::get<2>(blk),
+                                              cute::get<3>(blk));
+        Base::load(params.own, pipeline, state, this->load_init(params.own_problem, params.own), own_blk, k_iter, n,
+                   thread_idx, block_rank_in_cluster, smem);
+      } else {
+        Base::load(params, pipeline, state, inputs, blk, k_iter, n, thread_idx, block_rank_in_cluster, smem);
+      }
       state.advance(n);
       for (int i = 0; i < n; ++i) ++k_iter;
       k_count -= n;

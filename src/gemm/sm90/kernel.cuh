@@ -87,7 +87,10 @@ struct Kernel {
     using Raster = cutlass::gemm::kernel::detail::RasterOrderOptions;
     args.scheduler.raster_order = x.raster == 1 ? Raster::AlongM : x.raster == 2 ? Raster::AlongN : Raster::Heuristic;
     if constexpr (requires { args.scheduler.order; }) args.scheduler.order = x.order;  // NOTE [tile order]
-    if constexpr (requires { args.mainloop.wait; }) args.mainloop.wait = x.wait;        // NOTE [chunk wait]
+    if constexpr (requires { args.mainloop.wait; }) {  // NOTE [chunk wait], NOTE [own rows in place]
+      args.mainloop.wait = x.wait;
+      args.mainloop.own_a = x.own_a;
+    }
     if constexpr (requires { args.epilogue.signal; }) args.epilogue.signal = x.signal;  // NOTE [tile signal]
     if constexpr (requires { args.scheduler.decomposition_mode; }) {
       // Stream-K whenever the last wave is partial (CUTLASS's own heuristic keeps data-parallel

@@ -27,6 +27,14 @@ namespace tpgemm::gemm::sm90 {
 // it loads the first k-tile of each piece, so a tile multiplies the columns that have arrived
 // while later ones are still on their way (which is what a GEMM of one wave needs: there every
 // tile starts at once).
+//
+// NOTE [own rows in place]
+// Block `rank` of the gathered A is this rank's own shard: it is in place in the caller's A
+// before the call, and the host copies it into G only for the peers to pull. With own_in_place,
+// the load warp reads a tile of the own block straight from the caller's A (Args::own_a, packed
+// [L, rows_per_rank, K]) through a second TMA descriptor, so the kernel need not wait for that
+// copy (tens of us at the large shapes). rows_per_rank is then a multiple of kChunkWaitTileM:
+// no tile straddles the own block and a peer's.
 struct ChunkWait {
   const uint64_t* flag = nullptr;  // stage 1's flag; null: a plain GEMM, nothing to wait for
   int64_t flag_stride = 0;         // elements from one stage's flag to the next's
@@ -35,6 +43,7 @@ struct ChunkWait {
   int world = 1;
   int pieces = 1;  // at most the number of k-tiles, chunk_wait_k_tiles(K)
   int64_t rows_per_rank = 0;
+  bool own_in_place = false;  // NOTE [own rows in place]
   comm::WaitEnv env{};
 };
 
@@ -44,8 +53,9 @@ struct ChunkWait {
 #define TPGEMM_HD
 #endif
 
-// The K extent of the chunk-waiting kernel's tiles: pieces are whole k-tiles.
-constexpr int64_t kChunkWaitTileK = 64;
+// The extents of the chunk-waiting kernel's tiles: pieces are whole k-tiles, and the own block
+// read in place is whole tile rows.
+constexpr int64_t kChunkWaitTileM = 128, kChunkWaitTileK = 64;
 TPGEMM_HD constexpr int64_t chunk_wait_k_tiles(int64_t k) { return (k + kChunkWaitTileK - 1) / kChunkWaitTileK; }
 
 // The k-tiles [0, k_tiles) split into `pieces` (1 <= pieces <= k_tiles) near-equal, non-empty
@@ -128,6 +138,7 @@ struct Args {
   int swizzle = 1;              // tile scheduler: max swizzle (1, 2, 4 or 8)
   int raster = 0;               // 0 heuristic, 1 along M, 2 along N
   ChunkWait wait{};             // used only by the chunk-waiting kernels (NOTE [chunk wait])
+  const void* own_a = nullptr;  // with wait.own_in_place: this rank's block of A (NOTE [own rows in place])
   TileRowOrder order{};         // used only by the ordered-scheduler kernels (NOTE [tile order])
   TileSignal signal{};          // used only by the tile-signalling kernels (NOTE [tile signal])
 };

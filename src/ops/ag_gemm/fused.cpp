@@ -9,7 +9,10 @@
 //   copy: barrier 0 (every peer has finished pulling my rows of the previous call; bumps the
 //         epoch), then my shard A -> G[my rows]
 //   caller's stream: waits for that copy, then the kernel (leaving comm_sms SMs free so that the
-//         barrier below can run beside it)
+//         barrier below can run beside it). With TPGEMM_FUSED_AG_OWN_IN_PLACE=1 and whole tile
+//         rows per rank, it waits for barrier 0 alone (which sets the call's sequence numbers)
+//         and the kernel reads this rank's rows from A itself (NOTE [own rows in place]; not yet
+//         measured, so not yet the default)
 //   copy: barrier 1 (every rank's rows are in G), then for each stage s = 1 .. W-1 and each
 //         piece j (a range of K columns): G[rows of rank (r+s) mod W, piece j's columns] from that
 //         rank's G -> my G, then stage s's flag := piece j's sequence number (a copy-engine
@@ -27,6 +30,7 @@
 #include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/env.h"
 #include "gemm/lt_matmul.h"
 #include "gemm/sm90_config.h"
 #include "gemm/sm90_gemm.h"
@@ -58,8 +62,10 @@ class AgGemmFused final : public OpImpl {
                       strfmt("comm_sms=%d leaves %d of %d SMs: impl fused needs at least 2 (one cluster of its kernel)",
                              ctx.choice.comm_sms, shape_.sm_count, t.num_sms));
         piece_major_ = gemm::sm90::chunk_wait_one_wave(p_.m, p_.n, p_.l, shape_.sm_count);
+        own_in_place_ = env_int("TPGEMM_FUSED_AG_OWN_IN_PLACE", 0, 1).value_or(0) == 1 &&
+                        mw_ % gemm::sm90::kChunkWaitTileM == 0;
         copy_stream_ = Stream::highest_priority();
-        for (Event* e : {&start_, &own_rows_, &end_}) *e = Event::create();
+        for (Event* e : {&start_, &kernel_may_start_, &end_}) *e = Event::create();
       }
     });
     if (W > 1) {
@@ -86,10 +92,11 @@ class AgGemmFused final : public OpImpl {
     TPGEMM_CUDA_CHECK(cudaEventRecord(start_.get(), stream));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(cs, start_.get(), 0));
     if (!drop_signals_) pad_.barrier(0, cs);
+    if (own_in_place_) TPGEMM_CUDA_CHECK(cudaEventRecord(kernel_may_start_.get(), cs));
     ops::copy_rows(g, p_.m, t.rank * mw_, o.a, mw_, 0, mw_, p_.k * es_, p_.l, cs);
-    TPGEMM_CUDA_CHECK(cudaEventRecord(own_rows_.get(), cs));
-    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, own_rows_.get(), 0));
-    gemm_.run(g, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
+    if (!own_in_place_) TPGEMM_CUDA_CHECK(cudaEventRecord(kernel_may_start_.get(), cs));
+    TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, kernel_may_start_.get(), 0));
+    gemm_.run(g, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream, own_in_place_ ? o.a : nullptr);
     if (!drop_signals_) pad_.barrier(1, cs);
     const int stages = t.world - 1;
     for (int i = 0; i < stages * pieces_; ++i) {
@@ -114,6 +121,7 @@ class AgGemmFused final : public OpImpl {
     w.world = t.world;
     w.pieces = pieces_;
     w.rows_per_rank = mw_;
+    w.own_in_place = own_in_place_;
     w.env = t.wait_env();
     return w;
   }
@@ -145,11 +153,12 @@ class AgGemmFused final : public OpImpl {
   int64_t mw_ = 0;
   int pieces_ = 1;
   bool piece_major_ = false;  // pull piece by piece across the stages (a GEMM of one wave)
+  bool own_in_place_ = false;  // the kernel reads this rank's rows from A (NOTE [own rows in place])
   gemm::MatmulShape shape_{};
   comm::SymmetricBuffer gathered_;
   comm::SignalPad pad_;
   Stream copy_stream_;
-  Event start_, own_rows_, end_;
+  Event start_, kernel_may_start_, end_;  // kernel_may_start_: after the own rows' copy, or barrier 0
   gemm::Sm90Gemm gemm_;
   DeviceBuffer workspace_;
   bool drop_signals_ = false;
