@@ -49,39 +49,65 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
   TPGEMM_NCCL_CHECK(ncclCommUserRank(comm, &rank));
   TPGEMM_NCCL_CHECK(ncclCommCount(comm, &world));
   TPGEMM_NCCL_CHECK(ncclCommCuDevice(comm, &device));
+  // What can fail on one rank alone is checked before the first exchange and agreed on there, so
+  // that no rank throws while its peers wait in an NCCL collective it never joins. The exchange
+  // runs on the communicator's device, so a rank that was handed another can still tell them.
   int current = -1;
   TPGEMM_CUDA_CHECK(cudaGetDevice(&current));
-  if (current != device)
-    throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: the current CUDA device is %d but the NCCL communicator's "
-                                                    "device is %d: call cudaSetDevice(%d) first", rank, current, device, device));
-  int version = 0;
-  TPGEMM_NCCL_CHECK(ncclGetVersion(&version));
-  if (version / 100 != NCCL_VERSION_CODE / 100)
-    throw Error(ErrorCode::kUnsupported,
-                strfmt("tpgemm was built with NCCL %d.%d headers but libnccl reports version code %d: NCCL's device ABI "
-                       "changes between minor versions, so use a libnccl %d.%d.x", NCCL_MAJOR, NCCL_MINOR, version,
-                       NCCL_MAJOR, NCCL_MINOR));
-  timeout_ms = options.timeout_ms > 0 ? options.timeout_ms : env_int("TPGEMM_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(5000);
-  host_timeout_ms = options.host_timeout_ms > 0 ? options.host_timeout_ms
-                                                : env_int("TPGEMM_HOST_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(300000);
-  const ncclTeam_t lsa = ncclTeamLsa(comm);
-  lsa_size = lsa.nRanks > 0 ? lsa.nRanks : 1;
-  all_lsa = lsa_size == world;
-  TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
-  TPGEMM_CUBLAS_CHECK(cublasLtCreate(&lt));
+  Status local;
+  try {
+    if (current != device)
+      throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: the current CUDA device is %d but the NCCL "
+                                                      "communicator's device is %d: call cudaSetDevice(%d) first",
+                                                      rank, current, device, device));
+    int version = 0;
+    TPGEMM_NCCL_CHECK(ncclGetVersion(&version));
+    if (version / 100 != NCCL_VERSION_CODE / 100)
+      throw Error(ErrorCode::kUnsupported,
+                  strfmt("tpgemm was built with NCCL %d.%d headers but libnccl reports version code %d: NCCL's device "
+                         "ABI changes between minor versions, so use a libnccl %d.%d.x", NCCL_MAJOR, NCCL_MINOR,
+                         version, NCCL_MAJOR, NCCL_MINOR));
+    timeout_ms =
+        options.timeout_ms > 0 ? options.timeout_ms : env_int("TPGEMM_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(5000);
+    host_timeout_ms = options.host_timeout_ms > 0
+                          ? options.host_timeout_ms
+                          : env_int("TPGEMM_HOST_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(300000);
+    const ncclTeam_t lsa = ncclTeamLsa(comm);
+    lsa_size = lsa.nRanks > 0 ? lsa.nRanks : 1;
+    all_lsa = lsa_size == world;
+    TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+    TPGEMM_CUBLAS_CHECK(cublasLtCreate(&lt));
+    mailbox = std::make_unique<comm::TimeoutMailbox>();
+  } catch (const Error& e) {
+    local = e.status();
+  }
+  if (current != device) TPGEMM_CUDA_CHECK(cudaSetDevice(device));
   TPGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&internal_stream, cudaStreamNonBlocking));
-  TPGEMM_CUDA_CHECK(cudaMalloc(&scratch, kMaxBlob * static_cast<size_t>(world + 1)));
-  mailbox = std::make_unique<comm::TimeoutMailbox>();
+  TPGEMM_CUDA_CHECK(cudaMalloc(&scratch, comm::Agreement::kSlot * static_cast<size_t>(world + 1)));
+  agreement = comm::Agreement(rank, world, [this](const uint8_t* mine, uint8_t* all, size_t slot) {
+    uint8_t* send = scratch + slot * static_cast<size_t>(world);
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(send, mine, slot, cudaMemcpyHostToDevice, internal_stream));
+    TPGEMM_NCCL_CHECK(ncclAllGather(send, scratch, slot, ncclUint8, comm, internal_stream));
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(all, scratch, slot * static_cast<size_t>(world), cudaMemcpyDeviceToHost,
+                                      internal_stream));
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
+  });
+  try {
+    agree(local, "", "creating the team");
+  } catch (...) {
+    if (current != device) cudaSetDevice(current);  // the caller's device, as it was
+    throw;
+  }
   // Whether the GEMM core runs here, one answer for the whole team, so that every rank's
   // planner makes the same choice.
   const uint8_t sm90 = gemm::Sm90Gemm::device_supported(device).ok() ? 1 : 0;
   all_sm90 = true;
-  for (const auto& blob : allgather(&sm90, 1)) all_sm90 = all_sm90 && blob[0] == 1;
+  for (const auto& blob : allgather(&sm90, 1, "whether every GPU is sm_90")) all_sm90 = all_sm90 && blob[0] == 1;
 
   // A shared-memory rendezvous when every rank runs on this host (NOTE [collective argument check]).
   const std::string me = host_identity();
   bool same_host = true;
-  for (const auto& blob : allgather(me.c_str(), me.size() + 1))
+  for (const auto& blob : allgather(me.c_str(), me.size() + 1, "whether every rank is on this host"))
     same_host = same_host && std::strcmp(reinterpret_cast<const char*>(blob.data()), me.c_str()) == 0;
   if (same_host && world > 1) {
     char name[128] = {};
@@ -95,7 +121,7 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
       }
     }
     agree(created, "", "creating the host rendezvous segment");
-    std::memcpy(name, allgather(name, sizeof(name))[0].data(), sizeof(name));
+    std::memcpy(name, allgather(name, sizeof(name), "the host rendezvous segment's name")[0].data(), sizeof(name));
     Status opened;
     if (rank != 0) {
       try {
@@ -123,64 +149,9 @@ void TeamState::check() const {
                                               ncclGetErrorString(async), ncclGetLastError(comm)));
 }
 
-std::vector<std::vector<uint8_t>> TeamState::allgather(const void* mine, size_t bytes) {
-  TPGEMM_ASSERT(bytes <= kMaxBlob);
-  uint8_t* send = scratch + kMaxBlob * static_cast<size_t>(world);
-  std::vector<uint8_t> padded(kMaxBlob, 0);
-  std::memcpy(padded.data(), mine, bytes);
-  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(send, padded.data(), kMaxBlob, cudaMemcpyHostToDevice, internal_stream));
-  TPGEMM_NCCL_CHECK(ncclAllGather(send, scratch, kMaxBlob, ncclUint8, comm, internal_stream));
-  std::vector<uint8_t> all(kMaxBlob * static_cast<size_t>(world));
-  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(all.data(), scratch, all.size(), cudaMemcpyDeviceToHost, internal_stream));
-  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
-  std::vector<std::vector<uint8_t>> out(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) out[r].assign(all.begin() + r * kMaxBlob, all.begin() + r * kMaxBlob + bytes);
-  return out;
-}
-
-void TeamState::agree(const Status& mine, const std::string& descriptor, const char* what) {
-  struct Blob {
-    int32_t code;
-    char descriptor[380];
-    char message[640];
-  } b{};
-  static_assert(sizeof(Blob) <= kMaxBlob);
-  b.code = static_cast<int32_t>(mine.code);
-  copy_str(b.descriptor, descriptor);
-  copy_str(b.message, mine.message);
-  const auto all = allgather(&b, sizeof(b));
-  std::vector<Blob> v(all.size());
-  for (size_t r = 0; r < all.size(); ++r) std::memcpy(&v[r], all[r].data(), sizeof(Blob));
-  for (int r = 1; r < world; ++r)
-    if (std::strcmp(v[r].descriptor, v[0].descriptor) != 0)
-      throw Error(ErrorCode::kInvalidArgument, strfmt("ranks disagree on %s: rank 0 asks for '%s', rank %d for '%s'", what,
-                                                      v[0].descriptor, r, v[r].descriptor));
-  if (!mine.ok()) throw Error(mine);
-  for (int r = 0; r < world; ++r)
-    if (v[r].code != 0)
-      throw Error(ErrorCode::kPeerFailure, strfmt("rank %d failed %s, so rank %d stops too: %s %s", r, what, rank,
-                                                  std::string(to_string(static_cast<ErrorCode>(v[r].code))).c_str(),
-                                                  v[r].message));
-}
-
-void TeamState::agree_local(const char* what, const std::function<void()>& work) {
-  Status mine;
-  try {
-    work();
-  } catch (const Error& e) {
-    mine = e.status();
-  }
-  agree(mine, "", what);
-}
-
 void TeamState::agree_call(const Status& mine, const char* what) {
   if (rendezvous != nullptr) rendezvous->agree(mine, what, host_timeout_ms);
   else if (!mine.ok()) throw Error(mine);
-}
-
-void TeamState::barrier() {
-  const int32_t token = rank;
-  allgather(&token, sizeof(token));
 }
 
 }  // namespace detail

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/agreement.h"
 #include "comm/device/wait_env.h"
 #include "comm/host_rendezvous.h"
 #include "comm/timeout.h"
@@ -36,6 +37,7 @@ struct TeamState {
   uint8_t* scratch = nullptr;              // device staging for those collectives
   std::unique_ptr<comm::TimeoutMailbox> mailbox;
   std::unique_ptr<comm::HostRendezvous> rendezvous;  // null when the ranks span several hosts
+  comm::Agreement agreement;  // plan and team set-up (NOTE [agreement]), over NCCL on internal_stream
 
   TeamState() = default;
   TeamState(const TeamState&) = delete;
@@ -48,25 +50,29 @@ struct TeamState {
   comm::WaitEnv wait_env() const { return mailbox->env(rank, timeout_ms); }
   void check() const;
 
-  // Collective and synchronous: every rank's blob of `bytes` (<= kMaxBlob) bytes, by rank.
-  static constexpr size_t kMaxBlob = 1024;
-  std::vector<std::vector<uint8_t>> allgather(const void* mine, size_t bytes);
+  // Collective and synchronous (comm::Agreement): every rank's blob of `bytes` bytes, by rank.
+  std::vector<std::vector<uint8_t>> allgather(const void* mine, size_t bytes, const char* what) {
+    return agreement.allgather(mine, bytes, what);
+  }
 
   // Collective and synchronous. Every rank passes its own verdict and a description of what
   // it is about to do; if the descriptions differ, or any verdict is bad, every rank throws
   // (the bad rank its own error, the others PeerFailure naming it).
-  void agree(const Status& mine, const std::string& descriptor, const char* what);
+  void agree(const Status& mine, const std::string& descriptor, const char* what) {
+    agreement.agree(mine, descriptor, what);
+  }
 
   // Runs `work` (local allocations and the like), then agrees on its outcome: a failure on any
   // rank throws on every rank. NOTE [collective construction]: a plan's constructor does all
   // its local work under one agree_local() before any collective step, so that no rank can
-  // fail alone while its peers wait inside a collective.
-  void agree_local(const char* what, const std::function<void()>& work);
+  // fail alone while its peers wait inside a collective (and NOTE [agreement], for the rank that
+  // fails between two of its steps).
+  void agree_local(const char* what, const std::function<void()>& work) { agreement.agree_local(what, work); }
 
   // The per-call check of NOTE [collective argument check].
   void agree_call(const Status& mine, const char* what);
 
-  void barrier();
+  void barrier() { agreement.barrier("a barrier of the team"); }
 };
 
 }  // namespace tpgemm::detail

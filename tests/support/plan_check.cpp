@@ -21,7 +21,7 @@ bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, cons
   uint64_t hash = 1469598103934665603ull;  // FNV-1a
   for (uint8_t b : host) hash = (hash ^ b) * 1099511628211ull;
   bool same = true;
-  for (const auto& blob : team.state()->allgather(&hash, sizeof(hash)))
+  for (const auto& blob : team.state()->allgather(&hash, sizeof(hash), "a hash of D"))
     same = same && std::memcmp(blob.data(), &hash, sizeof(hash)) == 0;
   return same;
 }

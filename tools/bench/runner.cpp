@@ -126,12 +126,13 @@ class Runner {
 
   double max_over_ranks(double v) {
     double m = v;
-    for (const auto& b : t_.allgather(&v, sizeof(v))) m = std::max(m, *reinterpret_cast<const double*>(b.data()));
+    for (const auto& b : t_.allgather(&v, sizeof(v), "the slowest rank's time"))
+      m = std::max(m, *reinterpret_cast<const double*>(b.data()));
     return m;
   }
   bool all_ranks(bool v) {
     const int32_t x = v;
-    for (const auto& b : t_.allgather(&x, sizeof(x)))
+    for (const auto& b : t_.allgather(&x, sizeof(x), "whether every rank passed"))
       if (*reinterpret_cast<const int32_t*>(b.data()) == 0) return false;
     return true;
   }

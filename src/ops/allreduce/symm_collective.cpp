@@ -52,7 +52,7 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   });
   // Block b of every rank must handle the same vectors (NOTE [two staging halves]): the
   // smallest block count any rank can run.
-  for (const auto& theirs : t.allgather(&blocks_, sizeof(blocks_)))
+  for (const auto& theirs : t.allgather(&blocks_, sizeof(blocks_), "the symmetric collective's block count"))
     blocks_ = std::min(blocks_, *reinterpret_cast<const int*>(theirs.data()));
   // (The all-gather's staging is one-shot's: W slots of the input, two halves.)
   const int64_t stage = two_shot ? twoshot_stage_elems(count, t.world, scatter_only) : oneshot_stage_elems(count, t.world);
