@@ -8,9 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <thread>
 
 #include "core/env.h"
@@ -21,17 +24,28 @@ namespace tpgemm::comm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint32_t kMagic = 0x54504731;  // "TPG1"
+constexpr uint32_t kMagic = 0x54504732;  // "TPG2"
+// A connection must say who it is within this, or rank 0 drops it (a port scanner, a health
+// check) and goes on with the others.
+constexpr int64_t kHelloMs = 2000;
 
+// NOTE [unique-id exchange]
+// Every rank connects to rank 0 and says who it is and whether it is fit to join (its local
+// checks, such as its device, come first). Rank 0 answers nobody until every rank has arrived,
+// then answers all of them alike: the unique id, or why the team will not be made. So either
+// every rank goes on to create the communicator or none does: a rank left inside NCCL's
+// initialisation waiting for peers that gave up would wait there for good.
 struct Hello {
   uint32_t magic;
   int32_t rank;
   int32_t world;
   uint32_t payload_size;
+  int32_t code;  // this rank's local verdict (tpgemm ErrorCode), and why
+  char message[240];
 };
 struct Reply {
   uint32_t magic;
-  int32_t status;  // 0 ok, else the reason is in `message`
+  int32_t code;  // kOk: the payload follows; else the ErrorCode this rank throws, with `message`
   char message[240];
 };
 
@@ -42,14 +56,20 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
   int get() const { return fd_; }
 
  private:
   int fd_;
 };
 
-int64_t ms_left(Clock::time_point deadline) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+// What poll() may wait before the deadline: at least 0, at most what its int holds.
+int poll_ms(Clock::time_point deadline) {
+  const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, std::numeric_limits<int>::max()));
 }
 
 // Reads or writes exactly n bytes before the deadline.
@@ -57,8 +77,8 @@ bool io_all(int fd, void* buf, size_t n, bool write, Clock::time_point deadline)
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
     pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
-    const int64_t left = ms_left(deadline);
-    if (left <= 0 || ::poll(&pfd, 1, static_cast<int>(left)) <= 0) return false;
+    const int ms = poll_ms(deadline);
+    if (ms <= 0 || ::poll(&pfd, 1, ms) <= 0) return false;
     const ssize_t k = write ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
     if (k <= 0) {
       if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -79,7 +99,18 @@ std::optional<int64_t> env_int_any(const char* const* names, const char** which)
   return std::nullopt;
 }
 
-std::vector<uint8_t> serve(const LaunchEnv& env, const std::vector<uint8_t>& payload, Clock::time_point deadline) {
+void answer(int fd, ErrorCode code, const std::string& message, const std::vector<uint8_t>& payload,
+            Clock::time_point deadline) {
+  Reply rep{};
+  rep.magic = kMagic;
+  rep.code = static_cast<int32_t>(code);
+  std::snprintf(rep.message, sizeof(rep.message), "%s", message.c_str());
+  if (io_all(fd, &rep, sizeof(rep), true, deadline) && code == ErrorCode::kOk)
+    io_all(fd, const_cast<uint8_t*>(payload.data()), payload.size(), true, deadline);
+}
+
+std::vector<uint8_t> serve(const LaunchEnv& env, const std::vector<uint8_t>& payload, const Status& mine,
+                           Clock::time_point deadline) {
   Fd ls(::socket(AF_INET, SOCK_STREAM, 0));
   if (ls.get() < 0) throw Error(ErrorCode::kInvalidArgument, strfmt("rank 0: socket(): %s", std::strerror(errno)));
   int one = 1;
@@ -94,47 +125,58 @@ std::vector<uint8_t> serve(const LaunchEnv& env, const std::vector<uint8_t>& pay
                        env.port, std::strerror(errno)));
   if (::listen(ls.get(), env.world) != 0)
     throw Error(ErrorCode::kInvalidArgument, strfmt("rank 0: listen(): %s", std::strerror(errno)));
-  std::vector<bool> seen(static_cast<size_t>(env.world), false);
-  for (int served = 1; served < env.world; ++served) {
+  // Why the team will not be made (the first reason found), and whose fault it is (-1: none yet).
+  std::string why = mine.ok() ? "" : "rank 0: " + mine.message;
+  int culprit = mine.ok() ? -1 : 0;
+  std::vector<Fd> peer(static_cast<size_t>(env.world));
+  for (int arrived = 0; arrived < env.world - 1;) {
     pollfd pfd{ls.get(), POLLIN, 0};
-    const int64_t left = ms_left(deadline);
-    if (left <= 0 || ::poll(&pfd, 1, static_cast<int>(left)) <= 0) {
+    const int ms = poll_ms(deadline);
+    if (ms <= 0 || ::poll(&pfd, 1, ms) <= 0) {
       std::string missing;
       for (int r = 1; r < env.world; ++r)
-        if (!seen[r]) missing += strfmt("%s%d", missing.empty() ? "" : ",", r);
-      throw Error(ErrorCode::kTimeout, strfmt("rank 0 waited for ranks [%s] to fetch the unique id on port %d and they "
-                                              "did not come (%d of %d arrived)",
-                                              missing.c_str(), env.port, served - 1, env.world - 1));
+        if (peer[r].get() < 0) missing += strfmt("%s%d", missing.empty() ? "" : ",", r);
+      const std::string msg = strfmt("rank 0 waited for ranks [%s] to fetch the unique id on port %d and they did not "
+                                     "come (%d of %d arrived)", missing.c_str(), env.port, arrived, env.world - 1);
+      for (const Fd& c : peer)
+        if (c.get() >= 0) answer(c.get(), ErrorCode::kTimeout, msg, payload, Clock::now() + std::chrono::seconds(1));
+      if (!mine.ok()) throw Error(mine);
+      throw Error(ErrorCode::kTimeout, msg);
     }
     Fd c(::accept(ls.get(), nullptr, nullptr));
-    if (c.get() < 0) {
-      --served;
-      continue;
-    }
+    if (c.get() < 0) continue;
     Hello h{};
-    if (!io_all(c.get(), &h, sizeof(h), false, deadline) || h.magic != kMagic) {
-      --served;  // not one of ours (a port scanner, a stale client): ignore it
+    const auto hello_by = std::min(deadline, Clock::now() + std::chrono::milliseconds(kHelloMs));
+    if (!io_all(c.get(), &h, sizeof(h), false, hello_by) || h.magic != kMagic) continue;  // not one of ours
+    h.message[sizeof(h.message) - 1] = '\0';
+    std::string bad;  // what is wrong with this hello itself
+    if (h.rank <= 0 || h.rank >= env.world) bad = strfmt("rank %d is out of range [1, %d)", h.rank, env.world);
+    else if (peer[h.rank].get() >= 0) bad = strfmt("two processes claim rank %d", h.rank);
+    if (!bad.empty()) {  // not a rank we wait for: answered now, and the exchange fails
+      answer(c.get(), ErrorCode::kInvalidArgument, "unique-id exchange: " + bad, payload, deadline);
+      if (culprit < 0) why = bad, culprit = h.rank > 0 && h.rank < env.world ? h.rank : 0;
       continue;
     }
-    Reply rep{};
-    rep.magic = kMagic;
-    std::string why;
-    if (h.world != env.world) why = strfmt("rank %d says the world has %d ranks, rank 0 says %d", h.rank, h.world, env.world);
-    else if (h.rank <= 0 || h.rank >= env.world) why = strfmt("rank %d is out of range [1, %d)", h.rank, env.world);
-    else if (seen[h.rank]) why = strfmt("two processes claim rank %d", h.rank);
-    else if (h.payload_size != payload.size()) why = strfmt("rank %d expects %u bytes, rank 0 sends %zu", h.rank, h.payload_size, payload.size());
-    rep.status = why.empty() ? 0 : 1;
-    std::snprintf(rep.message, sizeof(rep.message), "%s", why.c_str());
-    io_all(c.get(), &rep, sizeof(rep), true, deadline);
-    if (!why.empty()) throw Error(ErrorCode::kInvalidArgument, "unique-id exchange: " + why);
-    if (!io_all(c.get(), const_cast<uint8_t*>(payload.data()), payload.size(), true, deadline))
-      throw Error(ErrorCode::kTimeout, strfmt("rank 0 could not send the unique id to rank %d", h.rank));
-    seen[h.rank] = true;
+    if (culprit < 0) {
+      if (h.world != env.world) why = strfmt("rank %d says the world has %d ranks, rank 0 says %d", h.rank, h.world, env.world);
+      else if (h.payload_size != payload.size())
+        why = strfmt("rank %d expects %u bytes, rank 0 sends %zu", h.rank, h.payload_size, payload.size());
+      else if (h.code != 0) why = strfmt("rank %d failed: %s", h.rank, h.message);
+      if (!why.empty()) culprit = h.rank;
+    }
+    peer[h.rank] = std::move(c);
+    ++arrived;
   }
-  return payload;
+  for (int r = 1; r < env.world; ++r)
+    answer(peer[r].get(), culprit < 0 ? ErrorCode::kOk : r == culprit ? ErrorCode::kInvalidArgument : ErrorCode::kPeerFailure,
+           culprit < 0 ? "" : "unique-id exchange: " + why, payload, deadline);
+  if (culprit < 0) return payload;
+  if (!mine.ok()) throw Error(mine);
+  throw Error(culprit == 0 ? ErrorCode::kInvalidArgument : ErrorCode::kPeerFailure,
+              strfmt("rank 0: the unique-id exchange stopped: %s", why.c_str()));
 }
 
-std::vector<uint8_t> fetch(const LaunchEnv& env, size_t payload_size, Clock::time_point deadline) {
+std::vector<uint8_t> fetch(const LaunchEnv& env, size_t payload_size, const Status& mine, Clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -142,29 +184,33 @@ std::vector<uint8_t> fetch(const LaunchEnv& env, size_t payload_size, Clock::tim
   const std::string port = std::to_string(env.port);
   if (::getaddrinfo(env.master_addr.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr)
     throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: cannot resolve MASTER_ADDR='%s'", env.rank, env.master_addr.c_str()));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> addr(res, ::freeaddrinfo);
+  Hello h{kMagic, env.rank, env.world, static_cast<uint32_t>(payload_size), static_cast<int32_t>(mine.code), {}};
+  std::snprintf(h.message, sizeof(h.message), "%s", mine.message.c_str());
   std::string last_error = "no attempt";
-  while (ms_left(deadline) > 0) {
+  while (poll_ms(deadline) > 0) {
     Fd c(::socket(AF_INET, SOCK_STREAM, 0));
-    if (c.get() >= 0 && ::connect(c.get(), res->ai_addr, res->ai_addrlen) == 0) {
-      ::freeaddrinfo(res);
-      res = nullptr;
-      Hello h{kMagic, env.rank, env.world, static_cast<uint32_t>(payload_size)};
+    if (c.get() >= 0 && ::connect(c.get(), addr->ai_addr, addr->ai_addrlen) == 0) {
+      // Rank 0 answers once every rank has arrived. A connection it dropped (it took us for a
+      // stranger) is tried again.
       Reply rep{};
-      if (!io_all(c.get(), &h, sizeof(h), true, deadline) || !io_all(c.get(), &rep, sizeof(rep), false, deadline) ||
-          rep.magic != kMagic)
-        throw Error(ErrorCode::kTimeout, strfmt("rank %d: rank 0 at %s:%d did not answer the unique-id exchange",
-                                                env.rank, env.master_addr.c_str(), env.port));
-      if (rep.status != 0)
-        throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: rank 0 refused: %s", env.rank, rep.message));
-      std::vector<uint8_t> out(payload_size);
-      if (!io_all(c.get(), out.data(), out.size(), false, deadline))
-        throw Error(ErrorCode::kTimeout, strfmt("rank %d: the unique id from rank 0 was cut short", env.rank));
-      return out;
+      if (io_all(c.get(), &h, sizeof(h), true, deadline) && io_all(c.get(), &rep, sizeof(rep), false, deadline) &&
+          rep.magic == kMagic) {
+        rep.message[sizeof(rep.message) - 1] = '\0';
+        if (!mine.ok()) throw Error(mine);
+        if (rep.code != 0) throw Error(static_cast<ErrorCode>(rep.code), strfmt("rank %d: %s", env.rank, rep.message));
+        std::vector<uint8_t> out(payload_size);
+        if (!io_all(c.get(), out.data(), out.size(), false, deadline))
+          throw Error(ErrorCode::kTimeout, strfmt("rank %d: the unique id from rank 0 was cut short", env.rank));
+        return out;
+      }
+      last_error = "rank 0 closed the connection without an answer";
+    } else {
+      last_error = std::strerror(errno);
     }
-    last_error = std::strerror(errno);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (res != nullptr) ::freeaddrinfo(res);
+  if (!mine.ok()) throw Error(mine);
   throw Error(ErrorCode::kTimeout, strfmt("rank %d waited for rank 0 at %s:%d to hand out the unique id and could not "
                                           "reach it (%s)", env.rank, env.master_addr.c_str(), env.port, last_error.c_str()));
 }
@@ -202,14 +248,17 @@ std::optional<LaunchEnv> read_launch_env() {
 }
 
 std::vector<uint8_t> tcp_broadcast(const LaunchEnv& env, const std::vector<uint8_t>& payload, size_t payload_size,
-                                   int64_t timeout_ms) {
-  if (env.world == 1) return payload;
+                                   int64_t timeout_ms, const Status& mine) {
+  if (env.world == 1) {
+    if (!mine.ok()) throw Error(mine);
+    return payload;
+  }
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   if (env.rank == 0) {
     if (payload.size() != payload_size) throw Error(ErrorCode::kInternal, "tcp_broadcast: payload size mismatch");
-    return serve(env, payload, deadline);
+    return serve(env, payload, mine, deadline);
   }
-  return fetch(env, payload_size, deadline);
+  return fetch(env, payload_size, mine, deadline);
 }
 
 }  // namespace tpgemm::comm

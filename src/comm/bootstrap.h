@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tpgemm/error.h"
+
 namespace tpgemm::comm {
 
 struct LaunchEnv {
@@ -27,9 +29,12 @@ std::optional<LaunchEnv> read_launch_env();
 
 // Rank 0 sends `payload` to every other rank; every rank returns it. Rank 0 listens on
 // env.port, the others connect to env.master_addr : env.port, retrying until `timeout_ms`.
-// Each peer says its rank and world size; a mismatch or a duplicate rank is an error on rank 0
-// and on that peer. Error(Timeout) names who was waiting for whom.
+// Each rank brings its own verdict (`mine`: its local checks) and says its rank and world size;
+// rank 0 answers once all have arrived (NOTE [unique-id exchange] in bootstrap.cpp): the payload
+// to every rank, or, if a rank failed, its world size or rank is off or two claim one rank, an
+// error to every rank (the failed rank its own, the others PeerFailure naming it). Error(Timeout)
+// names who was waiting for whom.
 std::vector<uint8_t> tcp_broadcast(const LaunchEnv& env, const std::vector<uint8_t>& payload, size_t payload_size,
-                                   int64_t timeout_ms);
+                                   int64_t timeout_ms, const Status& mine = Status::Ok());
 
 }  // namespace tpgemm::comm

@@ -190,8 +190,16 @@ Team Team::from_env(const TeamOptions& options) {
   ncclUniqueId id{};
   if (e.rank == 0) TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
   const int64_t bootstrap_ms = env_int("TPGEMM_BOOTSTRAP_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(120000);
+  // This rank's device is checked before the exchange, which tells every rank if one failed
+  // (NOTE [unique-id exchange]): then none of them enters NCCL's initialisation.
+  Status fit;
+  try {
+    set_device_checked(e.local_rank, e.rank);
+  } catch (const Error& err) {
+    fit = err.status();
+  }
   std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(&id), reinterpret_cast<uint8_t*>(&id) + sizeof(id));
-  const auto got = comm::tcp_broadcast(e, mine, sizeof(id), bootstrap_ms);
+  const auto got = comm::tcp_broadcast(e, mine, sizeof(id), bootstrap_ms, fit);
   std::memcpy(&id, got.data(), sizeof(id));
   return from_unique_id(id, e.rank, e.world, e.local_rank, options);
 }

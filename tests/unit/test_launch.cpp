@@ -178,6 +178,68 @@ TEST(UniqueIdExchange, AWorldSizeMismatchFailsOnBothSides) {
   EXPECT_EQ(rc, 0);
 }
 
+// NOTE [unique-id exchange]: a rank that failed its local checks (here, rank 2's device; then
+// rank 0 itself) still comes to the exchange, and every rank throws before any gets the id: the
+// failed rank its own error, the others PeerFailure naming it. Nobody waits for the deadline.
+TEST(UniqueIdExchange, ARankThatFailedItsChecksStopsEveryRankBeforeTheId) {
+  for (int bad : {2, 0}) {
+    const int port = free_port();
+    const std::vector<uint8_t> id(128, 7);
+    const auto t0 = Clock::now();
+    const int rc = run_workers(3, [&](int rank) {
+      LaunchEnv e;
+      e.rank = rank;
+      e.world = 3;
+      e.port = port;
+      const Status mine = rank == bad ? Status{ErrorCode::kInvalidArgument, "device 1 does not exist"} : Status::Ok();
+      try {
+        tcp_broadcast(e, rank == 0 ? id : std::vector<uint8_t>{}, id.size(), 20000, mine);
+      } catch (const Error& err) {
+        const std::string m = err.what();
+        if (rank == bad) return err.code() == ErrorCode::kInvalidArgument && m.find("device 1") != std::string::npos ? 0 : 6;
+        return err.code() == ErrorCode::kPeerFailure && m.find("rank " + std::to_string(bad)) != std::string::npos &&
+                       m.find("device 1") != std::string::npos
+                   ? 0
+                   : 7;
+      }
+      return 8;  // should have failed
+    });
+    EXPECT_EQ(rc, 0) << "bad rank " << bad;
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+  }
+}
+
+// A connection that never says who it is (a port scanner, a health check) is dropped after a
+// short while; the real ranks still get the id, long before the deadline.
+TEST(UniqueIdExchange, ASilentConnectionDoesNotStallTheExchange) {
+  const int port = free_port();
+  std::vector<uint8_t> id(128);
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(i * 7 + 3);
+  const auto t0 = Clock::now();
+  const int rc = run_workers(3, [&](int rank) {
+    if (rank == 2) {  // the stranger: connects first and stays silent
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+      std::this_thread::sleep_for(std::chrono::seconds(6));
+      ::close(fd);
+      return connected ? 0 : 9;
+    }
+    LaunchEnv e;
+    e.rank = rank;
+    e.world = 2;
+    e.port = port;
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(600));  // after the stranger
+    const auto got = tcp_broadcast(e, rank == 0 ? id : std::vector<uint8_t>{}, id.size(), 30000);
+    return got == id && Clock::now() - t0 < std::chrono::seconds(5) ? 0 : 10;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
 TEST(UniqueIdExchange, AMissingRankZeroIsATimeoutThatSaysSo) {
   LaunchEnv e;
   e.rank = 1;
