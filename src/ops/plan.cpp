@@ -95,7 +95,15 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   detail::TeamState& t = *state_->team;
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
   if (mine.ok()) mine = plan::validate_operands(state_->problem, t.world, operands);
-  if (mine.ok()) state_->impl->prologue(operands, stream);
+  if (mine.ok()) {
+    // Local work into the plan's own buffers, begun before the rendezvous; a failure there
+    // (a bad stream, say) is this rank's verdict, which its peers must hear, not wait for.
+    try {
+      state_->impl->prologue(operands, stream);
+    } catch (const Error& e) {
+      mine = e.status();
+    }
+  }
   t.agree_call(mine, "Plan::run operands");
   state_->impl->run(operands, stream);
 }

@@ -205,7 +205,7 @@ Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo, int chunks_asked
 
 Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& options) {
   if (options.impl != Impl::kAuto) return fill_defaults(p, topo.world, options.impl, options);
-  const bool symmetric = topo.world > 1 && topo.all_lsa_peers;
+  const bool symmetric = topo.world > 1 && topo.all_lsa_peers && topo.world <= kMaxSymmetricWorld;
   if (!symmetric) return fill_defaults(p, topo.world, Impl::kBaseline, options);
   // Along N, pipelined_ce runs the schedule of the transposed problem, whose chunk matmuls are
   // the same size: its rules apply, fused aside (along M only; NOTE [shard along N]).
@@ -228,7 +228,7 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
 // above (two-shot 0.97x at 1 GB); at W=4 one-shot up to 64 KB (1.7-1.9x), two-shot up to 16 MB
 // (1.15-1.57x), NCCL above (two-shot 0.88x at 64 MB).
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
-  if (topo.world == 1 || !topo.all_lsa_peers || topo.world > kMaxSymmetricAllReduceWorld) return AllReduceImpl::kNccl;
+  if (topo.world == 1 || !topo.all_lsa_peers || topo.world > kMaxSymmetricWorld) return AllReduceImpl::kNccl;
   const bool two = topo.world == 2;
   if (bytes <= (two ? 1024 : 64) * 1024) return AllReduceImpl::kOneShot;
   if (bytes <= (two ? 256 : 16) * kMiB) return AllReduceImpl::kTwoShot;

@@ -145,6 +145,9 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     return unsupported(strfmt("impl %s works along M only, and this %s has shard_dim=n; use impl=pipelined_ce or "
                               "baseline",
                               name.c_str(), op.c_str()));
+  if (impl != Impl::kAuto && impl != Impl::kBaseline && topo.world > kMaxSymmetricWorld)
+    return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
+                              name.c_str(), kMaxSymmetricWorld, topo.world));
   switch (impl) {
     case Impl::kAuto:
     case Impl::kBaseline: return Status::Ok();
@@ -157,9 +160,6 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
       if (p.op != for_op)
         return unsupported(strfmt("impl %s exists for %s only, not %s", name.c_str(), std::string(to_string(for_op)).c_str(),
                                   op.c_str()));
-      if (topo.world > kMaxSymmetricAllReduceWorld)
-        return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
-                                  name.c_str(), kMaxSymmetricAllReduceWorld, topo.world));
       break;
     }
     case Impl::kFused:
@@ -184,10 +184,6 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
       } else if (p.op != Op::kAgGemm) {
         return unsupported(strfmt("impl %s exists for ag_gemm only, not %s", name.c_str(), op.c_str()));
       }
-      if (topo.world > 32)  // their signal pads' barrier is one warp
-        return unsupported(strfmt("impl %s supports teams of up to 32 ranks, and this one has %d; use "
-                                  "impl=pipelined_ce",
-                                  name.c_str(), topo.world));
       if ((impl == Impl::kFused || impl == Impl::kGatherThenGemm) && !topo.all_sm90)
         return unsupported(strfmt("impl %s runs kernels built for sm_90 only (tpgemm's Hopper GEMM core, or "
                                   "gemm_ar's decode kernel), and this team's GPUs are not all sm_90; use "

@@ -47,9 +47,9 @@ Status validate_problem(const GemmProblem& p, int world);
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops);
 
 // What a team can do, as the planner sees it.
-// The symmetric all-reduce kernels (one-shot, two-shot, gemm_*shot) keep one pointer per rank
-// in shared memory: teams up to this size.
-constexpr int kMaxSymmetricAllReduceWorld = 32;
+// Every symmetric-memory implementation serves teams up to this size: the symmetric collectives
+// keep one pointer per rank in shared memory, and the signal pads' barrier is one warp.
+constexpr int kMaxSymmetricWorld = 32;
 
 struct Topology {
   int world = 1;

@@ -193,7 +193,11 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   expect_error(impl_supported(p, Impl::kGemmOneShot, nvlink), ErrorCode::kUnsupported, {"gemm_ar only"});
   EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
   expect_error(impl_supported(p, Impl::kFused, split), ErrorCode::kUnsupported, {"fused", "LSA"});
-  expect_error(impl_supported(p, Impl::kFused, {33, true}), ErrorCode::kUnsupported, {"fused", "32 ranks"});
+  expect_error(impl_supported(p, Impl::kFused, {33, true}), ErrorCode::kUnsupported, {"fused", "32 ranks", "baseline"});
+  // Every symmetric-memory implementation stops at 32 ranks (their barriers are one warp), not
+  // only the GEMM core's: pipelined_ce too, and the baseline runs above.
+  expect_error(impl_supported(p, Impl::kPipelinedCE, {33, true}), ErrorCode::kUnsupported, {"pipelined_ce", "32 ranks"});
+  EXPECT_TRUE(impl_supported(p, Impl::kBaseline, {33, true}).ok());
   const Topology not_hopper{4, true, /*all_sm90=*/false};
   for (Impl core : {Impl::kFused, Impl::kGatherThenGemm})
     expect_error(impl_supported(p, core, not_hopper), ErrorCode::kUnsupported, {"sm_90", "pipelined_ce"});
@@ -250,7 +254,7 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   // gemm_reducescatter: gemm_rs only, along M or N, within the symmetric kernels' team size.
   EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, nvlink).ok());
   expect_error(impl_supported(p, Impl::kGemmReduceScatter, split), ErrorCode::kUnsupported, {"gemm_reducescatter", "LSA"});
-  expect_error(impl_supported(p, Impl::kGemmReduceScatter, {kMaxSymmetricAllReduceWorld + 1, true}),
+  expect_error(impl_supported(p, Impl::kGemmReduceScatter, {kMaxSymmetricWorld + 1, true}),
                ErrorCode::kUnsupported, {"gemm_reducescatter", "up to 32 ranks"});
   p.shard_dim = ShardDim::kN;
   EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, nvlink).ok());
@@ -276,6 +280,8 @@ TEST(Choose, BaselineWithoutNvlinkPeersOrAlone) {
     p.op = op;
     EXPECT_EQ(choose(p, {4, false}, {}).impl, Impl::kBaseline);
     EXPECT_EQ(choose(p, {1, true}, {}).impl, Impl::kBaseline);
+    p.m = 33 * 1024;
+    EXPECT_EQ(choose(p, {33, true}, {}).impl, Impl::kBaseline);  // beyond kMaxSymmetricWorld
   }
 }
 
@@ -313,11 +319,11 @@ TEST(Choose, AllReduceBySize) {
   EXPECT_EQ(choose_allreduce(int64_t(256) << 20, {2, true}), AllReduceImpl::kTwoShot);
   EXPECT_EQ(choose_allreduce(int64_t(1) << 30, {2, true}), AllReduceImpl::kNccl);
   // Beyond the symmetric kernels' team size: NCCL, and gemm_ar's symmetric impls refuse.
-  EXPECT_EQ(choose_allreduce(4096, {kMaxSymmetricAllReduceWorld + 1, true}), AllReduceImpl::kNccl);
+  EXPECT_EQ(choose_allreduce(4096, {kMaxSymmetricWorld + 1, true}), AllReduceImpl::kNccl);
   GemmProblem p = ag(16, 8192, 2048);
   p.op = Op::kGemmAr;
-  EXPECT_EQ(choose(p, {kMaxSymmetricAllReduceWorld + 1, true}, {}).impl, Impl::kBaseline);
-  const Status s = impl_supported(p, Impl::kGemmTwoShot, {kMaxSymmetricAllReduceWorld + 1, true});
+  EXPECT_EQ(choose(p, {kMaxSymmetricWorld + 1, true}, {}).impl, Impl::kBaseline);
+  const Status s = impl_supported(p, Impl::kGemmTwoShot, {kMaxSymmetricWorld + 1, true});
   EXPECT_EQ(s.code, ErrorCode::kUnsupported);
   EXPECT_NE(s.message.find("up to 32 ranks"), std::string::npos) << s.message;
 }

@@ -38,7 +38,7 @@ const void* kernel_instance(DType dtype, int world, Pick pick) {
 // to 2.8-2.9 us at 4 KB, the two-shot from 17.7 to 14.7 at 4 MB.
 
 // The kernels' shared tables hold one entry per rank.
-static_assert(plan::kMaxSymmetricAllReduceWorld <= 32, "shared slot tables are [32]");
+static_assert(plan::kMaxSymmetricWorld <= 32, "shared slot tables are [32]");
 
 // Starts block b's call: e = its call number (its counter + 1), broadcast to the block. False,
 // for the whole block, if a wait on this GPU has already failed. Ends with a barrier, so shared

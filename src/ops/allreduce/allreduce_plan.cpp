@@ -26,9 +26,9 @@ Status check_allreduce(const TeamState& t, int64_t count, DType dtype, AllReduce
   if (dtype != DType::kBF16 && dtype != DType::kFP16)
     return {ErrorCode::kUnsupported, strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(dtype))};
   const bool symmetric = impl == AllReduceImpl::kOneShot || impl == AllReduceImpl::kTwoShot;
-  if (symmetric && t.world > plan::kMaxSymmetricAllReduceWorld)
+  if (symmetric && t.world > plan::kMaxSymmetricWorld)
     return {ErrorCode::kUnsupported, strfmt("all-reduce impl %s supports up to %d ranks; this team has %d; use nccl",
-                                            std::string(to_string(impl)).c_str(), plan::kMaxSymmetricAllReduceWorld, t.world)};
+                                            std::string(to_string(impl)).c_str(), plan::kMaxSymmetricWorld, t.world)};
   if (symmetric && t.world > 1 && !t.all_lsa)
     return {ErrorCode::kUnsupported, strfmt("all-reduce impl %s needs every rank to be an NVLink (LSA) peer; this team of %d "
                                             "ranks has %d; use nccl", std::string(to_string(impl)).c_str(), t.world, t.lsa_size)};

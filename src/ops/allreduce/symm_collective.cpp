@@ -16,7 +16,7 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   detail::TeamState& t = *team_;
   const bool two_shot = algo == SymmAlgo::kTwoShot || algo == SymmAlgo::kReduceScatter;
   const bool scatter_only = algo == SymmAlgo::kReduceScatter;
-  TPGEMM_ASSERT(count % 8 == 0 && t.world <= plan::kMaxSymmetricAllReduceWorld && t.all_lsa);
+  TPGEMM_ASSERT(count % 8 == 0 && t.world <= plan::kMaxSymmetricWorld && t.all_lsa);
   TPGEMM_ASSERT(!scatter_only || count / 8 % t.world == 0);
   TPGEMM_ASSERT(batches >= 1 && count / 8 % batches == 0 && (batches == 1 || algo == SymmAlgo::kAllGather));
   kernel_ = algo == SymmAlgo::kAllGather ? allgather_fn(t.world)

@@ -45,7 +45,7 @@ struct SymmCollectiveArgs {
   const void* in = nullptr;         // this rank's input (any device memory; may be `out`)
   // Every rank's staging buffer, 2 halves, by value: the kernels read them from the parameter
   // bank, not global memory (NOTE [one-load prologue], allreduce_device.cuh).
-  void* stage[plan::kMaxSymmetricAllReduceWorld] = {};
+  void* stage[plan::kMaxSymmetricWorld] = {};
   uint64_t* calls = nullptr;        // this rank's per-block call counters
   int64_t count = 0;                // elements of the input, a multiple of 8
   int64_t batches = 1;              // all-gather: the input is [batches][block], the output [batches][W][block]

@@ -59,7 +59,7 @@ class GemmArFusedDecode final : public OpImpl {
     a.n = p_.n;
     a.k = p_.k;
     a.l = p_.l;
-    TPGEMM_ASSERT(team_->world <= plan::kMaxSymmetricAllReduceWorld);  // impl_supported's limit
+    TPGEMM_ASSERT(team_->world <= plan::kMaxSymmetricWorld);  // impl_supported's limit
     for (int q = 0; q < team_->world; ++q) a.ar.stage[q] = stage_.peer(q);
     a.ar.calls = calls_.as<uint64_t>();
     a.ar.count = p_.l * p_.m * p_.n;

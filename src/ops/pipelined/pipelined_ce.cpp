@@ -36,7 +36,7 @@ class PipelinedCE final : public OpImpl {
         choice_(ctx.choice),
         es_(static_cast<int64_t>(dtype_size(p_.dtype))) {
     TeamState& t = *team_;
-    TPGEMM_ASSERT(t.world <= 32);
+    TPGEMM_ASSERT(t.world <= plan::kMaxSymmetricWorld);  // impl_supported's limit
     // NOTE [collective construction]: everything local first (the schedule, cuBLASLt plans,
     // local buffers, streams), agreed on by all ranks; then the symmetric buffers, which are
     // collective and fail on every rank alike.
