@@ -45,8 +45,7 @@ SignalPad::SignalPad(std::shared_ptr<detail::TeamState> team, int num_barriers, 
     load_kernel_now(barrier_kernel);
     load_kernel_now(wait_kernel);
     control_ = DeviceBuffer(sizeof(uint64_t) * (1 + static_cast<size_t>(rounds)));
-    TPGEMM_CUDA_CHECK(cudaMemsetAsync(control_.get(), 0, control_.bytes(), team_->internal_stream));
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(team_->internal_stream));  // zero before any call, on any stream
+    team_->zero_now(control_.get(), control_.bytes());
   });
   const size_t groups = static_cast<size_t>(num_barriers + num_families);
   pad_ = SymmetricBuffer(team_, std::max<size_t>(groups, 1) * team_->world * sizeof(uint64_t), what);

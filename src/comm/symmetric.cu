@@ -56,8 +56,7 @@ SymmetricBuffer::SymmetricBuffer(std::shared_ptr<detail::TeamState> team, size_t
       // This rank's own entry is another mapping of the same memory (NCCL's flat LSA space);
       // keep the allocation's own address for local use.
     }
-    TPGEMM_CUDA_CHECK(cudaMemsetAsync(local_, 0, bytes_, t.internal_stream));
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(t.internal_stream));
+    t.zero_now(local_, bytes_);
     for (int q = 0; q < t.world; ++q)
       if (peers_[static_cast<size_t>(q)] == nullptr)
         throw Error(ErrorCode::kInternal, strfmt("NCCL gave no address for rank %d's part of window '%s'", q, what));

@@ -149,6 +149,11 @@ void TeamState::check() const {
                                               ncclGetErrorString(async), ncclGetLastError(comm)));
 }
 
+void TeamState::zero_now(void* p, size_t bytes) const {
+  TPGEMM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, internal_stream));
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
+}
+
 void TeamState::agree_call(const Status& mine, const char* what) {
   if (rendezvous != nullptr) rendezvous->agree(mine, what, host_timeout_ms);
   else if (!mine.ok()) throw Error(mine);

@@ -73,6 +73,10 @@ struct TeamState {
   void agree_call(const Status& mine, const char* what);
 
   void barrier() { agreement.barrier("a barrier of the team"); }
+
+  // Zeroes device memory and returns once it is done, so that any stream's later work, on a
+  // non-blocking stream too, sees zeros (counters and flags that kernels start from).
+  void zero_now(void* p, size_t bytes) const;
 };
 
 }  // namespace tpgemm::detail

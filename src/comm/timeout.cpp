@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+
 #include "core/check.h"
 #include "core/env.h"
 
@@ -38,7 +40,9 @@ TimeoutMailbox::TimeoutMailbox() {
   TPGEMM_CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
   dev_view_ = static_cast<TimeoutRecord*>(d);
   TPGEMM_CUDA_CHECK(cudaMalloc(&tripped_, sizeof(int32_t)));
-  TPGEMM_CUDA_CHECK(cudaMemset(tripped_, 0, sizeof(int32_t)));
+  // Done before it returns: every stream's kernels, non-blocking ones too, start from zero.
+  TPGEMM_CUDA_CHECK(cudaMemsetAsync(tripped_, 0, sizeof(int32_t), nullptr));
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 TimeoutMailbox::~TimeoutMailbox() {
@@ -56,7 +60,8 @@ WaitEnv TimeoutMailbox::env(int rank, int64_t timeout_ms) const {
 }
 
 Status TimeoutMailbox::status() const {
-  if (*reinterpret_cast<volatile int32_t*>(&host_->code) == 0) return Status::Ok();
+  // The device writes the record's fields, then its code: read the code first (acquire), then them.
+  if (std::atomic_ref<int32_t>(host_->code).load(std::memory_order_acquire) == 0) return Status::Ok();
   const TimeoutRecord r = *host_;
   const auto site = static_cast<WaitSite>(r.site);
   // The symmetric collectives wait on the data itself (NOTE [empty lanes]), not on a flag.

@@ -33,7 +33,7 @@ const char* to_string(WaitSite s);
 // The host reads it in Team::check() and at the start of every call, and throws
 // Error(Timeout) with rank, peer, site, expected and seen values.
 struct TimeoutRecord {
-  int32_t code;  // 0: none; 1: timed out (read and written through volatile accesses)
+  int32_t code;  // 0: none; 1: timed out (written last by the device, after a fence; read first, acquire, by the host)
   int32_t rank;
   int32_t peer;
   int32_t site;

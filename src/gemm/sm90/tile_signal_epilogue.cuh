@@ -52,7 +52,8 @@ struct TileSignalEpilogue : Base {
     // returns at once. Not the ".read" form CUTLASS uses: the writes themselves must be done.
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     asm volatile("fence.proxy.async.global;" ::: "memory");  // async-proxy writes, then a generic release
-    cutlass::arch::NamedBarrier::sync(kThreads, static_cast<int>(cutlass::arch::ReservedNamedBarriers::FirstUserBarrier));
+    // The first user barrier (hardware id 8: the unsigned overload adds CUTLASS's 8 reserved ones).
+    cutlass::arch::NamedBarrier::sync(kThreads, 0u);
     if (thread_idx == 0) {
       const int64_t m = cute::get<0>(coord), n = cute::get<1>(coord), l = cute::get<3>(coord);
       if (m < s.m_tiles && n < s.n_tiles) {  // CUTLASS's padding tiles past M or N store nothing

@@ -115,8 +115,7 @@ class ThreadloadGather final : public LadderRung {
       blocks_ = per_sm * t.num_sms;
       const int64_t chunks = ladder_chunks(p_.m);
       chunk_ready_ = DeviceBuffer(static_cast<size_t>(p_.l * chunks) * sizeof(uint64_t));
-      TPGEMM_CUDA_CHECK(cudaMemsetAsync(chunk_ready_.get(), 0, chunk_ready_.bytes(), t.internal_stream));
-      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(t.internal_stream));  // zero before any call, on any stream
+      t.zero_now(chunk_ready_.get(), chunk_ready_.bytes());
     });
   }
 

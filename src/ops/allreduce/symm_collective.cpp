@@ -48,7 +48,7 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
     TPGEMM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_, threads_, 0));
     blocks_ = static_cast<int>(std::min<int64_t>(wanted, std::max(1, std::min(per_sm, 1024 / threads_) * t.num_sms)));
     calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
-    TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
+    t.zero_now(calls_.get(), calls_.bytes());
   });
   // Block b of every rank must handle the same vectors (NOTE [two staging halves]): the
   // smallest block count any rank can run.

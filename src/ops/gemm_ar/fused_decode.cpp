@@ -35,7 +35,7 @@ class GemmArFusedDecode final : public OpImpl {
       const int64_t tiles = p_.l * (p_.m / tile_m) * (p_.n / ops::kDecodeTileN);
       blocks_ = static_cast<int>(std::min<int64_t>(tiles, std::max(1, per_sm) * static_cast<int64_t>(t.num_sms)));
       calls_ = DeviceBuffer(static_cast<size_t>(blocks_) * sizeof(uint64_t));
-      TPGEMM_CUDA_CHECK(cudaMemset(calls_.get(), 0, calls_.bytes()));
+      t.zero_now(calls_.get(), calls_.bytes());
       // One-shot unless asked (for calibration and tests): two-shot is not yet measured where it
       // should win, at W > 2 (NOTE [fused decode]).
       two_shot_ = env_int("TPGEMM_DECODE_TWO_SHOT", 0, 1).value_or(0) == 1;

@@ -61,9 +61,8 @@ class FusedTileReduce final : public OpImpl {
       partial_ = DeviceBuffer(bytes_of_d());
       tile_flags_ = DeviceBuffer(static_cast<size_t>(p_.l * reduce_.m_tiles * reduce_.n_tiles) * sizeof(uint64_t));
       control_ = DeviceBuffer(2 * sizeof(uint64_t));
-      TPGEMM_CUDA_CHECK(cudaMemset(tile_flags_.get(), 0, tile_flags_.bytes()));
-      TPGEMM_CUDA_CHECK(cudaMemset(control_.get(), 0, control_.bytes()));
-      TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream of ours (non-blocking ones too) reads them
+      t.zero_now(tile_flags_.get(), tile_flags_.bytes());
+      t.zero_now(control_.get(), control_.bytes());
       ops::preload_tile_reduce(p_.dtype, W, all_reduce());
     });
     if (W > 1) {
