@@ -21,11 +21,17 @@ namespace tpgemm::comm {
 struct alignas(64) RankSlot {
   std::atomic<uint64_t> arrived;  // the last call this rank posted
   int32_t code[2];
+  uint64_t tag[2];  // which collective call: the plan's id (ranks in different calls must not pass)
+  char what[2][48];
   char message[2][244];
 };
 struct HostRendezvous::Segment {
   uint64_t magic;
   int32_t world;
+  // How the latest call was decided, once, by the first rank to decide it: (call << 16) |
+  // (rank << 2) | kGo or kAbort. Every rank follows that decision, so a rank arriving just as a
+  // peer gives up cannot pass alone.
+  std::atomic<uint64_t> decided;
   // Set once a rank gave up waiting: every later agree() on any rank throws, so that a rank
   // arriving late never enqueues a collective its peers have abandoned.
   std::atomic<int32_t> failed;
@@ -34,7 +40,8 @@ struct HostRendezvous::Segment {
 };
 
 namespace {
-constexpr uint64_t kMagic = 0x7470676d72647631ull;  // "tpgmrdv1"
+constexpr uint64_t kMagic = 0x7470676d72647632ull;  // "tpgmrdv2"
+constexpr uint64_t kGo = 1, kAbort = 2;
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics need lock-free 64-bit atomics");
 }  // namespace
 
@@ -73,22 +80,50 @@ std::string HostRendezvous::unique_name() {
   return strfmt("/tpgemm-%d-%08x", static_cast<int>(::getpid()), rd());
 }
 
-void HostRendezvous::agree(const Status& mine, const char* what, int64_t timeout_ms) {
+namespace {
+
+// Decides call `call` as `want` unless it is decided already; returns the decision (kGo or
+// kAbort) and, through `by`, the rank that made it. A decision of a later call means this one
+// went ahead: no rank passes a call that was not decided kGo.
+uint64_t decide(std::atomic<uint64_t>& decided, uint64_t call, int rank, uint64_t want, int* by) {
+  uint64_t v = decided.load(std::memory_order_acquire);
+  for (;;) {
+    if ((v >> 16) > call) return *by = -1, kGo;
+    if ((v >> 16) == call) return *by = static_cast<int>((v >> 2) & 0x3fff), v & 3;
+    if (decided.compare_exchange_weak(v, (call << 16) | (static_cast<uint64_t>(rank) << 2) | want,
+                                      std::memory_order_acq_rel, std::memory_order_acquire))
+      return *by = rank, want;
+  }
+}
+
+}  // namespace
+
+void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, int64_t timeout_ms) {
   if (seg_->magic != kMagic || seg_->world != world_)
     throw Error(ErrorCode::kInternal, strfmt("rank %d: the rendezvous segment %s is not initialised", rank_, name_.c_str()));
   auto abandoned = [&] {
     return Error(ErrorCode::kPeerFailure, strfmt("rank %d: the team gave up on an earlier collective call: %s", rank_,
                                                  seg_->failure));
   };
+  // A peer decided to give up on this call: its message may still be on its way into the segment.
+  auto follow_abort = [&] {
+    for (int i = 0; i < 1000 && seg_->failed.load(std::memory_order_acquire) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    return Error(ErrorCode::kPeerFailure, strfmt("rank %d: the team gave up on collective call #%llu (%s): %s", rank_,
+                                                 (unsigned long long)calls_, what, seg_->failure));
+  };
   if (seg_->failed.load(std::memory_order_acquire) != 0) throw abandoned();
   const uint64_t call = ++calls_;
   const int parity = static_cast<int>(call & 1);
   RankSlot& me = seg_->slots[rank_];
   me.code[parity] = static_cast<int32_t>(mine.code);
+  me.tag[parity] = tag;
+  std::snprintf(me.what[parity], sizeof(me.what[parity]), "%s", what);
   std::snprintf(me.message[parity], sizeof(me.message[parity]), "%s", mine.message.c_str());
   me.arrived.store(call, std::memory_order_release);
 
   const auto t0 = std::chrono::steady_clock::now();
+  int by = -1;
   for (int q = 0; q < world_; ++q) {
     int spins = 0;
     while (seg_->slots[q].arrived.load(std::memory_order_acquire) < call) {
@@ -96,6 +131,8 @@ void HostRendezvous::agree(const Status& mine, const char* what, int64_t timeout
       if (seg_->failed.load(std::memory_order_acquire) != 0) throw abandoned();
       const auto waited = std::chrono::steady_clock::now() - t0;
       if (waited > std::chrono::milliseconds(timeout_ms)) {
+        if (decide(seg_->decided, call, rank_, kAbort, &by) == kGo) break;  // rank q came just in time
+        if (by != rank_) throw follow_abort();
         const std::string why =
             strfmt("rank %d waited %lld ms for rank %d to reach collective call #%llu (%s); rank %d is still at call "
                    "#%llu. Every rank must make the same tpgemm calls in the same order.",
@@ -110,6 +147,17 @@ void HostRendezvous::agree(const Status& mine, const char* what, int64_t timeout
       if (waited > std::chrono::milliseconds(1)) std::this_thread::sleep_for(std::chrono::microseconds(20));
       else std::this_thread::yield();
     }
+  }
+  if (decide(seg_->decided, call, rank_, kGo, &by) != kGo) throw follow_abort();  // a peer gave up first
+  // Every rank must be in the same collective call: the same plan's run.
+  for (int q = 1; q < world_; ++q) {
+    const RankSlot &s0 = seg_->slots[0], &s = seg_->slots[q];
+    if (s.tag[parity] != s0.tag[parity])
+      throw Error(ErrorCode::kInvalidArgument,
+                  strfmt("ranks are in different collective calls: rank 0 in %s of plan #%llu, rank %d in %s of plan "
+                         "#%llu (call #%llu). Every rank must make the same tpgemm calls in the same order.",
+                         s0.what[parity], (unsigned long long)s0.tag[parity], q, s.what[parity],
+                         (unsigned long long)s.tag[parity], (unsigned long long)call));
   }
   if (!mine.ok()) throw Error(mine);
   for (int q = 0; q < world_; ++q) {

@@ -154,8 +154,8 @@ void TeamState::zero_now(void* p, size_t bytes) const {
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
 }
 
-void TeamState::agree_call(const Status& mine, const char* what) {
-  if (rendezvous != nullptr) rendezvous->agree(mine, what, host_timeout_ms);
+void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {
+  if (rendezvous != nullptr) rendezvous->agree(mine, what, plan, host_timeout_ms);
   else if (!mine.ok()) throw Error(mine);
 }
 

@@ -69,8 +69,11 @@ struct TeamState {
   // fails between two of its steps).
   void agree_local(const char* what, const std::function<void()>& work) { agreement.agree_local(what, work); }
 
-  // The per-call check of NOTE [collective argument check].
-  void agree_call(const Status& mine, const char* what);
+  // The per-call check of NOTE [collective argument check]: `plan` is the calling plan's id.
+  void agree_call(const Status& mine, const char* what, uint64_t plan);
+  // Plans made on this team so far (failed ones too): every rank makes the same ones in the same
+  // order, so a plan's number is the same on every rank, and names it in the per-call check.
+  uint64_t plans_made = 0;
 
   void barrier() { agreement.barrier("a barrier of the team"); }
 

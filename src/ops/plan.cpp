@@ -10,6 +10,7 @@ namespace detail {
 
 struct PlanState {
   std::shared_ptr<TeamState> team;
+  uint64_t id = 0;  // TeamState::plans_made when it was made
   GemmProblem problem;
   plan::Choice choice;
   std::unique_ptr<OpImpl> impl;
@@ -65,6 +66,7 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
 
 Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
   const auto& t = team.state();
+  const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
   // A failed team is this rank's verdict too: its peers learn it here instead of waiting.
   Status local = t->mailbox->status();
@@ -76,6 +78,7 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   t->agree(local, descriptor, "the plan");
   auto state = std::make_unique<detail::PlanState>();
   state->team = t;
+  state->id = id;
   state->problem = problem;
   state->choice = plan::choose(problem, detail::topology(*t), options);
   // NOTE [collective construction]: every implementation agrees on its local work before its
@@ -104,7 +107,7 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
       mine = e.status();
     }
   }
-  t.agree_call(mine, "Plan::run operands");
+  t.agree_call(mine, "Plan::run", state_->id);
   state_->impl->run(operands, stream);
 }
 

@@ -1,6 +1,8 @@
 // The per-call host rendezvous (NOTE [collective argument check]) across real processes.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <chrono>
 #include <thread>
 
@@ -27,7 +29,7 @@ TEST(HostRendezvous, ManyCallsAllGood) {
   EXPECT_EQ(with_rendezvous(4, [](int rank, HostRendezvous& r) {
               for (int call = 0; call < 200; ++call) {
                 if (rank == call % 4) std::this_thread::sleep_for(std::chrono::microseconds(50));
-                r.agree(Status::Ok(), "test call", 5000);
+                r.agree(Status::Ok(), "test call", 1, 5000);
               }
               return 0;
             }),
@@ -36,10 +38,10 @@ TEST(HostRendezvous, ManyCallsAllGood) {
 
 TEST(HostRendezvous, OneBadRankMakesEveryRankThrowInTheSameCall) {
   EXPECT_EQ(with_rendezvous(4, [](int rank, HostRendezvous& r) {
-              r.agree(Status::Ok(), "warm-up", 5000);
+              r.agree(Status::Ok(), "warm-up", 1, 5000);
               try {
                 const Status mine = rank == 2 ? Status{ErrorCode::kInvalidArgument, "A is null"} : Status::Ok();
-                r.agree(mine, "Plan::run operands", 5000);
+                r.agree(mine, "Plan::run operands", 1, 5000);
                 return 10;  // nobody may pass
               } catch (const Error& e) {
                 const std::string m = e.what();
@@ -59,14 +61,14 @@ TEST(HostRendezvous, AnAbsentRankIsATimeoutNamingIt) {
                 // Arrives long after the others gave up: it must not go on alone.
                 std::this_thread::sleep_for(std::chrono::milliseconds(1500));
                 try {
-                  r.agree(Status::Ok(), "call", 300);
+                  r.agree(Status::Ok(), "call", 1, 300);
                   return 22;
                 } catch (const Error& e) {
                   return e.code() == ErrorCode::kPeerFailure && std::string(e.what()).find("gave up") != std::string::npos ? 0 : 23;
                 }
               }
               try {
-                r.agree(Status::Ok(), "call", 300);
+                r.agree(Status::Ok(), "call", 1, 300);
                 return 20;
               } catch (const Error& e) {
                 const std::string m = e.what();
@@ -76,6 +78,54 @@ TEST(HostRendezvous, AnAbsentRankIsATimeoutNamingIt) {
               }
             }),
             0);
+}
+
+// Rank 0 runs one plan while rank 1 runs another (or an all-reduce): a different collective call
+// on each, which must not pass as one.
+TEST(HostRendezvous, RanksInDifferentCallsThrowOnEveryRankNamingBoth) {
+  EXPECT_EQ(with_rendezvous(2, [](int rank, HostRendezvous& r) {
+              r.agree(Status::Ok(), "Plan::run", 1, 5000);
+              try {
+                r.agree(Status::Ok(), rank == 0 ? "Plan::run" : "AllReducePlan::run", rank == 0 ? 1 : 2, 5000);
+                return 30;
+              } catch (const Error& e) {
+                const std::string m = e.what();
+                return e.code() == ErrorCode::kInvalidArgument && m.find("different collective calls") != std::string::npos &&
+                               m.find("AllReducePlan::run of plan #2") != std::string::npos
+                           ? 0
+                           : 31;
+              }
+            }),
+            0);
+}
+
+// Rank 1 arrives around the moment rank 0 gives up on it (2 ms), over many trials: both must
+// come to the same end, both through or both stopped (before, a rank could pass alone).
+TEST(HostRendezvous, ARankArrivingAsItsPeerGivesUpEndsLikeIt) {
+  constexpr int kTrials = 300;
+  auto* outcome = static_cast<int*>(::mmap(nullptr, sizeof(int) * 2 * kTrials, PROT_READ | PROT_WRITE,
+                                           MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(outcome, MAP_FAILED);
+  for (int trial = 0; trial < kTrials; ++trial) {
+    ASSERT_EQ(with_rendezvous(2, [&](int rank, HostRendezvous& r) {
+                if (rank == 1) std::this_thread::sleep_for(std::chrono::microseconds(1500 + trial * 1000 / kTrials));
+                try {
+                  r.agree(Status::Ok(), "call", 1, rank == 0 ? 2 : 5000);
+                  outcome[2 * trial + rank] = 1;  // through
+                } catch (const Error&) {
+                  outcome[2 * trial + rank] = 2;  // stopped
+                }
+                return 0;
+              }),
+              0);
+  }
+  int split = 0, through = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    split += outcome[2 * trial] != outcome[2 * trial + 1];
+    through += outcome[2 * trial] == 1;
+  }
+  ::munmap(outcome, sizeof(int) * 2 * kTrials);
+  EXPECT_EQ(split, 0) << "of " << kTrials << " trials (" << through << " went through)";
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace detail {
 
 struct AllReduceState {
   std::shared_ptr<TeamState> team;
+  uint64_t id = 0;  // TeamState::plans_made when it was made
   int64_t count = 0;
   DType dtype = DType::kBF16;
   AllReduceImpl impl = AllReduceImpl::kNccl;
@@ -55,6 +56,7 @@ Status check_allreduce_operands(const void* in, const void* out, size_t bytes) {
 
 AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllReduceImpl impl) {
   const auto& t = team.state();
+  const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
   Status local = t->mailbox->status();
   if (local.ok()) local = detail::check_allreduce(*t, count, dtype, impl);
@@ -67,6 +69,7 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   if (t->world == 1) chosen = AllReduceImpl::kNccl;  // nothing to exchange
   auto state = std::make_unique<detail::AllReduceState>();
   state->team = t;
+  state->id = id;
   state->count = count;
   state->dtype = dtype;
   state->impl = chosen;
@@ -88,7 +91,7 @@ void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
   detail::TeamState& t = *s.team;
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
   if (mine.ok()) mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(s.count) * dtype_size(s.dtype));
-  t.agree_call(mine, "AllReducePlan::run");
+  t.agree_call(mine, "AllReducePlan::run", s.id);
   if (s.impl == AllReduceImpl::kNccl) {
     TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(s.count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
     return;
