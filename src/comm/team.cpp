@@ -1,6 +1,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <nccl_device/core.h>  // ncclTeamLsa(): the host side of the device API
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -17,12 +18,18 @@ namespace tpgemm {
 namespace detail {
 namespace {
 
+// Ranks that can share the per-call rendezvous segment: the same machine (boot id) and the same
+// IPC namespace and /dev/shm (containers on one host can share a hostname and not those).
 std::string host_identity() {
-  char host[256] = {};
+  char host[256] = {}, ipc[128] = {};
   ::gethostname(host, sizeof(host) - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  return std::string(host) + "/" + boot;
+  const ssize_t n = ::readlink("/proc/self/ns/ipc", ipc, sizeof(ipc) - 1);
+  struct stat shm {};
+  const bool have_shm = ::stat("/dev/shm", &shm) == 0;
+  return strfmt("%s/%s/%s/%llx", host, boot.c_str(), n > 0 ? ipc : "?",
+                have_shm ? static_cast<unsigned long long>(shm.st_dev) : 0ull);
 }
 
 template <size_t N>
@@ -147,6 +154,19 @@ void TeamState::check() const {
   if (async != ncclSuccess && async != ncclInProgress)
     throw Error(ErrorCode::kNcclError, strfmt("rank %d: NCCL reported an asynchronous error: %s (%s)", rank,
                                               ncclGetErrorString(async), ncclGetLastError(comm)));
+}
+
+Status TeamState::check_device_memory(const char* name, const void* p) const {
+  cudaPointerAttributes attr{};
+  const cudaError_t e = cudaPointerGetAttributes(&attr, p);
+  if (e != cudaSuccess) cudaGetLastError();  // not a pointer CUDA knows: clear the error, say so below
+  if (e == cudaSuccess && (attr.type == cudaMemoryTypeManaged || (attr.type == cudaMemoryTypeDevice && attr.device == device)))
+    return Status::Ok();
+  const std::string what = e != cudaSuccess || attr.type == cudaMemoryTypeUnregistered ? std::string("host memory")
+                           : attr.type == cudaMemoryTypeHost                        ? std::string("pinned host memory")
+                                                                : strfmt("memory of device %d", attr.device);
+  return {ErrorCode::kInvalidArgument, strfmt("%s=%p is %s: expected memory of this rank's GPU (device %d)", name, p,
+                                              what.c_str(), device)};
 }
 
 void TeamState::zero_now(void* p, size_t bytes) const {

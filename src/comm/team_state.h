@@ -77,6 +77,11 @@ struct TeamState {
 
   void barrier() { agreement.barrier("a barrier of the team"); }
 
+  // Ok if `p` (an operand named `name`) is memory this rank's GPU can use as its own: device
+  // memory of its device, or managed memory. A host pointer, or another GPU's memory, would
+  // fault inside a kernel after every rank agreed to go: a sticky error, and the peers time out.
+  Status check_device_memory(const char* name, const void* p) const;
+
   // Zeroes device memory and returns once it is done, so that any stream's later work, on a
   // non-blocking stream too, sees zeros (counters and flags that kernels start from).
   void zero_now(void* p, size_t bytes) const;

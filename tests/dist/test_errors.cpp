@@ -135,7 +135,7 @@ TEST(DistErrors, ABadPointerOnOneRankStopsEveryRankAndWritesNothing) {
               Stream stream = Stream::create();
               for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
                 for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE})
-                  for (int kind : {0, 1}) {  // 0: null A on rank 1; 1: misaligned D on rank 2
+                  for (int kind : {0, 1, 2}) {  // 0: null A on rank 1; 1: misaligned D on rank 2; 2: host B on rank 3
                     const GemmProblem p = small(op);
                     PlanOptions o;
                     o.impl = impl;
@@ -145,15 +145,18 @@ TEST(DistErrors, ABadPointerOnOneRankStopsEveryRankAndWritesNothing) {
                     testing::poison(data.d.get(), n, p.dtype, stream.get());
                     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
                     Operands ops = data.operands();
-                    const int bad = kind == 0 ? 1 : 2;
+                    const int bad = kind + 1;
+                    std::vector<uint16_t> host_b(static_cast<size_t>(operand_sizes(p, team.world_size()).b) + 8);
                     if (team.rank() == bad) {
                       if (kind == 0) ops.a = nullptr;
-                      else ops.d = static_cast<char*>(ops.d) + 2;
+                      else if (kind == 1) ops.d = static_cast<char*>(ops.d) + 2;
+                      else ops.b = reinterpret_cast<const void*>((reinterpret_cast<uintptr_t>(host_b.data()) + 15) / 16 * 16);
                     }
                     const Status s = caught([&] { plan.run(ops, stream.get()); });
                     if (team.rank() == bad)
-                      RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, kind == 0 ? "A is null" : "16-byte"), "%s",
-                                  s.message.c_str());
+                      RANK_EXPECT(s.code == ErrorCode::kInvalidArgument &&
+                                      has(s, kind == 0 ? "A is null" : kind == 1 ? "16-byte" : "is host memory"),
+                                  "%s", s.message.c_str());
                     else
                       RANK_EXPECT(s.code == ErrorCode::kPeerFailure && has(s, "rank " + std::to_string(bad)), "%s",
                                   s.message.c_str());
