@@ -52,14 +52,17 @@ HostRendezvous::HostRendezvous(const std::string& name, int rank, int world, boo
   if (fd < 0)
     throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: shm_open(%s): %s (the ranks of one team must share /dev/shm)",
                                                     rank, name.c_str(), std::strerror(errno)));
-  if (create && ::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+  // The creator leaves no name behind in /dev/shm if it fails after creating it.
+  auto fail = [&](const char* call) {
+    const std::string why = std::strerror(errno);
     ::close(fd);
-    throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: ftruncate(%s): %s", rank, name.c_str(), std::strerror(errno)));
-  }
+    if (create) ::shm_unlink(name.c_str());
+    return Error(ErrorCode::kInvalidArgument, strfmt("rank %d: %s(%s): %s", rank, call, name.c_str(), why.c_str()));
+  };
+  if (create && ::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) throw fail("ftruncate");
   void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) throw fail("mmap");
   ::close(fd);
-  if (p == MAP_FAILED)
-    throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d: mmap(%s): %s", rank, name.c_str(), std::strerror(errno)));
   seg_ = static_cast<Segment*>(p);
   if (create) {
     std::memset(p, 0, bytes_);  // ftruncate zero-fills too; this is for clarity

@@ -74,6 +74,11 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
                   strfmt("tpgemm was built with NCCL %d.%d headers but libnccl reports version code %d: NCCL's device "
                          "ABI changes between minor versions, so use a libnccl %d.%d.x", NCCL_MAJOR, NCCL_MINOR,
                          version, NCCL_MAJOR, NCCL_MINOR));
+    if (options.timeout_ms < 0 || options.host_timeout_ms < 0)
+      throw Error(ErrorCode::kInvalidArgument,
+                  strfmt("TeamOptions timeout_ms=%lld host_timeout_ms=%lld: expected 0 (the environment's, else the "
+                         "default) or a positive number of milliseconds",
+                         (long long)options.timeout_ms, (long long)options.host_timeout_ms));
     timeout_ms =
         options.timeout_ms > 0 ? options.timeout_ms : env_int("TPGEMM_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(5000);
     host_timeout_ms = options.host_timeout_ms > 0

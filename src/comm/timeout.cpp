@@ -32,22 +32,31 @@ const char* to_string(WaitSite s) {
 }
 
 TimeoutMailbox::TimeoutMailbox() {
-  void* h = nullptr;
-  TPGEMM_CUDA_CHECK(cudaHostAlloc(&h, sizeof(TimeoutRecord), cudaHostAllocMapped));
-  host_ = static_cast<TimeoutRecord*>(h);
-  *host_ = TimeoutRecord{};
-  void* d = nullptr;
-  TPGEMM_CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
-  dev_view_ = static_cast<TimeoutRecord*>(d);
-  TPGEMM_CUDA_CHECK(cudaMalloc(&tripped_, sizeof(int32_t)));
-  // Done before it returns: every stream's kernels, non-blocking ones too, start from zero.
-  TPGEMM_CUDA_CHECK(cudaMemsetAsync(tripped_, 0, sizeof(int32_t), nullptr));
-  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  try {
+    void* h = nullptr;
+    TPGEMM_CUDA_CHECK(cudaHostAlloc(&h, sizeof(TimeoutRecord), cudaHostAllocMapped));
+    host_ = static_cast<TimeoutRecord*>(h);
+    *host_ = TimeoutRecord{};
+    void* d = nullptr;
+    TPGEMM_CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
+    dev_view_ = static_cast<TimeoutRecord*>(d);
+    TPGEMM_CUDA_CHECK(cudaMalloc(&tripped_, sizeof(int32_t)));
+    // Done before it returns: every stream's kernels, non-blocking ones too, start from zero.
+    TPGEMM_CUDA_CHECK(cudaMemsetAsync(tripped_, 0, sizeof(int32_t), nullptr));
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  } catch (...) {
+    release();  // a constructor that throws runs no destructor
+    throw;
+  }
 }
 
-TimeoutMailbox::~TimeoutMailbox() {
+TimeoutMailbox::~TimeoutMailbox() { release(); }
+
+void TimeoutMailbox::release() {
   if (tripped_ != nullptr) cudaFree(tripped_);
   if (host_ != nullptr) cudaFreeHost(host_);
+  tripped_ = nullptr;
+  host_ = nullptr;
 }
 
 WaitEnv TimeoutMailbox::env(int rank, int64_t timeout_ms) const {

@@ -21,6 +21,7 @@ class TimeoutMailbox {
   void throw_if_tripped() const { throw_if_error(status()); }
 
  private:
+  void release();
   TimeoutRecord* host_ = nullptr;
   TimeoutRecord* dev_view_ = nullptr;
   int32_t* tripped_ = nullptr;

@@ -24,6 +24,11 @@ struct PlanState {
 
 namespace {
 
+const PlanState& live(const std::unique_ptr<PlanState>& s, const char* what) {
+  if (s == nullptr) throw Error(ErrorCode::kInvalidArgument, strfmt("%s on a moved-from Plan", what));
+  return *s;
+}
+
 plan::Topology topology(const TeamState& t) { return {t.world, t.all_lsa, t.all_sm90}; }
 
 Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions& o) {
@@ -100,7 +105,7 @@ Plan::Plan(Plan&&) noexcept = default;
 Plan& Plan::operator=(Plan&&) noexcept = default;
 
 void Plan::run(const Operands& operands, cudaStream_t stream) {
-  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from Plan");
+  detail::live(state_, "run()");
   detail::TeamState& t = *state_->team;
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
   if (mine.ok()) mine = plan::validate_operands(state_->problem, t.world, operands);
@@ -124,9 +129,10 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   state_->impl->run(operands, stream);
 }
 
-Impl Plan::impl() const { return state_->choice.impl; }
-const GemmProblem& Plan::problem() const { return state_->problem; }
+Impl Plan::impl() const { return detail::live(state_, "impl()").choice.impl; }
+const GemmProblem& Plan::problem() const { return detail::live(state_, "problem()").problem; }
 PlanOptions Plan::options() const {
+  detail::live(state_, "options()");
   PlanOptions o;
   o.impl = state_->choice.impl;
   o.chunks_per_rank = state_->choice.chunks;

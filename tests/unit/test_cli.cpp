@@ -101,6 +101,8 @@ TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--alpha=nan"}, "--alpha=nan");
   expect_rejected({"positional"}, "expected a --flag");
   expect_rejected({"--bytes=1000"}, "--bytes=1000: expected a multiple of 16");
+  expect_rejected({"--check=false"}, "--check=false: expected no value");
+  expect_rejected({"--impl=all,bogus"}, "--impl=all,bogus: expected 'all' alone");
 }
 
 TEST(Shapes, TheBuiltInSetIsTheSharedOne) {

@@ -92,7 +92,8 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     std::string flag = args[i], value;
     if (flag.rfind("--", 0) != 0) throw Error(ErrorCode::kInvalidArgument, strfmt("'%s': expected a --flag", flag.c_str()));
     const size_t eq = flag.find('=');
-    const bool boolean = flag == "--check" || flag == "--help" || flag == "-h";
+    const std::string name = flag.substr(0, eq);
+    const bool boolean = name == "--check" || name == "--help" || name == "-h";
     if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
@@ -100,6 +101,8 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw Error(ErrorCode::kInvalidArgument, strfmt("%s: expected a value", flag.c_str()));
       value = args[++i];
     }
+    if (boolean && eq != std::string::npos)  // --check=false would read as --check
+      throw bad(flag, value, "no value: it is a switch (leave it out to turn it off)");
     if (flag == "--help" || flag == "-h") c.help = true;
     else if (flag == "--check") c.check = true;
     else if (flag == "--op") ops = value;
@@ -151,6 +154,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
   }
   for (const auto& s : split(impls)) {
     if (s == "all") {
+      if (split(impls).size() > 1) throw bad("--impl", impls, "'all' alone, or a list of implementations without it");
       c.impls.clear();
       c.allreduce_impls.clear();
       break;
