@@ -5,11 +5,13 @@
 // would enqueue their half of the collective and wait for it forever (NCCL) or until a
 // timeout. So every rank posts its verdict on its own operands here and waits (bounded) for
 // everyone's before enqueuing anything: if any rank's operands are bad, all ranks throw in
-// the same call, and nothing that touches the caller's memory is enqueued anywhere. This costs
-// a few microseconds of host time per call; an implementation may overlap it with a prologue
-// that writes only its own buffers (OpImpl::prologue: the matmul of gemm_oneshot /
-// gemm_twoshot). Ranks on different hosts have no such segment; there the check is local
-// (documented in the README).
+// the same call, and nothing that touches the caller's memory is enqueued anywhere. Each rank
+// also posts which plan it is running, so ranks in different calls all throw too; and each call
+// is decided once, go or abort, by the first rank able to (Segment::decided), so that a rank
+// arriving just as a peer gives up cannot pass alone. This costs a few microseconds of host
+// time per call; an implementation may overlap it with a prologue that writes only its own
+// buffers (OpImpl::prologue: the matmul of gemm_oneshot / gemm_twoshot). Ranks on different
+// hosts have no such segment; there the check is local (documented in the README).
 #pragma once
 
 #include <cstdint>
