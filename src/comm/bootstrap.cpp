@@ -72,13 +72,24 @@ int poll_ms(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<int64_t>(left, 0, std::numeric_limits<int>::max()));
 }
 
+// Waits until `fd` is ready for `events`, or the deadline passes (false). A signal is not an
+// end: the wait goes on with the time that is left.
+bool wait_ready(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd pfd{fd, events, 0};
+    const int ms = poll_ms(deadline);
+    if (ms <= 0) return false;
+    const int k = ::poll(&pfd, 1, ms);
+    if (k > 0) return true;
+    if (k == 0 || errno != EINTR) return false;
+  }
+}
+
 // Reads or writes exactly n bytes before the deadline.
 bool io_all(int fd, void* buf, size_t n, bool write, Clock::time_point deadline) {
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
-    pollfd pfd{fd, static_cast<short>(write ? POLLOUT : POLLIN), 0};
-    const int ms = poll_ms(deadline);
-    if (ms <= 0 || ::poll(&pfd, 1, ms) <= 0) return false;
+    if (!wait_ready(fd, write ? POLLOUT : POLLIN, deadline)) return false;
     const ssize_t k = write ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
     if (k <= 0) {
       if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -130,9 +141,7 @@ std::vector<uint8_t> serve(const LaunchEnv& env, const std::vector<uint8_t>& pay
   int culprit = mine.ok() ? -1 : 0;
   std::vector<Fd> peer(static_cast<size_t>(env.world));
   for (int arrived = 0; arrived < env.world - 1;) {
-    pollfd pfd{ls.get(), POLLIN, 0};
-    const int ms = poll_ms(deadline);
-    if (ms <= 0 || ::poll(&pfd, 1, ms) <= 0) {
+    if (!wait_ready(ls.get(), POLLIN, deadline)) {
       std::string missing;
       for (int r = 1; r < env.world; ++r)
         if (peer[r].get() < 0) missing += strfmt("%s%d", missing.empty() ? "" : ",", r);
@@ -167,6 +176,13 @@ std::vector<uint8_t> serve(const LaunchEnv& env, const std::vector<uint8_t>& pay
     peer[h.rank] = std::move(c);
     ++arrived;
   }
+  // A rank that left while it waited (its process died) will not join NCCL: nobody may.
+  for (int r = 1; r < env.world && culprit < 0; ++r) {
+    char byte = 0;
+    pollfd pfd{peer[r].get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0 && ::recv(peer[r].get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0)
+      why = strfmt("rank %d left the exchange before it ended", r), culprit = r;
+  }
   for (int r = 1; r < env.world; ++r)
     answer(peer[r].get(), culprit < 0 ? ErrorCode::kOk : r == culprit ? ErrorCode::kInvalidArgument : ErrorCode::kPeerFailure,
            culprit < 0 ? "" : "unique-id exchange: " + why, payload, deadline);
@@ -176,7 +192,8 @@ std::vector<uint8_t> serve(const LaunchEnv& env, const std::vector<uint8_t>& pay
               strfmt("rank 0: the unique-id exchange stopped: %s", why.c_str()));
 }
 
-std::vector<uint8_t> fetch(const LaunchEnv& env, size_t payload_size, const Status& mine, Clock::time_point deadline) {
+std::vector<uint8_t> fetch(const LaunchEnv& env, size_t payload_size, const Status& mine, Clock::time_point deadline,
+                           Clock::duration timeout) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -191,16 +208,25 @@ std::vector<uint8_t> fetch(const LaunchEnv& env, size_t payload_size, const Stat
   while (poll_ms(deadline) > 0) {
     Fd c(::socket(AF_INET, SOCK_STREAM, 0));
     if (c.get() >= 0 && ::connect(c.get(), addr->ai_addr, addr->ai_addrlen) == 0) {
-      // Rank 0 answers once every rank has arrived. A connection it dropped (it took us for a
-      // stranger) is tried again.
+      // Rank 0 answers once every rank has arrived, or when it gives up, by its own deadline: so
+      // once it holds our hello, we wait for its answer past ours (leaving now would let the others
+      // go on into NCCL without us). A connection it dropped (it took us for a stranger) is tried
+      // again.
       Reply rep{};
-      if (io_all(c.get(), &h, sizeof(h), true, deadline) && io_all(c.get(), &rep, sizeof(rep), false, deadline) &&
-          rep.magic == kMagic) {
+      const auto answer_by = std::max(deadline, Clock::now()) + timeout;
+      const bool answered = io_all(c.get(), &h, sizeof(h), true, deadline) &&
+                            io_all(c.get(), &rep, sizeof(rep), false, answer_by) && rep.magic == kMagic;
+      if (!answered && Clock::now() >= answer_by) {
+        if (!mine.ok()) throw Error(mine);
+        throw Error(ErrorCode::kTimeout, strfmt("rank %d: rank 0 at %s:%d took this rank's hello and did not answer "
+                                                "by the end of its own wait", env.rank, env.master_addr.c_str(), env.port));
+      }
+      if (answered) {
         rep.message[sizeof(rep.message) - 1] = '\0';
         if (!mine.ok()) throw Error(mine);
         if (rep.code != 0) throw Error(static_cast<ErrorCode>(rep.code), strfmt("rank %d: %s", env.rank, rep.message));
         std::vector<uint8_t> out(payload_size);
-        if (!io_all(c.get(), out.data(), out.size(), false, deadline))
+        if (!io_all(c.get(), out.data(), out.size(), false, answer_by))
           throw Error(ErrorCode::kTimeout, strfmt("rank %d: the unique id from rank 0 was cut short", env.rank));
         return out;
       }
@@ -258,7 +284,7 @@ std::vector<uint8_t> tcp_broadcast(const LaunchEnv& env, const std::vector<uint8
     if (payload.size() != payload_size) throw Error(ErrorCode::kInternal, "tcp_broadcast: payload size mismatch");
     return serve(env, payload, mine, deadline);
   }
-  return fetch(env, payload_size, mine, deadline);
+  return fetch(env, payload_size, mine, deadline, std::chrono::milliseconds(timeout_ms));
 }
 
 }  // namespace tpgemm::comm

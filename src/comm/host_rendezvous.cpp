@@ -24,6 +24,7 @@ struct alignas(64) RankSlot {
   uint64_t tag[2];  // which collective call: the plan's id (ranks in different calls must not pass)
   char what[2][48];
   char message[2][244];
+  char gave_up[244];  // why this rank gave up on a call: written before it decides the call kAbort
 };
 struct HostRendezvous::Segment {
   uint64_t magic;
@@ -108,12 +109,11 @@ void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, i
     return Error(ErrorCode::kPeerFailure, strfmt("rank %d: the team gave up on an earlier collective call: %s", rank_,
                                                  seg_->failure));
   };
-  // A peer decided to give up on this call: its message may still be on its way into the segment.
-  auto follow_abort = [&] {
-    for (int i = 0; i < 1000 && seg_->failed.load(std::memory_order_acquire) == 0; ++i)
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  // Rank `decider` decided this call kAbort; its reason is in its slot, written before that decision
+  // and published by it (decide() reads the decision with acquire).
+  auto follow_abort = [&](int decider) {
     return Error(ErrorCode::kPeerFailure, strfmt("rank %d: the team gave up on collective call #%llu (%s): %s", rank_,
-                                                 (unsigned long long)calls_, what, seg_->failure));
+                                                 (unsigned long long)calls_, what, seg_->slots[decider].gave_up));
   };
   if (seg_->failed.load(std::memory_order_acquire) != 0) throw abandoned();
   const uint64_t call = ++calls_;
@@ -134,13 +134,14 @@ void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, i
       if (seg_->failed.load(std::memory_order_acquire) != 0) throw abandoned();
       const auto waited = std::chrono::steady_clock::now() - t0;
       if (waited > std::chrono::milliseconds(timeout_ms)) {
-        if (decide(seg_->decided, call, rank_, kAbort, &by) == kGo) break;  // rank q came just in time
-        if (by != rank_) throw follow_abort();
         const std::string why =
             strfmt("rank %d waited %lld ms for rank %d to reach collective call #%llu (%s); rank %d is still at call "
                    "#%llu. Every rank must make the same tpgemm calls in the same order.",
                    rank_, (long long)timeout_ms, q, (unsigned long long)call, what, q,
                    (unsigned long long)seg_->slots[q].arrived.load());
+        std::snprintf(me.gave_up, sizeof(me.gave_up), "%s", why.c_str());
+        if (decide(seg_->decided, call, rank_, kAbort, &by) == kGo) break;  // rank q came just in time
+        if (by != rank_) throw follow_abort(by);
         std::snprintf(seg_->failure, sizeof(seg_->failure), "%s", why.c_str());
         seg_->failed.store(1, std::memory_order_release);
         throw Error(ErrorCode::kTimeout, why);
@@ -151,7 +152,7 @@ void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, i
       else std::this_thread::yield();
     }
   }
-  if (decide(seg_->decided, call, rank_, kGo, &by) != kGo) throw follow_abort();  // a peer gave up first
+  if (decide(seg_->decided, call, rank_, kGo, &by) != kGo) throw follow_abort(by);  // a peer gave up first
   // Every rank must be in the same collective call: the same plan's run.
   for (int q = 1; q < world_; ++q) {
     const RankSlot &s0 = seg_->slots[0], &s = seg_->slots[q];

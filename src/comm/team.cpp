@@ -92,7 +92,11 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
     mailbox = std::make_unique<comm::TimeoutMailbox>();
   } catch (const Error& e) {
     local = e.status();
+  } catch (const std::exception& e) {
+    local = {ErrorCode::kInternal, strfmt("rank %d, creating the team: %s", rank, e.what())};
   }
+  // What the exchange itself needs cannot be agreed on: if these fail here, the peers wait in
+  // NCCL's all-gather (NCCL's own bounds, if any, apply).
   if (current != device) TPGEMM_CUDA_CHECK(cudaSetDevice(device));
   TPGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&internal_stream, cudaStreamNonBlocking));
   TPGEMM_CUDA_CHECK(cudaMalloc(&scratch, comm::Agreement::kSlot * static_cast<size_t>(world + 1)));
@@ -218,13 +222,14 @@ Team Team::from_env(const TeamOptions& options) {
   const auto env = comm::read_launch_env();
   comm::LaunchEnv e = env.value_or(comm::LaunchEnv{});
   ncclUniqueId id{};
-  if (e.rank == 0) TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
-  const int64_t bootstrap_ms = env_int("TPGEMM_BOOTSTRAP_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(120000);
-  // This rank's device is checked before the exchange, which tells every rank if one failed
-  // (NOTE [unique-id exchange]): then none of them enters NCCL's initialisation.
+  int64_t bootstrap_ms = 120000;
+  // This rank's settings and device are checked before the exchange, which tells every rank if
+  // one failed (NOTE [unique-id exchange]): then none of them enters NCCL's initialisation.
   Status fit;
   try {
+    bootstrap_ms = env_int("TPGEMM_BOOTSTRAP_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(bootstrap_ms);
     set_device_checked(e.local_rank, e.rank);
+    if (e.rank == 0) TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
   } catch (const Error& err) {
     fit = err.status();
   }

@@ -2,10 +2,13 @@
 // with several real processes on this CPU machine.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -236,6 +239,44 @@ TEST(UniqueIdExchange, ASilentConnectionDoesNotStallTheExchange) {
     if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(600));  // after the stranger
     const auto got = tcp_broadcast(e, rank == 0 ? id : std::vector<uint8_t>{}, id.size(), 30000);
     return got == id && Clock::now() - t0 < std::chrono::seconds(5) ? 0 : 10;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+// Rank 1 starts long before rank 0 and rank 2 last: its own deadline passes while it waits for
+// rank 0's answer, which comes by rank 0's. It must wait for it, not leave (then ranks 0 and 2
+// would go on into NCCL without it); and a signal during any wait is not an end either.
+TEST(UniqueIdExchange, AnEarlyRankWaitsForTheAnswerAndSignalsDoNotEndTheWait) {
+  const int port = free_port();
+  std::vector<uint8_t> id(128);
+  for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<uint8_t>(i * 5 + 1);
+  const int rc = run_workers(3, [&](int rank) {
+    struct sigaction sa {};
+    sa.sa_handler = [](int) {};  // no SA_RESTART: a poll() it interrupts fails with EINTR
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    const pthread_t self = ::pthread_self();
+    std::thread poke([self] {
+      for (int i = 0; i < 6; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        ::pthread_kill(self, SIGUSR1);
+      }
+    });
+    LaunchEnv e;
+    e.rank = rank;
+    e.world = 3;
+    e.port = port;
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    int result = 0;
+    try {
+      const auto got = tcp_broadcast(e, rank == 0 ? id : std::vector<uint8_t>{}, id.size(), 1000);
+      result = got == id ? 0 : 11;
+    } catch (const Error& err) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, err.what());
+      result = 12;
+    }
+    poke.join();
+    return result;
   });
   EXPECT_EQ(rc, 0);
 }
