@@ -10,7 +10,8 @@
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
 #
-# Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json and summary.txt; when
+# Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json, compare_W*.md (bench/compare.py:
+# the side-by-side table and where each target stands, also in the summary) and summary.txt; when
 # $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
 # -R regex for the dist tests; SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
@@ -186,6 +187,15 @@ for s in $STAGES; do
       done ;;
     *) note "unknown stage $s" ;;
   esac
+done
+# Where issues 4 and 5's targets stand (bench/compare.py), at each world size that has both the
+# bench and the peers of this call: compare_W*.md, and its verdict lines in the summary.
+for w in $WORLDS; do
+  [ -f "$LOGS/bench_W$w.json" ] && [ -f "$LOGS/peers_W$w.json" ] || continue
+  ar=$LOGS/peers_ar_W$w.json
+  [ -f "$ar" ] || ar=
+  python3 bench/compare.py "$LOGS/bench_W$w.json" "$LOGS/peers_W$w.json" $ar > "$LOGS/compare_W$w.md" 2>&1 &&
+    grep -E '^- W=' "$LOGS/compare_W$w.md" | tee -a "$SUMMARY" > /dev/null
 done
 note "done $(date -u '+%H:%M:%S UTC')"
 pack
