@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Side-by-side table of tpgemm-bench and shared/peers/torch_peers.py results of one device call.
 
-  bench/compare.py BENCH.json PEERS.json [PEERS_AR.json]   -> markdown on stdout
+  bench/compare.py BENCH.json PEERS.json [PEERS_AR.json] [--cutlass CUTLASS.json]   -> markdown on stdout
+
+CUTLASS.json: tpgemm-cutlass-distgemm's rows (CUTLASS's Distributed GEMM, same call), ag_gemm only.
 
 Columns: the peers' NCCL+cuBLAS and torch-symm, tpgemm's baseline (and its ratio to the peers'
 NCCL+cuBLAS: a fair baseline is within 5%), what `auto` ran, its time, its speedup over tpgemm's
@@ -17,6 +19,13 @@ def geomean(xs):
 
 
 def main():
+    args = sys.argv[1:]
+    cutlass = {}
+    if "--cutlass" in args:
+        i = args.index("--cutlass")
+        cutlass = {(r["M"], r["N"], r["K"]): r for r in json.load(open(args[i + 1]))}
+        del args[i:i + 2]
+    sys.argv[1:] = args
     bench = json.load(open(sys.argv[1]))
     peers = json.load(open(sys.argv[2]))
     rows = bench["rows"]
@@ -68,6 +77,30 @@ def main():
                   f"| {f('nccl')} | {f('oneshot')} | {f('twoshot')} | {a['ran']} | {f('auto')} | {ratio:.2f}x | {a['busbw_gbs']:.0f} "
                   f"| {f('nccl', 'graph_ms')} | {f('auto', 'graph_ms')} | {gratio:.2f}x |")
         print_allreduce_targets(rows, W)
+    if cutlass:
+        print_cutlass(rows, W, cutlass)
+
+
+def print_cutlass(rows, W, cutlass):
+    """ag_gemm's auto and fused against CUTLASS's Distributed GEMM timed in the same call."""
+    print(f"\n| ag M | N | K | CUTLASS DistGEMM ms | check | tpgemm auto ms | auto vs CUTLASS | fused ms | fused vs CUTLASS |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    vs_auto, vs_fused = [], []
+    for r in rows:
+        if r["op"] != "ag_gemm" or r["impl"] != "auto" or (r["M"], r["N"], r["K"]) not in cutlass:
+            continue
+        c = cutlass[(r["M"], r["N"], r["K"])]
+        f = next((x for x in rows if x["op"] == "ag_gemm" and x["impl"] == "fused" and
+                  (x["M"], x["N"], x["K"]) == (r["M"], r["N"], r["K"]) and x["ms"] > 0), None)
+        a = c["ms"] / r["ms"]
+        vs_auto.append(a)
+        fused = f"{f['ms']:.3f} | {c['ms'] / f['ms']:.2f}x" if f else "- | -"
+        if f:
+            vs_fused.append(c["ms"] / f["ms"])
+        print(f"| {r['M']} | {r['N']} | {r['K']} | {c['ms']:.3f} | {c['check']} | {r['ms']:.3f} | {a:.2f}x | {fused} |")
+    if vs_auto:
+        print(f"\n- W={W} ag_gemm: auto over CUTLASS's Distributed GEMM, geomean {geomean(vs_auto):.3f}x (worst "
+              f"{min(vs_auto):.3f}x); fused {geomean(vs_fused):.3f}x (worst {min(vs_fused):.3f}x)")
 
 
 # Issues 4 and 5's targets for the GEMM ops (set at W=4; printed at every W, to follow them).

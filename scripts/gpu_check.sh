@@ -184,6 +184,13 @@ for s in $STAGES; do
           bench/shapes.txt --json "$LOGS/peers_W$w.json"
         stage "peers_ar_W$w" 600 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" "$peers" \
           bench/allreduce_sizes.txt --json "$LOGS/peers_ar_W$w.json"
+      done
+      # CUTLASS's Distributed GEMM (tools/peers/cutlass_distgemm.cu), ag_gemm shapes.
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        stage "cutlass_W$w" 600 "$BUILD/tpgemm-cutlass-distgemm" --gpus "$w" --shapes bench/shapes.txt \
+          --json "$LOGS/cutlass_W$w.json"
+        rows_to_summary "cutlass_W$w" "^ag "
       done ;;
     *) note "unknown stage $s" ;;
   esac
@@ -194,7 +201,9 @@ for w in $WORLDS; do
   [ -f "$LOGS/bench_W$w.json" ] && [ -f "$LOGS/peers_W$w.json" ] || continue
   ar=$LOGS/peers_ar_W$w.json
   [ -f "$ar" ] || ar=
-  python3 bench/compare.py "$LOGS/bench_W$w.json" "$LOGS/peers_W$w.json" $ar > "$LOGS/compare_W$w.md" 2>&1 &&
+  cutlass=()
+  [ -s "$LOGS/cutlass_W$w.json" ] && cutlass=(--cutlass "$LOGS/cutlass_W$w.json")
+  python3 bench/compare.py "$LOGS/bench_W$w.json" "$LOGS/peers_W$w.json" $ar "${cutlass[@]}" > "$LOGS/compare_W$w.md" 2>&1 &&
     grep -E '^- W=' "$LOGS/compare_W$w.md" | tee -a "$SUMMARY" > /dev/null
 done
 note "done $(date -u '+%H:%M:%S UTC')"

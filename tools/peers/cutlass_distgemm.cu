@@ -1,0 +1,293 @@
+// tpgemm-cutlass-distgemm: times CUTLASS's Distributed GEMM (its experimental
+// cutlass/experimental/distributed API, Hopper, one process driving W GPUs), the peer tpgemm's
+// AllGather+GEMM means to beat, on the `ag` lines of a shapes file, in the same device call as
+// tpgemm-bench and with its method: each run between two events per GPU, synchronised, the
+// slowest GPU's time, the median over the runs. (One host thread launches the W GPUs in turn,
+// so the first GPU's time also holds the others' launches: a few us, as a rank of tpgemm's waits
+// for its slowest peer.)
+//
+// Schedule AllGather1D_TilingCD_RotatingA: A sharded by rows and passed around the ring, B and D
+// sharded by columns. So tpgemm's per-rank M x N x K at W (every rank multiplies M global rows by
+// its own N columns) is CUTLASS's global problem M x (N W) x K. Kernel: cooperative 128x256x64,
+// cluster 1x2, bf16 in and out, fp32 accumulation: what shared/bench/targets.md measured (the
+// example's own pingpong configuration spills registers with fp32 accumulators).
+//
+// Check: the operands are small multiples of 1/16, a pure function of their global coordinates,
+// so every fp32 dot product is exact whatever the order; 512 sampled elements of every GPU's D
+// must equal their host-computed value rounded to bf16, bit for bit.
+//
+//   tpgemm-cutlass-distgemm [--gpus W] [--shapes FILE] [--iterations 40] [--warmup-iterations 10] [--json FILE]
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/experimental/distributed/device/dist_gemm_universal_wrapper.hpp>
+#include <cutlass/experimental/distributed/kernel/dist_gemm_kernel_wrapper.hpp>
+#include <cutlass/experimental/distributed/schedules/dist_gemm_1d_schedules.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/shapes.h"
+#include "default_shapes.h"
+
+namespace tpgemm::peers {
+
+using namespace cute;
+using T = cutlass::bfloat16_t;
+
+#define CK(x)                                                                                              \
+  do {                                                                                                     \
+    const cudaError_t e_ = (x);                                                                            \
+    if (e_ != cudaSuccess) throw std::runtime_error(std::string(#x) + ": " + cudaGetErrorString(e_));      \
+  } while (0)
+#define CK_CUTLASS(x)                                                                                      \
+  do {                                                                                                     \
+    const cutlass::Status s_ = (x);                                                                        \
+    if (s_ != cutlass::Status::kSuccess) throw std::runtime_error(std::string(#x) + ": " + cutlassGetStatusString(s_)); \
+  } while (0)
+
+// The value of operand `which` (0: A [M, K], 1: B [N, K]) at global (row, col): a multiple of 1/16
+// in [-2, 2), exact in bf16.
+__host__ __device__ inline float operand_value(int which, int64_t row, int64_t col) {
+  uint64_t h = (static_cast<uint64_t>(which) << 62) ^ (static_cast<uint64_t>(row) * 0x9E3779B97F4A7C15ull) ^
+               (static_cast<uint64_t>(col) * 0xC2B2AE3D27D4EB4Full);
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  return static_cast<float>(static_cast<int>(h % 64) - 32) / 16.0f;
+}
+
+// rows x cols of operand `which`, row-major with leading dimension `ld`, from global (row0, 0).
+__global__ void fill_operand(T* p, int64_t rows, int64_t cols, int64_t ld, int64_t row0, int which) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    p[(i / cols) * ld + i % cols] = T(operand_value(which, row0 + i / cols, i % cols));
+}
+
+struct Result {
+  double ms = 0;
+  int mismatches = 0, checked = 0;
+};
+
+// The GEMM every stage runs (the same at every W).
+using CtaTile = Shape<_128, _256, _64>;
+using CtaCluster = Shape<_1, _2, _1>;
+using Row = cutlass::layout::RowMajor;
+using Col = cutlass::layout::ColumnMajor;  // B [N, K], K contiguous: tpgemm's b_layout=nk
+constexpr int kAlign = 8;
+using Epilogue = cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, CtaTile, CtaCluster, cutlass::epilogue::collective::EpilogueTileAuto,
+    float, float, T, Row, kAlign, T, Row, kAlign, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+using Mainloop = cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, T, Row, kAlign, T, Col, kAlign, float, CtaTile, CtaCluster,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
+
+template <int W>
+struct DistGemmAt {
+  using Schedule = cutlass::distributed::schedules::AllGather1D_TilingCD_RotatingA<Int<W>>;
+  using DistKernel = cutlass::distributed::kernel::DistributedGemmKernelWrapper<Kernel, Schedule>;
+  using Dist = cutlass::distributed::device::DistributedGemmUniversalAdapter<DistKernel>;
+
+  // Per-rank M x N x K as tpgemm counts it; CUTLASS's problem is M x (N W) x K.
+  static Result run(int64_t m, int64_t n_rank, int64_t k, int iterations, int warmup) {
+    if (k > 8192) throw std::runtime_error("the exact check holds for K <= 8192 (fp32 sums of multiples of 1/256)");
+    const int n = static_cast<int>(n_rank * W);
+    const auto problem = make_tuple(static_cast<int>(m), n, static_cast<int>(k), 1);
+    const auto shape_a = Schedule::get_local_a_shape(problem);  // (M / W, K, 1)
+    const auto shape_b = Schedule::get_local_b_shape(problem);  // (N / W, K, 1)
+    const auto shape_d = Schedule::get_local_d_shape(problem);  // (M, N / W, 1)
+    const int64_t a_rows = get<0>(shape_a), b_rows = get<0>(shape_b), d_rows = get<0>(shape_d), d_cols = get<1>(shape_d);
+    if (a_rows * W != m || b_rows * W != n || d_rows != m || d_cols != n_rank)
+      throw std::runtime_error("unexpected shard shapes for AllGather1D_TilingCD_RotatingA");
+    // Packed shards: A [M / W, K] and B [N / W, K] row-major (K contiguous), D [M, N / W] row-major.
+    typename Kernel::StrideA stride_a{};
+    typename Kernel::StrideB stride_b{};
+    typename Kernel::StrideD stride_d{};
+    get<0>(stride_a) = k, get<2>(stride_a) = a_rows * k;
+    get<0>(stride_b) = k, get<2>(stride_b) = b_rows * k;
+    get<0>(stride_d) = d_cols, get<2>(stride_d) = d_rows * d_cols;
+
+    std::vector<T*> a(W), b(W), d(W);
+    std::vector<void*> workspace(W), exclusive(W);
+    std::vector<cudaStream_t> stream(W);
+    std::vector<cudaEvent_t> start(W), stop(W);
+    std::vector<Dist> dist(W);
+    std::vector<typename Dist::Arguments> args(W);
+    for (int g = 0; g < W; ++g) {
+      CK(cudaSetDevice(g));
+      CK(cudaStreamCreateWithFlags(&stream[g], cudaStreamNonBlocking));
+      CK(cudaEventCreate(&start[g]));
+      CK(cudaEventCreate(&stop[g]));
+      CK(cudaMalloc(&a[g], sizeof(T) * a_rows * k));
+      CK(cudaMalloc(&b[g], sizeof(T) * b_rows * k));
+      CK(cudaMalloc(&d[g], sizeof(T) * d_rows * d_cols));
+      fill_operand<<<1024, 256, 0, stream[g]>>>(a[g], a_rows, k, k, g * a_rows, 0);  // device g: row block g
+      fill_operand<<<1024, 256, 0, stream[g]>>>(b[g], b_rows, k, k, g * b_rows, 1);
+      CK(cudaGetLastError());
+      args[g] = typename Dist::Arguments{
+          cutlass::gemm::GemmUniversalMode::kGemm,
+          problem,
+          {a[g], stride_a, b[g], stride_b},
+          {{1.0f, 0.0f}, d[g], stride_d, d[g], stride_d},  // beta = 0: C (D itself) is not read
+          {},
+          {}};
+      CK(cudaMalloc(&workspace[g], std::max<size_t>(Dist::get_workspace_size(args[g]), 16)));
+      CK(cudaMalloc(&exclusive[g], std::max<size_t>(Dist::get_exclusive_workspace_size(), 16)));
+      CK(cudaMemsetAsync(exclusive[g], 0, Dist::get_exclusive_workspace_size(), stream[g]));
+      CK(cudaStreamSynchronize(stream[g]));
+    }
+    for (int g = 0; g < W; ++g) {
+      CK(cudaSetDevice(g));
+      CK_CUTLASS(dist[g].can_implement(args[g]));
+      CK_CUTLASS(dist[g].initialize(args.data(), workspace.data(), exclusive.data(), g, stream[g], false));
+      CK(cudaStreamSynchronize(stream[g]));
+    }
+    auto run_all = [&](bool timed) {
+      for (int g = 0; g < W; ++g) {
+        CK(cudaSetDevice(g));
+        if (timed) CK(cudaEventRecord(start[g], stream[g]));
+        CK_CUTLASS(dist[g].run(stream[g]));
+        if (timed) CK(cudaEventRecord(stop[g], stream[g]));
+      }
+      float slowest = 0;
+      for (int g = 0; g < W; ++g) {
+        CK(cudaSetDevice(g));
+        CK(cudaStreamSynchronize(stream[g]));
+        float ms = 0;
+        if (timed) CK(cudaEventElapsedTime(&ms, start[g], stop[g]));
+        slowest = std::max(slowest, ms);
+      }
+      return slowest;
+    };
+    Result r;
+    for (int g = 0; g < W; ++g) {  // poison D, run once, check it
+      CK(cudaSetDevice(g));
+      CK(cudaMemset(d[g], 0xFF, sizeof(T) * d_rows * d_cols));  // NaN in bf16
+    }
+    run_all(false);
+    std::mt19937_64 rng(12345);
+    std::vector<float> a_row(k);
+    for (int g = 0; g < W; ++g) {
+      CK(cudaSetDevice(g));
+      for (int s = 0; s < 512; ++s) {
+        const int64_t i = static_cast<int64_t>(rng() % m), j = static_cast<int64_t>(rng() % n_rank);
+        double want = 0;
+        for (int64_t kk = 0; kk < k; ++kk)
+          want += static_cast<double>(operand_value(0, i, kk)) * operand_value(1, g * n_rank + j, kk);
+        T got;
+        CK(cudaMemcpy(&got, d[g] + i * d_cols + j, sizeof(T), cudaMemcpyDeviceToHost));
+        r.mismatches += !(static_cast<float>(got) == static_cast<float>(T(static_cast<float>(want))));
+        ++r.checked;
+      }
+    }
+    for (int i = 0; i < warmup; ++i) run_all(false);
+    std::vector<float> times;
+    for (int i = 0; i < iterations; ++i) times.push_back(run_all(true));
+    std::sort(times.begin(), times.end());
+    r.ms = times[times.size() / 2];
+    for (int g = 0; g < W; ++g) {
+      CK(cudaSetDevice(g));
+      cudaFree(a[g]), cudaFree(b[g]), cudaFree(d[g]), cudaFree(workspace[g]), cudaFree(exclusive[g]);
+      cudaEventDestroy(start[g]), cudaEventDestroy(stop[g]), cudaStreamDestroy(stream[g]);
+    }
+    return r;
+  }
+};
+
+}  // namespace tpgemm::peers
+
+int main(int argc, char** argv) {
+  using namespace tpgemm::peers;
+  int world = 0, iterations = 40, warmup = 10;
+  std::string shapes_file, json;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (value == nullptr) return std::fprintf(stderr, "%s: expected a value\n", flag.c_str()), 2;
+    if (flag == "--gpus") world = std::atoi(value);
+    else if (flag == "--shapes") shapes_file = value;
+    else if (flag == "--iterations") iterations = std::max(1, std::atoi(value));
+    else if (flag == "--warmup-iterations") warmup = std::max(0, std::atoi(value));
+    else if (flag == "--json") json = value;
+    else return std::fprintf(stderr, "unknown flag %s\n", flag.c_str()), 2;
+    ++i;
+  }
+  try {
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+      std::fprintf(stderr, "tpgemm-cutlass-distgemm: no GPU on this machine\n");
+      return 1;
+    }
+    if (world == 0) world = gpus;
+    if (world != 2 && world != 4 && world != 8)
+      throw std::runtime_error("--gpus " + std::to_string(world) + ": expected 2, 4 or 8 (CUTLASS's TP is a template)");
+    if (world > gpus) throw std::runtime_error("--gpus " + std::to_string(world) + ": only " + std::to_string(gpus));
+    for (int g = 0; g < world; ++g) {
+      CK(cudaSetDevice(g));
+      for (int p = 0; p < world; ++p) {
+        int ok = 0;
+        if (p == g) continue;
+        CK(cudaDeviceCanAccessPeer(&ok, g, p));
+        if (!ok) throw std::runtime_error("GPU " + std::to_string(g) + " cannot access GPU " + std::to_string(p));
+        const cudaError_t e = cudaDeviceEnablePeerAccess(p, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) CK(e);
+        cudaGetLastError();
+      }
+    }
+    const auto shapes = shapes_file.empty() ? tpgemm::bench::parse_shapes(tpgemm::bench::kDefaultShapes, "built-in bench/shapes.txt")
+                                            : tpgemm::bench::read_shapes_file(shapes_file);
+    std::string rows;
+    int failed = 0;
+    std::printf("%-4s %3s %6s %6s %6s %-18s %9s %8s  %s\n", "op", "W", "M", "N", "K", "impl", "ms", "TFLOP/s", "check");
+    for (const auto& s : shapes) {
+      if (s.allreduce || s.op != tpgemm::Op::kAgGemm) continue;
+      std::string note;
+      if (s.m % (128 * world) != 0 || s.n % 256 != 0 || s.k % 64 != 0) {
+        std::printf("ag   %3d %6lld %6lld %6lld %-18s  skipped: CUTLASS's schedule needs whole tiles per stage\n",
+                    world, (long long)s.m, (long long)s.n, (long long)s.k, "cutlass-distgemm");
+        continue;
+      }
+      Result r;
+      try {
+        r = world == 2 ? DistGemmAt<2>::run(s.m, s.n, s.k, iterations, warmup)
+            : world == 4 ? DistGemmAt<4>::run(s.m, s.n, s.k, iterations, warmup)
+                         : DistGemmAt<8>::run(s.m, s.n, s.k, iterations, warmup);
+      } catch (const std::exception& e) {
+        std::printf("ag   %3d %6lld %6lld %6lld %-18s  FAILED: %s\n", world, (long long)s.m, (long long)s.n,
+                    (long long)s.k, "cutlass-distgemm", e.what());
+        ++failed;
+        continue;
+      }
+      const double tflops = 2.0 * s.m * s.n * s.k / (r.ms * 1e-3) / 1e12;
+      const bool ok = r.mismatches == 0;
+      failed += !ok;
+      std::printf("ag   %3d %6lld %6lld %6lld %-18s %9.3f %8.1f  %s (%d of %d sampled elements exact)\n", world,
+                  (long long)s.m, (long long)s.n, (long long)s.k, "cutlass-distgemm", r.ms, tflops, ok ? "ok" : "FAIL",
+                  r.checked - r.mismatches, r.checked);
+      char row[256];
+      std::snprintf(row, sizeof(row),
+                    "%s{\"op\": \"ag\", \"W\": %d, \"M\": %lld, \"N\": %lld, \"K\": %lld, \"impl\": \"cutlass-distgemm\", "
+                    "\"ms\": %.6f, \"tflops_per_gpu\": %.2f, \"check\": \"%s\"}",
+                    rows.empty() ? "" : ",\n", world, (long long)s.m, (long long)s.n, (long long)s.k, r.ms, tflops,
+                    ok ? "pass" : "fail");
+      rows += row;
+    }
+    if (!json.empty()) std::ofstream(json) << "[\n" << rows << "\n]\n";
+    return failed == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tpgemm-cutlass-distgemm: %s\n", e.what());
+    return 1;
+  }
+}
