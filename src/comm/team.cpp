@@ -165,12 +165,16 @@ void TeamState::check() const {
                                               ncclGetErrorString(async), ncclGetLastError(comm)));
 }
 
-Status TeamState::check_device_memory(const char* name, const void* p) const {
+Status TeamState::check_device_memory(const char* name, const void* p, const void*& known) const {
+  if (p == nullptr || p == known) return Status::Ok();
   cudaPointerAttributes attr{};
   const cudaError_t e = cudaPointerGetAttributes(&attr, p);
   if (e != cudaSuccess) cudaGetLastError();  // not a pointer CUDA knows: clear the error, say so below
-  if (e == cudaSuccess && (attr.type == cudaMemoryTypeManaged || (attr.type == cudaMemoryTypeDevice && attr.device == device)))
+  const bool ours = attr.type == cudaMemoryTypeManaged || (attr.type == cudaMemoryTypeDevice && attr.device == device);
+  if (e == cudaSuccess && ours) {
+    known = p;
     return Status::Ok();
+  }
   const std::string what = e != cudaSuccess || attr.type == cudaMemoryTypeUnregistered ? std::string("host memory")
                            : attr.type == cudaMemoryTypeHost                        ? std::string("pinned host memory")
                                                                 : strfmt("memory of device %d", attr.device);

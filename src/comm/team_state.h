@@ -80,7 +80,9 @@ struct TeamState {
   // Ok if `p` (an operand named `name`) is memory this rank's GPU can use as its own: device
   // memory of its device, or managed memory. A host pointer, or another GPU's memory, would
   // fault inside a kernel after every rank agreed to go: a sticky error, and the peers time out.
-  Status check_device_memory(const char* name, const void* p) const;
+  // `known` is the operand's pointer last found good, looked up again only when p differs (a plan
+  // usually runs on the same buffers call after call); null p is left to the caller's own check.
+  Status check_device_memory(const char* name, const void* p, const void*& known) const;
 
   // Zeroes device memory and returns once it is done, so that any stream's later work, on a
   // non-blocking stream too, sees zeros (counters and flags that kernels start from).

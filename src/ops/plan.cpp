@@ -17,9 +17,7 @@ struct PlanState {
   GemmProblem problem;
   plan::Choice choice;
   std::unique_ptr<OpImpl> impl;
-  // A, B, C, D as last found to be this GPU's memory: a plan usually runs on the same buffers
-  // call after call, and each is looked up once.
-  std::array<const void*, 4> device_memory{};
+  std::array<const void*, 4> device_memory{};  // A, B, C, D as last found this GPU's (check_device_memory)
 };
 
 namespace {
@@ -111,11 +109,8 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   if (mine.ok()) mine = plan::validate_operands(state_->problem, t.world, operands);
   const std::array<const void*, 4> ptrs = {operands.a, operands.b, state_->problem.has_c ? operands.c : nullptr, operands.d};
   constexpr const char* kNames[] = {"A", "B", "C", "D"};
-  for (size_t i = 0; i < ptrs.size() && mine.ok(); ++i) {
-    if (ptrs[i] == nullptr || ptrs[i] == state_->device_memory[i]) continue;
-    mine = t.check_device_memory(kNames[i], ptrs[i]);
-    if (mine.ok()) state_->device_memory[i] = ptrs[i];
-  }
+  for (size_t i = 0; i < ptrs.size() && mine.ok(); ++i)
+    mine = t.check_device_memory(kNames[i], ptrs[i], state_->device_memory[i]);
   if (mine.ok()) {
     // Local work into the plan's own buffers, begun before the rendezvous; a failure there
     // (a bad stream, say) is this rank's verdict, which its peers must hear, not wait for.

@@ -19,7 +19,7 @@ struct AllReduceState {
   DType dtype = DType::kBF16;
   AllReduceImpl impl = AllReduceImpl::kNccl;
   std::unique_ptr<ops::SymmCollective> symm;
-  std::array<const void*, 2> device_memory{};  // in, out as last found to be this GPU's memory (looked up once)
+  std::array<const void*, 2> device_memory{};  // in, out as last found this GPU's (check_device_memory)
 };
 
 namespace {
@@ -94,10 +94,8 @@ void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
   detail::TeamState& t = *s.team;
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
   if (mine.ok()) mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(s.count) * dtype_size(s.dtype));
-  if (mine.ok() && in != s.device_memory[0]) mine = t.check_device_memory("in", in);
-  if (mine.ok()) s.device_memory[0] = in;
-  if (mine.ok() && out != s.device_memory[1]) mine = t.check_device_memory("out", out);
-  if (mine.ok()) s.device_memory[1] = out;
+  if (mine.ok()) mine = t.check_device_memory("in", in, s.device_memory[0]);
+  if (mine.ok()) mine = t.check_device_memory("out", out, s.device_memory[1]);
   t.agree_call(mine, "AllReducePlan::run", s.id);
   if (s.impl == AllReduceImpl::kNccl) {
     TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(s.count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
