@@ -268,7 +268,15 @@ int main(int argc, char** argv) {
     }
     const auto shapes = shapes_file.empty() ? tpgemm::bench::parse_shapes(tpgemm::bench::kDefaultShapes, "built-in bench/shapes.txt")
                                             : tpgemm::bench::read_shapes_file(shapes_file);
-    std::string rows;
+    std::string rows;  // the JSON rows, one per shape (ms 0 where the run failed)
+    auto add_row = [&](const tpgemm::bench::ShapeSpec& s, double ms, double tflops, const char* check) {
+      char row[256];
+      std::snprintf(row, sizeof(row),
+                    "%s{\"op\": \"ag\", \"W\": %d, \"M\": %lld, \"N\": %lld, \"K\": %lld, \"impl\": \"cutlass-distgemm\", "
+                    "\"ms\": %.6f, \"tflops_per_gpu\": %.2f, \"check\": \"%s\"}",
+                    rows.empty() ? "" : ",\n", world, (long long)s.m, (long long)s.n, (long long)s.k, ms, tflops, check);
+      rows += row;
+    };
     int failed = 0;
     std::printf("%-4s %3s %6s %6s %6s %-18s %9s %8s  %s\n", "op", "W", "M", "N", "K", "impl", "ms", "TFLOP/s", "check");
     for (const auto& s : shapes) {
@@ -288,12 +296,7 @@ int main(int argc, char** argv) {
         std::printf("ag   %3d %6lld %6lld %6lld %-18s  FAILED: %s\n", world, (long long)s.m, (long long)s.n,
                     (long long)s.k, "cutlass-distgemm", e.what());
         ++failed;
-        char row[256];
-        std::snprintf(row, sizeof(row),
-                      "%s{\"op\": \"ag\", \"W\": %d, \"M\": %lld, \"N\": %lld, \"K\": %lld, \"impl\": "
-                      "\"cutlass-distgemm\", \"ms\": 0, \"check\": \"failed\"}",
-                      rows.empty() ? "" : ",\n", world, (long long)s.m, (long long)s.n, (long long)s.k);
-        rows += row;
+        add_row(s, 0, 0, "failed");
         continue;
       }
       const double tflops = 2.0 * s.m * s.n * s.k / (r.ms * 1e-3) / 1e12;
@@ -302,13 +305,7 @@ int main(int argc, char** argv) {
       std::printf("ag   %3d %6lld %6lld %6lld %-18s %9.3f %8.1f  %s (%d of %d sampled elements exact)\n", world,
                   (long long)s.m, (long long)s.n, (long long)s.k, "cutlass-distgemm", r.ms, tflops, ok ? "ok" : "FAIL",
                   r.checked - r.mismatches, r.checked);
-      char row[256];
-      std::snprintf(row, sizeof(row),
-                    "%s{\"op\": \"ag\", \"W\": %d, \"M\": %lld, \"N\": %lld, \"K\": %lld, \"impl\": \"cutlass-distgemm\", "
-                    "\"ms\": %.6f, \"tflops_per_gpu\": %.2f, \"check\": \"%s\"}",
-                    rows.empty() ? "" : ",\n", world, (long long)s.m, (long long)s.n, (long long)s.k, r.ms, tflops,
-                    ok ? "pass" : "fail");
-      rows += row;
+      add_row(s, r.ms, tflops, ok ? "pass" : "fail");
     }
     if (!json.empty()) std::ofstream(json) << "[\n" << rows << "\n]\n";
     return failed == 0 ? 0 : 1;
