@@ -34,6 +34,23 @@ if ! { [ -f "${TPGEMM_CUTLASS_DIR:-/nonexistent}/cutlass/cutlass.h" ] || [ -f .c
   echo "setup: installing $CUTLASS_WHEEL (CUTLASS headers)"
   pip_install "$CUTLASS_WHEEL"
 fi
+# The Python package: nanobind and scikit-build-core build tpgemm._C (pip install . without build
+# isolation, so that machines without network build with what they have); pytest runs the tests,
+# and torch (from PyPI, which imports on machines without a GPU) the torch layer's CPU tests.
+# TPGEMM_NO_TORCH=1 skips torch: those tests then skip, saying so.
+py_has() { python3 -c "import $1" >/dev/null 2>&1; }
+py_need=()
+py_has nanobind || py_need+=(nanobind==3.1.0)
+py_has scikit_build_core || py_need+=(scikit-build-core==1.1.0)
+py_has pytest || py_need+=(pytest)
+if [ ${#py_need[@]} -gt 0 ]; then
+  echo "setup: installing ${py_need[*]}"
+  pip_install "${py_need[@]}" pathspec packaging iniconfig pluggy
+fi
+if [ "${TPGEMM_NO_TORCH:-0}" != 1 ] && ! py_has torch; then
+  echo "setup: installing torch (the torch layer's tests)"
+  python3 -m pip install -q torch 2>/dev/null || python3 -m pip install -q --break-system-packages torch
+fi
 have_tool() {
   command -v "$1" >/dev/null || [ -x "/usr/local/cuda/bin/$1" ] || [ -x ".carry/bin/$1" ] ||
     { [ -n "$(py_pkg nvidia)" ] && [ -x "$(py_pkg nvidia)/cu13/bin/$1" ]; }

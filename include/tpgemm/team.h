@@ -21,6 +21,17 @@ struct TeamOptions {
   // the same call (a rank busy with I/O or a slow data loader is not an error).
   // 0 = TPGEMM_HOST_TIMEOUT_MS from the environment, else 300000 ms.
   int64_t host_timeout_ms = 0;
+  // The per-call check across ranks (NOTE [collective argument check]).
+  //   kLocal       each rank checks its own operands and throws alone if they are bad; no host
+  //                waits for another's, so a program's CPU runs ahead of its GPUs. A rank that
+  //                throws leaves its peers to fail on their own bounded waits (Timeout naming it;
+  //                the baseline's NCCL collectives wait as NCCL does): a bug to find with kCollective.
+  //   kCollective  every rank also waits (bounded by host_timeout_ms) for every other's verdict on
+  //                the same call: one rank's bad operands throw on all ranks before anything is
+  //                enqueued. A few microseconds per call plus the skew between the ranks' hosts.
+  //   kDefault     TPGEMM_CALL_CHECK from the environment ("local" or "collective"), else kLocal.
+  enum class CallCheck : int { kDefault = 0, kLocal, kCollective };
+  CallCheck call_check = CallCheck::kDefault;
 };
 
 class Team {

@@ -96,6 +96,9 @@ struct Operands {
   const void* b = nullptr;
   const void* c = nullptr;
   void* d = nullptr;
+  // ag_gemm along M with PlanOptions::return_gathered_a: receives the gathered A [L, M, K] (the
+  // input of the matmul, e.g. for a weight gradient later); must not overlap the other operands.
+  void* a_gathered = nullptr;
 };
 
 struct PlanOptions {
@@ -110,6 +113,10 @@ struct PlanOptions {
   // kernels (pipelined_ce, fused ag_gemm), or the push-and-reduce kernel of the fused gemm_rs
   // and gemm_ar (0 there: it runs only after the GEMM). -1 = the planner's choice.
   int comm_sms = -1;
+  // ag_gemm along M: every run() also writes the gathered A to Operands::a_gathered. The
+  // implementations that gather into their own buffer copy it out after the matmul (one pass over
+  // M x K); baseline and allgather_gemm gather straight into it. The ladder's refuse it.
+  bool return_gathered_a = false;
 };
 
 }  // namespace tpgemm

@@ -84,6 +84,7 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
     host_timeout_ms = options.host_timeout_ms > 0
                           ? options.host_timeout_ms
                           : env_int("TPGEMM_HOST_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(300000);
+    collective_calls = resolve_call_check(options.call_check) == TeamOptions::CallCheck::kCollective;
     const ncclTeam_t lsa = ncclTeamLsa(comm);
     lsa_size = lsa.nRanks > 0 ? lsa.nRanks : 1;
     all_lsa = lsa_size == world;
@@ -109,7 +110,9 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
   });
   try {
-    agree(local, "", "creating the team");
+    // The per-call check is part of the protocol: a rank waiting for verdicts a peer never posts
+    // would time out on every call, so the ranks must agree on it here.
+    agree(local, collective_calls ? "call_check=collective" : "call_check=local", "creating the team");
   } catch (...) {
     if (current != device) cudaSetDevice(current);  // the caller's device, as it was
     throw;
@@ -188,8 +191,21 @@ void TeamState::zero_now(void* p, size_t bytes) const {
 }
 
 void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {
-  if (rendezvous != nullptr) rendezvous->agree(mine, what, plan, host_timeout_ms);
+  if (collective_calls && rendezvous != nullptr) rendezvous->agree(mine, what, plan, host_timeout_ms);
   else if (!mine.ok()) throw Error(mine);
+}
+
+TeamOptions::CallCheck resolve_call_check(TeamOptions::CallCheck asked) {
+  using CallCheck = TeamOptions::CallCheck;
+  if (asked == CallCheck::kLocal || asked == CallCheck::kCollective) return asked;
+  if (asked != CallCheck::kDefault)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("TeamOptions::call_check=%d: expected kDefault, kLocal or kCollective",
+                                                    static_cast<int>(asked)));
+  const auto v = env_string("TPGEMM_CALL_CHECK");
+  if (!v || v->empty() || *v == "local") return CallCheck::kLocal;
+  if (*v == "collective") return CallCheck::kCollective;
+  throw Error(ErrorCode::kInvalidArgument,
+              strfmt("TPGEMM_CALL_CHECK=%s: expected \"local\" or \"collective\"", v->c_str()));
 }
 
 }  // namespace detail

@@ -32,6 +32,7 @@ struct TeamState {
   int num_sms = 0;
   int64_t timeout_ms = 5000;        // device waits
   int64_t host_timeout_ms = 300000;  // the per-call host rendezvous
+  bool collective_calls = false;      // TeamOptions::CallCheck::kCollective: every call meets the others
   cublasLtHandle_t lt = nullptr;
   cudaStream_t internal_stream = nullptr;  // team-internal collectives (plan creation, barriers)
   uint8_t* scratch = nullptr;              // device staging for those collectives
@@ -69,7 +70,8 @@ struct TeamState {
   // fails between two of its steps).
   void agree_local(const char* what, const std::function<void()>& work) { agreement.agree_local(what, work); }
 
-  // The per-call check of NOTE [collective argument check]: `plan` is the calling plan's id.
+  // The per-call check of NOTE [collective argument check]: `plan` is the calling plan's id. Local
+  // (throws `mine` if bad) unless the team checks calls collectively.
   void agree_call(const Status& mine, const char* what, uint64_t plan);
   // Plans made on this team so far (failed ones too): every rank makes the same ones in the same
   // order, so a plan's number is the same on every rank, and names it in the per-call check.
@@ -88,5 +90,9 @@ struct TeamState {
   // non-blocking stream too, sees zeros (counters and flags that kernels start from).
   void zero_now(void* p, size_t bytes) const;
 };
+
+// TeamOptions::call_check with kDefault resolved from TPGEMM_CALL_CHECK (throws InvalidArgument
+// on any other value than "local" or "collective").
+TeamOptions::CallCheck resolve_call_check(TeamOptions::CallCheck asked);
 
 }  // namespace tpgemm::detail

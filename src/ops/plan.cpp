@@ -17,7 +17,8 @@ struct PlanState {
   GemmProblem problem;
   plan::Choice choice;
   std::unique_ptr<OpImpl> impl;
-  std::array<const void*, 4> device_memory{};  // A, B, C, D as last found this GPU's (check_device_memory)
+  bool return_gathered_a = false;              // PlanOptions::return_gathered_a
+  std::array<const void*, 5> device_memory{};  // A, B, C, D, A gathered as last found this GPU's (check_device_memory)
 };
 
 namespace {
@@ -34,6 +35,7 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
   if (s.ok()) s = plan::impl_supported(p, o.impl, topology(t));
   if (s.ok() && (o.chunks_per_rank < 0 || o.chunks_per_rank > 64))
     s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d: expected 0 (auto) to 64", o.chunks_per_rank)};
+  if (s.ok() && o.return_gathered_a) s = plan::gathered_a_supported(p, o.impl);
   const bool pipelined = o.impl == Impl::kPipelinedCE || o.impl == Impl::kAuto;
   if (s.ok() && p.shard_dim == ShardDim::kN && pipelined && o.chunks_per_rank > 1)
     s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d with shard_dim=n: along N each rank's column block "
@@ -81,15 +83,17 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   Status local = t->mailbox->status();
   if (local.ok()) local = detail::check_locally(*t, problem, options);
   // Ranks compare what they were asked for; the choice below is a function of it.
-  const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d",
+  const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d gathered_a=%d",
                                                              std::string(to_string(options.impl)).c_str(),
-                                                             options.chunks_per_rank, options.comm_sms);
+                                                             options.chunks_per_rank, options.comm_sms,
+                                                             options.return_gathered_a ? 1 : 0);
   t->agree(local, descriptor, "the plan");
   auto state = std::make_unique<detail::PlanState>();
   state->team = t;
   state->id = id;
   state->problem = problem;
   state->choice = plan::choose(problem, detail::topology(*t), options);
+  state->return_gathered_a = options.return_gathered_a;
   // NOTE [collective construction]: every implementation agrees on its local work before its
   // collective steps, so a failure inside make_impl is either every rank's or caught here by
   // the one rank it happened on; either way all ranks meet in this last agree, which also
@@ -106,9 +110,10 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   detail::live(state_, "run()");
   detail::TeamState& t = *state_->team;
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
-  if (mine.ok()) mine = plan::validate_operands(state_->problem, t.world, operands);
-  const std::array<const void*, 4> ptrs = {operands.a, operands.b, state_->problem.has_c ? operands.c : nullptr, operands.d};
-  constexpr const char* kNames[] = {"A", "B", "C", "D"};
+  if (mine.ok()) mine = plan::validate_operands(state_->problem, t.world, operands, state_->return_gathered_a);
+  const std::array<const void*, 5> ptrs = {operands.a, operands.b, state_->problem.has_c ? operands.c : nullptr, operands.d,
+                                           state_->return_gathered_a ? operands.a_gathered : nullptr};
+  constexpr const char* kNames[] = {"A", "B", "C", "D", "A_gathered"};
   for (size_t i = 0; i < ptrs.size() && mine.ok(); ++i)
     mine = t.check_device_memory(kNames[i], ptrs[i], state_->device_memory[i]);
   if (mine.ok()) {
@@ -132,6 +137,7 @@ PlanOptions Plan::options() const {
   o.impl = state_->choice.impl;
   o.chunks_per_rank = state_->choice.chunks;
   o.comm_sms = state_->choice.comm_sms;
+  o.return_gathered_a = state_->return_gathered_a;
   return o;
 }
 

@@ -100,15 +100,13 @@ Status validate_problem(const GemmProblem& p, int world) {
   if ((p.op == Op::kAgGemm || p.op == Op::kGemmRs) && along_m(p) && p.m % world != 0)
     return invalid(strfmt("M=%lld is not divisible by the world size W=%d: %s splits M evenly across ranks",
                           (long long)p.m, world, std::string(to_string(p.op)).c_str()));
-  if (p.m < world && p.op == Op::kGemmAr)
-    return invalid(strfmt("M=%lld: gemm_ar needs at least one row per rank (W=%d)", (long long)p.m, world));
   if (!std::isfinite(p.alpha) || !std::isfinite(p.beta))
     return invalid(strfmt("alpha=%g beta=%g: expected finite scalars", p.alpha, p.beta));
   if (p.beta != 0.0f && !p.has_c) return invalid(strfmt("beta=%g but has_c=false: beta scales C, so give C", p.beta));
   return Status::Ok();
 }
 
-Status validate_operands(const GemmProblem& p, int world, const Operands& ops) {
+Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a) {
   const OperandSizes n = operand_sizes(p, world);
   const int64_t es = static_cast<int64_t>(dtype_size(p.dtype));
   struct Arg { const char* name; const void* ptr; int64_t bytes; };
@@ -134,7 +132,38 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops) {
       return invalid(strfmt("D=%p (%lld bytes) overlaps %s=%p (%lld bytes): the output must not alias an input",
                             ops.d, (long long)args[3].bytes, a.name, a.ptr, (long long)a.bytes));
   }
+  if (!gathered_a) return Status::Ok();
+  const int64_t g_bytes = p.l * p.m * p.k * es;
+  if (ops.a_gathered == nullptr)
+    return invalid(strfmt("A_gathered is null but the plan returns the gathered A: expected a device pointer to %lld "
+                          "bytes ([L, M, K])",
+                          (long long)g_bytes));
+  if (reinterpret_cast<uintptr_t>(ops.a_gathered) % 16 != 0)
+    return invalid(strfmt("A_gathered=%p is not 16-byte aligned", ops.a_gathered));
+  for (const Arg& a : args) {
+    if (a.name[0] == 'C' && !p.has_c) continue;
+    if (overlaps(ops.a_gathered, g_bytes, a.ptr, a.bytes))
+      return invalid(strfmt("A_gathered=%p (%lld bytes) overlaps %s=%p (%lld bytes): expected a buffer of its own",
+                            ops.a_gathered, (long long)g_bytes, a.name, a.ptr, (long long)a.bytes));
+  }
   return Status::Ok();
+}
+
+Status gathered_a_supported(const GemmProblem& p, Impl impl) {
+  if (p.op != Op::kAgGemm || p.shard_dim != ShardDim::kM)
+    return invalid(strfmt("return_gathered_a with %s%s: only ag_gemm along M gathers A",
+                          std::string(to_string(p.op)).c_str(), p.shard_dim == ShardDim::kN ? " (shard_dim=n)" : ""));
+  switch (impl) {
+    case Impl::kAuto:
+    case Impl::kBaseline:
+    case Impl::kPipelinedCE:
+    case Impl::kFused:
+    case Impl::kAllGatherGemm: return Status::Ok();
+    default:
+      return unsupported(strfmt("impl %s does not return the gathered A; use auto, baseline, pipelined_ce, fused or "
+                                "allgather_gemm",
+                                std::string(to_string(impl)).c_str()));
+  }
 }
 
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
@@ -151,7 +180,13 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   switch (impl) {
     case Impl::kAuto:
     case Impl::kBaseline: return Status::Ok();
-    case Impl::kPipelinedCE: break;
+    case Impl::kPipelinedCE:
+      // Its schedule gives every rank a block of rows to reduce (or gather, or own).
+      if (p.m < topo.world)
+        return unsupported(strfmt("impl pipelined_ce needs at least one row per rank, and M=%lld at W=%d; use "
+                                  "impl=auto",
+                                  (long long)p.m, topo.world));
+      break;
     case Impl::kGemmOneShot:
     case Impl::kGemmTwoShot:
     case Impl::kGemmReduceScatter:

@@ -44,7 +44,11 @@ Status validate_problem(const GemmProblem& p, int world);
 
 // Checks of one call's pointers: non-null, 16-byte aligned, D not overlapping A, B or C
 // (C == D exactly is allowed for ag_gemm: in-place accumulation).
-Status validate_operands(const GemmProblem& p, int world, const Operands& ops);
+// With `gathered_a` (PlanOptions::return_gathered_a) also Operands::a_gathered.
+Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a = false);
+
+// Can `impl` write the gathered A out (PlanOptions::return_gathered_a)? ag_gemm along M only.
+Status gathered_a_supported(const GemmProblem& p, Impl impl);
 
 // What a team can do, as the planner sees it.
 // Every symmetric-memory implementation serves teams up to this size: the symmetric collectives

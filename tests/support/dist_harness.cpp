@@ -33,7 +33,11 @@ int run_on_ranks(int world, const std::function<void(const Team&)>& body, const 
   return comm::run_workers(world, [&](int rank) {
     current_rank() = rank;
     rank_failures() = 0;
-    const Team team = Team::from_unique_id(id, rank, world, rank, options);
+    // The error tests check that every rank hears of one rank's bad call: the collective
+    // per-call check, unless a test asks for another.
+    TeamOptions o = options;
+    if (o.call_check == TeamOptions::CallCheck::kDefault) o.call_check = TeamOptions::CallCheck::kCollective;
+    const Team team = Team::from_unique_id(id, rank, world, rank, o);
     body(team);
     std::fflush(stderr);
     return rank_failures() == 0 ? 0 : 1;

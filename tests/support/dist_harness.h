@@ -11,7 +11,8 @@
 
 namespace tpgemm::testsupport {
 
-// 0 when every rank's body returned 0 and no RANK_EXPECT failed in it.
+// 0 when every rank's body returned 0 and no RANK_EXPECT failed in it. The team checks calls
+// collectively unless `options` names another call_check.
 int run_on_ranks(int world, const std::function<void(const Team&)>& body, const TeamOptions& options = {});
 
 int& rank_failures();

@@ -28,8 +28,10 @@ class AllGatherGemm final : public OpImpl {
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
-    gather_.run(o.a, gathered_.get(), nullptr, 0.0f, stream);  // [L][W][M/W rows]: A as [L, M, K]
-    matmul_.run(gathered_.get(), o.b, p_.has_c ? o.c : nullptr, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
+    // [L][W][M/W rows]: A as [L, M, K], straight into the caller's A_gathered when it wants one.
+    void* g = o.a_gathered != nullptr ? o.a_gathered : gathered_.get();
+    gather_.run(o.a, g, nullptr, 0.0f, stream);
+    matmul_.run(g, o.b, p_.has_c ? o.c : nullptr, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
   }
 
  private:

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
+#include "ops/common/copy_batched.h"
 #include "ops/common/nccl_types.h"
 #include "ops/op_impl.h"
 
@@ -37,7 +38,10 @@ class AgGemmBaseline final : public OpImpl {
   void run(const Operands& o, cudaStream_t stream) override {
     const int64_t W = team_->world, es = static_cast<int64_t>(dtype_size(p_.dtype));
     const int64_t shard = (along_n_ ? p_.n : p_.m) / W * p_.k;  // elements per batch entry
-    auto* g = gathered_.as<char>();
+    // With one batch entry the gathered layout is A's own [M, K]: gather straight into the
+    // caller's A_gathered when it wants one (PlanOptions::return_gathered_a).
+    const bool into_caller = o.a_gathered != nullptr && !along_n_ && p_.l == 1;
+    auto* g = into_caller ? static_cast<char*>(o.a_gathered) : gathered_.as<char>();
     TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b : o.a, g, static_cast<size_t>(p_.l * shard), ops::nccl_type(p_.dtype),
                                     team_->comm, stream));
     for (int64_t w = 0; w < (one_matmul_ ? 1 : W); ++w) {
@@ -47,6 +51,10 @@ class AgGemmBaseline final : public OpImpl {
       matmul_.run(along_n_ ? o.a : block, along_n_ ? block : o.b, c, static_cast<char*>(o.d) + d_off, p_.alpha, p_.beta,
                   workspace_.get(), stream);
     }
+    if (o.a_gathered != nullptr && !into_caller)  // [W][L][M/W rows] to [L][M rows]
+      for (int64_t w = 0; w < W; ++w)
+        ops::copy_rows(o.a_gathered, p_.m, w * (p_.m / W), g + w * p_.l * shard * es, p_.m / W, 0, p_.m / W, p_.k * es,
+                       p_.l, stream);
   }
 
  private:

@@ -85,6 +85,9 @@ class AgGemmFused final : public OpImpl {
     const void* c = p_.has_c ? o.c : nullptr;
     if (t.world == 1) {
       gemm_.run(o.a, o.b, c, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
+      if (o.a_gathered != nullptr)
+        TPGEMM_CUDA_CHECK(cudaMemcpyAsync(o.a_gathered, o.a, static_cast<size_t>(p_.l * p_.m * p_.k * es_),
+                                          cudaMemcpyDeviceToDevice, stream));
       return;
     }
     const cudaStream_t cs = copy_stream_.get();
@@ -104,6 +107,11 @@ class AgGemmFused final : public OpImpl {
       pull_piece((t.rank + s) % t.world, j, cs);
       if (!drop_signals_) pad_.signal(s - 1, t.rank, j, cs);
     }
+    // The gathered A out (PlanOptions::return_gathered_a): G is whole once the copies are done,
+    // on the copy stream, beside the kernel's last tiles.
+    if (o.a_gathered != nullptr)
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(o.a_gathered, g, static_cast<size_t>(p_.l * p_.m * p_.k * es_),
+                                        cudaMemcpyDeviceToDevice, cs));
     TPGEMM_CUDA_CHECK(cudaEventRecord(end_.get(), cs));
     TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(stream, end_.get(), 0));
   }

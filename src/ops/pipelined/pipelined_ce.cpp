@@ -115,6 +115,7 @@ class PipelinedCE final : public OpImpl {
         case StepKind::kWaitEvent: TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(st, events_[s.index].get(), 0)); break;
       }
     }
+    if (o.a_gathered != nullptr) copy_gathered_a(o, stream);
   }
 
  private:
@@ -126,6 +127,18 @@ class PipelinedCE final : public OpImpl {
   size_t bytes_of(Buf b) const {
     const plan::BufGeometry g = plan::buffer_geometry(b, q_, team_->world);
     return static_cast<size_t>(g.slots * p_.l * g.rows * g.cols * es_);
+  }
+
+  // PlanOptions::return_gathered_a (ag_gemm along M): this rank's rows from its A, the peers'
+  // from the gathered buffer, which every matmul on the caller's stream has waited for.
+  void copy_gathered_a(const Operands& o, cudaStream_t stream) const {
+    const int64_t mw = p_.m / team_->world, row = p_.k * es_, own = team_->rank * mw;
+    ops::copy_rows(o.a_gathered, p_.m, own, o.a, mw, 0, mw, row, p_.l, stream);
+    if (team_->world == 1) return;
+    const char* g = local_[static_cast<int>(Buf::kGathered)].as<char>();
+    TPGEMM_ASSERT(g != nullptr);
+    ops::copy_rows(o.a_gathered, p_.m, 0, g, p_.m, 0, own, row, p_.l, stream);
+    ops::copy_rows(o.a_gathered, p_.m, own + mw, g, p_.m, own + mw, p_.m - own - mw, row, p_.l, stream);
   }
 
   // NOTE [pipelined buffers] row spaces, turned into addresses.

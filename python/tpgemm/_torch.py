@@ -1,0 +1,172 @@
+"""The torch side of tpgemm: one Team per process group, plans cached per problem, and the checks
+that turn torch tensors into the device addresses the C++ core takes.
+
+Team and plan creation are collective (every rank of the group, at the same point, as for any
+NCCL object) and allocate: they never happen during CUDA-graph capture. Run a model once
+eagerly, or call prepare(), before capturing it.
+"""
+import os
+import threading
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+from . import _C
+from ._errors import InvalidArgument
+
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+class _TeamEntry:
+    def __init__(self, team, group):
+        self.team = team
+        self.group = group
+        self.plans = {}
+        self.allreduce = {}
+
+
+_teams = {}  # group name -> _TeamEntry
+_lock = threading.Lock()
+# op -> implementation, for every plan made afterwards (set_impl); "auto" unless set.
+_forced_impl = {}
+
+
+def resolve_group(group):
+    """A ProcessGroup from a group, a group name (as torch.ops.symm_mem takes it) or None (WORLD)."""
+    if group is None:
+        if not dist.is_initialized():
+            raise InvalidArgument("group=None: torch.distributed is not initialised; call "
+                                  "torch.distributed.init_process_group first")
+        return dist.group.WORLD
+    if isinstance(group, str):
+        return c10d._resolve_process_group(group)
+    return group
+
+
+def _no_capture(what):
+    if torch.cuda.is_current_stream_capturing():
+        raise InvalidArgument(f"{what} during CUDA-graph capture: team and plan creation are collective and "
+                              "allocate; run the model once eagerly or call tpgemm.prepare() before capturing")
+
+
+def _make_team(pg, timeout_ms, host_timeout_ms, call_check):
+    rank, world = dist.get_rank(pg), dist.get_world_size(pg)
+    device = torch.cuda.current_device()
+    # Rank 0 of the group makes the NCCL unique id and the group's own backend carries it to the
+    # others: no port of tpgemm's own is needed.
+    uid = torch.zeros(128, dtype=torch.uint8, device=torch.device("cuda", device))
+    if rank == 0:
+        uid.copy_(torch.tensor(list(_C.unique_id()), dtype=torch.uint8))
+    dist.broadcast(uid, src=dist.get_global_rank(pg, 0), group=pg)
+    return _C.Team.from_unique_id(bytes(uid.cpu().tolist()), rank, world, device, timeout_ms=timeout_ms,
+                                  host_timeout_ms=host_timeout_ms, call_check=call_check)
+
+
+def _entry(group):
+    pg = resolve_group(group)
+    e = _teams.get(pg.group_name)
+    if e is None:
+        with _lock:
+            e = _teams.get(pg.group_name)
+            if e is None:
+                _no_capture(f"creating the tpgemm team of process group {pg.group_name!r}")
+                e = _TeamEntry(_make_team(pg, 0, 0, "default"), pg)
+                _teams[pg.group_name] = e
+    return e
+
+
+def team_for_group(group=None, *, timeout_ms=0, host_timeout_ms=0, call_check="default"):
+    """The tpgemm Team of a torch process group (default WORLD), made on first use: collective over
+    the group. The options apply when this call makes it (0 / "default": the environment's, else
+    tpgemm's defaults; see TeamOptions in the README)."""
+    pg = resolve_group(group)
+    with _lock:
+        e = _teams.get(pg.group_name)
+        if e is None:
+            _no_capture(f"creating the tpgemm team of process group {pg.group_name!r}")
+            e = _TeamEntry(_make_team(pg, timeout_ms, host_timeout_ms, call_check), pg)
+            _teams[pg.group_name] = e
+    return e.team
+
+
+def team_from_env(**options):
+    """A Team from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT), without
+    torch.distributed: rank 0 serves the unique id at MASTER_PORT + 1 (TPGEMM_BOOTSTRAP_PORT)."""
+    return _C.Team.from_env(**options)
+
+
+def set_impl(op, impl="auto"):
+    """Every plan made from now on for `op` ("ag_gemm", "gemm_rs", "gemm_ar" or "all_reduce") uses
+    `impl` (for tests and experiments; "auto" restores the planner's choice)."""
+    if op not in ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce"):
+        raise InvalidArgument(f"op={op!r}: expected 'ag_gemm', 'gemm_rs', 'gemm_ar' or 'all_reduce'")
+    _forced_impl[op] = impl
+
+
+def world_size(group):
+    return dist.get_world_size(resolve_group(group))
+
+
+def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False):
+    """The cached Plan for this problem on the group's team, made (collectively) on first use."""
+    e = _entry(group)
+    impl = _forced_impl.get(op, os.environ.get("TPGEMM_IMPL", "auto") if op != "all_reduce" else "auto")
+    key = (op, m, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl)
+    p = e.plans.get(key)
+    if p is None:
+        _no_capture(f"creating the plan for {op} M={m} N={n} K={k} {dtype}")
+        p = _C.Plan(e.team, op, m, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim, impl=impl,
+                    return_gathered_a=return_gathered_a)
+        e.plans[key] = p
+    return p
+
+
+def allreduce_plan(group, count, dtype):
+    e = _entry(group)
+    impl = _forced_impl.get("all_reduce", "auto")
+    key = (count, dtype, impl)
+    p = e.allreduce.get(key)
+    if p is None:
+        _no_capture(f"creating the all-reduce plan for {count} elements of {dtype}")
+        p = _C.AllReducePlan(e.team, count, dtype, impl)
+        e.allreduce[key] = p
+    return p
+
+
+def can_implement(group, op, m, n, k, dtype, b_layout, *, shard_dim="m", return_gathered_a=False):
+    """(code, message) from the C++ core: 'Ok' when this rank accepts the problem."""
+    e = _entry(group)
+    impl = _forced_impl.get(op, "auto")
+    return _C.Plan.can_implement(e.team, op, m, n, k, dtype=dtype, b_layout=b_layout, shard_dim=shard_dim, impl=impl,
+                                 return_gathered_a=return_gathered_a)
+
+
+def team_device(group):
+    return _entry(group).team.device
+
+
+def check_tensor(t, name, *, dtype=None, device=None, dims=None):
+    """Raises InvalidArgument naming `name` unless t is a CUDA tensor on `device` of `dtype`."""
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgument(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cuda" or (device is not None and t.device.index != device):
+        raise InvalidArgument(f"{name} is on {t.device}: expected cuda:{device} (the team's GPU)")
+    if dtype is not None and t.dtype != dtype:
+        raise InvalidArgument(f"{name} has dtype {t.dtype}: expected {dtype}")
+    if dims is not None and t.dim() not in dims:
+        raise InvalidArgument(f"{name} has shape {tuple(t.shape)}: expected {' or '.join(map(str, dims))} dimensions")
+
+
+def address(t, name):
+    """The tensor's device address, 16-byte aligned as tpgemm's kernels need (contiguity is the
+    caller's check)."""
+    p = t.data_ptr()
+    if p % 16:
+        raise InvalidArgument(f"{name} starts at {p:#x}, which is not 16-byte aligned (a view at an odd offset?): "
+                              "expected an aligned tensor; pass a .clone()")
+    return p
+
+
+def stream():
+    return torch.cuda.current_stream().cuda_stream

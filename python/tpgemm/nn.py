@@ -1,0 +1,241 @@
+"""Tensor-parallel linear layers on tpgemm's ops, with forward and backward through autograd.
+
+Weights have nn.Linear's layout ([out_features, in_features], shards thereof), so a model's
+checkpoint shards load as they are. With sequence parallelism (the default) activations between
+the layers are split along their first dimension (tokens; Megatron's [s, b, h] layout):
+
+    ColumnParallelLinear  x [S/W, ..., in]  -> AllGather+GEMM        -> y [S, ..., out/W]
+    RowParallelLinear     x [S, ..., in/W]  -> GEMM+ReduceScatter    -> y [S/W, ..., out]
+
+and their gradients are the dual ops: the input gradient of AllGather+GEMM is a
+GEMM+ReduceScatter, that of GEMM+ReduceScatter an AllGather+GEMM (which also returns the gathered
+output gradient for the weight gradient); the weight gradient of the column layer uses the
+gathered input its forward kept. Without sequence parallelism (sequence_parallel=False) the input
+of the column layer is whole on every rank, its input gradient a GEMM+AllReduce, and the row
+layer's output a GEMM+AllReduce.
+
+Plans are made on the first call with each shape (collectively: every rank runs the same model),
+or ahead of time by prepare(tokens); never during CUDA-graph capture.
+"""
+import math
+
+import torch
+from torch import nn
+
+from . import _torch as T
+from . import ops as _ops  # noqa: F401  (registers torch.ops.tpgemm)
+from ._errors import InvalidArgument
+
+_tp = torch.ops.tpgemm
+
+
+def _group_name(group):
+    return T.resolve_group(group).group_name
+
+
+def _flat(t):
+    return t.reshape(-1, t.shape[-1])
+
+
+class _AllGatherLinear(torch.autograd.Function):
+    """y = AllGather(x) @ w.T; dx = ReduceScatter(dy @ w); dw = dy.T @ AllGather(x)."""
+
+    @staticmethod
+    def forward(x, w, group_name, keep_gathered):
+        xg, (y,) = _tp.fused_all_gather_matmul(x, [w.t()], 0, group_name, return_A=keep_gathered)
+        return y, xg
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, w, group_name, _ = inputs
+        ctx.save_for_backward(w, output[1])
+        ctx.group_name = group_name
+        ctx.mark_non_differentiable(output[1]) if output[1] is not None else None
+
+    @staticmethod
+    def backward(ctx, dy, _dxg):
+        w, xg = ctx.saved_tensors
+        dx = dw = None
+        if ctx.needs_input_grad[0]:
+            dx = _tp.fused_matmul_reduce_scatter(dy.contiguous(), w, "sum", 0, ctx.group_name)
+        if ctx.needs_input_grad[1]:
+            dw = _flat(dy).t() @ _flat(xg)
+        return dx, dw, None, None
+
+
+class _MatmulReduceScatter(torch.autograd.Function):
+    """y = ReduceScatter(x @ w.T); dx = AllGather(dy) @ w; dw = AllGather(dy).T @ x."""
+
+    @staticmethod
+    def forward(x, w, group_name):
+        return _tp.fused_matmul_reduce_scatter(x, w.t(), "sum", 0, group_name)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, group_name = inputs
+        ctx.save_for_backward(x, w)
+        ctx.group_name = group_name
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dyg, (dx,) = _tp.fused_all_gather_matmul(dy.contiguous(), [w], 0, ctx.group_name,
+                                                 return_A=ctx.needs_input_grad[1])
+        dw = _flat(dyg).t() @ _flat(x) if ctx.needs_input_grad[1] else None
+        return (dx if ctx.needs_input_grad[0] else None), dw, None
+
+
+class _MatmulAllReduce(torch.autograd.Function):
+    """y = AllReduce(x @ w.T) (x split along its last dim); dx = dy @ w; dw = dy.T @ x."""
+
+    @staticmethod
+    def forward(x, w, group_name):
+        return _tp.matmul_all_reduce(x, w.t(), "sum", group_name)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, _ = inputs
+        ctx.save_for_backward(x, w)
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dx = dy @ w if ctx.needs_input_grad[0] else None
+        dw = _flat(dy).t() @ _flat(x) if ctx.needs_input_grad[1] else None
+        return dx, dw, None
+
+
+class _LinearAllReduceGrad(torch.autograd.Function):
+    """y = x @ w.T (x whole on every rank, w this rank's rows); dx = AllReduce(dy @ w)."""
+
+    @staticmethod
+    def forward(x, w, group_name):
+        return x @ w.t()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, group_name = inputs
+        ctx.save_for_backward(x, w)
+        ctx.group_name = group_name
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        dx = _tp.matmul_all_reduce(dy.contiguous(), w, "sum", ctx.group_name) if ctx.needs_input_grad[0] else None
+        dw = _flat(dy).t() @ _flat(x) if ctx.needs_input_grad[1] else None
+        return dx, dw, None
+
+
+class _ParallelLinear(nn.Module):
+    def __init__(self, in_features, out_features, bias, group, sequence_parallel, device, dtype, shard_out):
+        super().__init__()
+        self.group_name = _group_name(group)
+        self.world_size = T.world_size(self.group_name)
+        split = out_features if shard_out else in_features
+        if split % self.world_size:
+            raise InvalidArgument(f"{'out' if shard_out else 'in'}_features={split}: expected a multiple of the "
+                                  f"group's size {self.world_size}")
+        self.in_features, self.out_features = in_features, out_features
+        self.sequence_parallel = sequence_parallel
+        shape = (out_features // self.world_size, in_features) if shard_out else (out_features, in_features // self.world_size)
+        kw = {"device": device if device is not None else torch.device("cuda", torch.cuda.current_device()),
+              "dtype": dtype if dtype is not None else torch.bfloat16}
+        self.weight = nn.Parameter(torch.empty(shape, **kw))
+        self.bias = nn.Parameter(torch.empty(shape[0] if shard_out else out_features, **kw)) if bias else None
+        # nn.Linear's default initialisation, with the whole layer's fan-in.
+        bound = 1.0 / math.sqrt(in_features)
+        with torch.no_grad():
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-bound, bound)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                f"world_size={self.world_size}, sequence_parallel={self.sequence_parallel}")
+
+
+class ColumnParallelLinear(_ParallelLinear):
+    """y = x @ W.T with W split by rows (output features) across the group: weight is this rank's
+    [out_features / W, in_features] block. Sequence-parallel: x [S/W, ..., in] -> y [S, ..., out/W]
+    (AllGather+GEMM); otherwise x [S, ..., in] -> y [S, ..., out/W]."""
+
+    def __init__(self, in_features, out_features, bias=False, *, group=None, sequence_parallel=True, device=None,
+                 dtype=None):
+        super().__init__(in_features, out_features, bias, group, sequence_parallel, device, dtype, shard_out=True)
+
+    @classmethod
+    def from_linear(cls, linear, *, group=None, sequence_parallel=True):
+        """This rank's shard of a whole nn.Linear (the same on every rank)."""
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group,
+                sequence_parallel=sequence_parallel, device=linear.weight.device, dtype=linear.weight.dtype)
+        r, rows = torch.distributed.get_rank(T.resolve_group(m.group_name)), m.weight.shape[0]
+        with torch.no_grad():
+            m.weight.copy_(linear.weight[r * rows:(r + 1) * rows])
+            if m.bias is not None:
+                m.bias.copy_(linear.bias[r * rows:(r + 1) * rows])
+        return m
+
+    def forward(self, x):
+        if self.sequence_parallel:
+            y, _ = _AllGatherLinear.apply(x, self.weight, self.group_name, self.weight.requires_grad)
+        else:
+            y = _LinearAllReduceGrad.apply(x, self.weight, self.group_name)
+        return y + self.bias if self.bias is not None else y
+
+    def prepare(self, tokens, *, backward=True):
+        """Makes the plans a call with `tokens` rows in all (S; S/W per rank in sequence parallel)
+        needs, forward and (with backward) the gradients' too, so that the first call can be captured."""
+        dt = T.DTYPES[self.weight.dtype]
+        n, k = self.weight.shape
+        if self.sequence_parallel:
+            T.plan(self.group_name, "ag_gemm", tokens, n, k, dt, "nk", return_gathered_a=self.weight.requires_grad)
+            if backward:
+                T.plan(self.group_name, "gemm_rs", tokens, k, n, dt, "kn")
+        elif backward:
+            T.plan(self.group_name, "gemm_ar", tokens, k, n, dt, "kn")
+
+
+class RowParallelLinear(_ParallelLinear):
+    """y = x @ W.T with W split by columns (input features): weight is this rank's
+    [out_features, in_features / W] block. Sequence-parallel: x [S, ..., in/W] -> y [S/W, ..., out]
+    (GEMM+ReduceScatter); otherwise -> y [S, ..., out] (GEMM+AllReduce)."""
+
+    def __init__(self, in_features, out_features, bias=False, *, group=None, sequence_parallel=True, device=None,
+                 dtype=None):
+        super().__init__(in_features, out_features, bias, group, sequence_parallel, device, dtype, shard_out=False)
+
+    @classmethod
+    def from_linear(cls, linear, *, group=None, sequence_parallel=True):
+        """This rank's shard of a whole nn.Linear (the same on every rank); the bias is whole."""
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group,
+                sequence_parallel=sequence_parallel, device=linear.weight.device, dtype=linear.weight.dtype)
+        r, cols = torch.distributed.get_rank(T.resolve_group(m.group_name)), m.weight.shape[1]
+        with torch.no_grad():
+            m.weight.copy_(linear.weight[:, r * cols:(r + 1) * cols])
+            if m.bias is not None:
+                m.bias.copy_(linear.bias)
+        return m
+
+    def forward(self, x):
+        fn = _MatmulReduceScatter if self.sequence_parallel else _MatmulAllReduce
+        y = fn.apply(x, self.weight, self.group_name)
+        return y + self.bias if self.bias is not None else y
+
+    def prepare(self, tokens, *, backward=True):
+        """As ColumnParallelLinear.prepare."""
+        dt = T.DTYPES[self.weight.dtype]
+        n, k = self.weight.shape
+        if self.sequence_parallel:
+            T.plan(self.group_name, "gemm_rs", tokens, n, k, dt, "nk")
+            if backward:
+                T.plan(self.group_name, "ag_gemm", tokens, k, n, dt, "kn", return_gathered_a=self.weight.requires_grad)
+        else:
+            T.plan(self.group_name, "gemm_ar", tokens, n, k, dt, "nk")
+
+
+def prepare(model, tokens, *, backward=True):
+    """Makes every plan the tpgemm layers of `model` need for `tokens` rows (see
+    ColumnParallelLinear.prepare): collective, before capturing the model in a CUDA graph."""
+    for m in model.modules():
+        if isinstance(m, _ParallelLinear):
+            m.prepare(tokens, backward=backward)

@@ -1,0 +1,263 @@
+"""torch.ops.tpgemm: tensor-parallel matmuls as torch operators.
+
+    fused_all_gather_matmul(Tensor A, Tensor[] Bs, int gather_dim, str group_name, *, bool return_A=True)
+        -> (Tensor?, Tensor[])
+    fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name) -> Tensor
+    matmul_all_reduce(Tensor A, Tensor B, str reduce_op, str group_name) -> Tensor
+    all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor            (out of place)
+
+The first two have exactly the schemas and results of torch.ops.symm_mem's ops of the same names:
+a model switches by changing the namespace. Each B is [K, N] (an nn.Linear weight W is passed as
+W.t(), which tpgemm reads in place). reduce_op is "sum" or "avg". Every op has a fake (meta)
+implementation, so torch.compile(fullgraph=True) traces it, and its CUDA kernel only enqueues work
+on the current stream, so CUDA graphs capture it once its plan exists (tpgemm.prepare).
+
+Where tpgemm cannot serve a call (a gather or scatter along another dim than the first, or the
+scatter along the last; a dtype other than bf16 / fp16; CPU tensors; a shape tpgemm refuses as
+Unsupported) the op runs torch's own path, NCCL collective and matmul, and warns once per reason.
+"""
+import math
+import warnings
+
+import torch
+
+from . import _torch as T
+from ._errors import InvalidArgument, Unsupported
+
+_lib = torch.library.Library("tpgemm", "DEF")
+_lib.define("fused_all_gather_matmul(Tensor A, Tensor[] Bs, int gather_dim, str group_name, *, bool return_A=True) "
+            "-> (Tensor?, Tensor[])")
+_lib.define("fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name) -> Tensor")
+_lib.define("matmul_all_reduce(Tensor A, Tensor B, str reduce_op, str group_name) -> Tensor")
+_lib.define("all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor")
+
+_c10d = torch.ops._c10d_functional
+_noted = set()
+_unsupported_plans = {}  # plan key -> the reason tpgemm gave, so later calls fall back at once
+
+
+def _note_fallback(op, why):
+    if (op, why) not in _noted:
+        _noted.add((op, why))
+        warnings.warn(f"tpgemm.{op}: {why}; running torch's own path (NCCL collective and matmul) instead",
+                      stacklevel=3)
+
+
+def _alpha(reduce_op, world):
+    if reduce_op == "sum":
+        return 1.0
+    if reduce_op == "avg":
+        return 1.0 / world
+    raise InvalidArgument(f"reduce_op={reduce_op!r}: expected 'sum' or 'avg'")
+
+
+def _why_not(A, Bs, names):
+    """Why tpgemm's kernels cannot take these operands ('' if they can: then torch's path runs).
+    Operands no path can take raise InvalidArgument, naming the argument."""
+    for name, B in zip(names, Bs):
+        if not isinstance(B, torch.Tensor) or B.dim() != 2 or B.dtype != A.dtype or B.device != A.device:
+            what = f"{tuple(B.shape)} {B.dtype} on {B.device}" if isinstance(B, torch.Tensor) else type(B).__name__
+            raise InvalidArgument(f"{name} is {what}: expected a 2-D [K, N] tensor of A's dtype {A.dtype} on "
+                                  f"A's device {A.device}")
+        if B.shape[0] != A.shape[-1]:
+            raise InvalidArgument(f"{name} has shape {tuple(B.shape)}: expected [K={A.shape[-1]}, N] to match A "
+                                  f"{tuple(A.shape)}")
+    if A.device.type != "cuda":
+        return f"A is on {A.device}"
+    if A.dtype not in T.DTYPES:
+        return f"dtype {A.dtype} (tpgemm takes bfloat16 and float16)"
+    if A.dim() < 2:
+        return f"A has {A.dim()} dimension(s)"
+    return ""
+
+
+def _rows(A):
+    """A as [rows, K] without a copy where it is contiguous."""
+    return A.reshape(-1, A.shape[-1]) if A.is_contiguous() else A.contiguous().view(-1, A.shape[-1])
+
+
+def _b_operand(B):
+    """B [K, N] as tpgemm reads it: row-major [K, N] ('kn'), or in place as the [N, K] row-major
+    matrix it is a transpose of ('nk': W.t() of an nn.Linear weight)."""
+    if B.is_contiguous():
+        return B, "kn"
+    if B.t().is_contiguous():
+        return B, "nk"
+    return B.contiguous(), "kn"
+
+
+def _plan(group_name, op, m, n, k, dtype, layout, **kw):
+    """The op's plan, or None where tpgemm answered Unsupported (then the reason is noted)."""
+    key = (group_name, op, m, n, k, dtype, layout, tuple(sorted(kw.items())))
+    why = _unsupported_plans.get(key)
+    if why is None:
+        try:
+            return T.plan(group_name, op, m, n, k, dtype, layout, **kw)
+        except Unsupported as e:  # agreed on every rank: they all fall back alike
+            why = _unsupported_plans[key] = str(e)
+    _note_fallback(op, why)
+    return None
+
+
+# ---- torch's own path ------------------------------------------------------------------------
+
+def _ag_torch(A, Bs, gather_dim, group_name, return_A=True):
+    W = T.world_size(group_name)
+    gd = gather_dim % A.dim()
+    gathered = _c10d.wait_tensor(_c10d.all_gather_into_tensor(A.movedim(gd, 0).contiguous(), W, group_name))
+    A_full = gathered.movedim(0, gd)
+    outs = [torch.matmul(A_full, B) for B in Bs]
+    return (A_full.contiguous() if return_A else None), outs
+
+
+def _rs_torch(A, B, reduce_op, scatter_dim, group_name):
+    W = T.world_size(group_name)
+    C = torch.matmul(A, B)
+    sd = scatter_dim % C.dim()
+    out = _c10d.wait_tensor(_c10d.reduce_scatter_tensor(C.movedim(sd, 0).contiguous(), reduce_op, W, group_name))
+    return out.movedim(0, sd).contiguous()
+
+
+def _ar_torch(A, B, reduce_op, group_name):
+    return _c10d.wait_tensor(_c10d.all_reduce(torch.matmul(A, B), reduce_op, group_name))
+
+
+def _all_reduce_torch(input, reduce_op, group_name):
+    return _c10d.wait_tensor(_c10d.all_reduce(input.contiguous(), reduce_op, group_name))
+
+
+# ---- tpgemm's path ---------------------------------------------------------------------------
+
+def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True):
+    why = _why_not(A, Bs, [f"Bs[{i}]" for i in range(len(Bs))])
+    why = why or ("" if gather_dim % A.dim() == 0 else f"gather_dim={gather_dim}")
+    why = why or ("" if Bs else "no B")
+    if why:
+        _note_fallback("fused_all_gather_matmul", why)
+        return _ag_torch(A, Bs, gather_dim, group_name, return_A)
+    W = T.world_size(group_name)
+    T.check_tensor(A, "A", device=T.team_device(group_name))
+    K, lead = A.shape[-1], tuple(A.shape[:-1])
+    B0, layout = _b_operand(Bs[0])
+    N, m_local = B0.shape[1], math.prod(lead)
+    gathered = return_A or len(Bs) > 1
+    dt = T.DTYPES[A.dtype]
+    p = _plan(group_name, "ag_gemm", m_local * W, N, K, dt, layout, return_gathered_a=gathered)
+    if p is None:
+        return _ag_torch(A, Bs, gather_dim, group_name, return_A)
+    rows = (lead[0] * W,) + lead[1:]
+    D = torch.empty(rows + (N,), dtype=A.dtype, device=A.device)
+    G = torch.empty(rows + (K,), dtype=A.dtype, device=A.device) if gathered else None
+    A2 = _rows(A)
+    p.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"),
+          T.address(G, "A_gathered") if gathered else 0, T.stream())
+    outs = [D] + [torch.matmul(G, B) for B in Bs[1:]]
+    return (G if return_A else None), outs
+
+
+def _rs_kernel(A, B, reduce_op, scatter_dim, group_name):
+    W = T.world_size(group_name)
+    alpha = _alpha(reduce_op, W)
+    why = _why_not(A, [B], ["B"])
+    sd = scatter_dim % max(A.dim(), 1)
+    why = why or ("" if sd in (0, A.dim() - 1) else f"scatter_dim={scatter_dim}")
+    if why:
+        _note_fallback("fused_matmul_reduce_scatter", why)
+        return _rs_torch(A, B, reduce_op, scatter_dim, group_name)
+    T.check_tensor(A, "A", device=T.team_device(group_name))
+    K, lead = A.shape[-1], tuple(A.shape[:-1])
+    B2, layout = _b_operand(B)
+    N, M = B2.shape[1], math.prod(lead)
+    if sd == 0:
+        if lead[0] % W:
+            raise InvalidArgument(f"A has shape {tuple(A.shape)}: its scatter dim 0 ({lead[0]}) must be divisible by "
+                                  f"the group's size {W}")
+        shape, shard = (lead[0] // W,) + lead[1:] + (N,), "m"
+    else:
+        if N % W:
+            raise InvalidArgument(f"B has shape {tuple(B.shape)}: N={N} must be divisible by the group's size {W} "
+                                  "to scatter the last dim")
+        shape, shard = lead + (N // W,), "n"
+    p = _plan(group_name, "gemm_rs", M, N, K, T.DTYPES[A.dtype], layout, alpha=alpha, shard_dim=shard)
+    if p is None:
+        return _rs_torch(A, B, reduce_op, scatter_dim, group_name)
+    D = torch.empty(shape, dtype=A.dtype, device=A.device)
+    p.run(T.address(_rows(A), "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream())
+    return D
+
+
+def _ar_kernel(A, B, reduce_op, group_name):
+    W = T.world_size(group_name)
+    alpha = _alpha(reduce_op, W)
+    why = _why_not(A, [B], ["B"])
+    if why:
+        _note_fallback("matmul_all_reduce", why)
+        return _ar_torch(A, B, reduce_op, group_name)
+    T.check_tensor(A, "A", device=T.team_device(group_name))
+    K, lead = A.shape[-1], tuple(A.shape[:-1])
+    B2, layout = _b_operand(B)
+    N = B2.shape[1]
+    p = _plan(group_name, "gemm_ar", math.prod(lead), N, K, T.DTYPES[A.dtype], layout, alpha=alpha)
+    if p is None:
+        return _ar_torch(A, B, reduce_op, group_name)
+    D = torch.empty(lead + (N,), dtype=A.dtype, device=A.device)
+    p.run(T.address(_rows(A), "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream())
+    return D
+
+
+def _all_reduce_kernel(input, reduce_op, group_name):
+    W = T.world_size(group_name)
+    _alpha(reduce_op, W)
+    why = f"input is on {input.device}" if input.device.type != "cuda" else ""
+    why = why or ("" if input.dtype in T.DTYPES else f"dtype {input.dtype} (tpgemm takes bfloat16 and float16)")
+    if why:
+        _note_fallback("all_reduce", why)
+        return _all_reduce_torch(input, reduce_op, group_name)
+    T.check_tensor(input, "input", device=T.team_device(group_name))
+    x = input.contiguous()
+    out = torch.empty_like(x)
+    try:
+        p = T.allreduce_plan(group_name, x.numel(), T.DTYPES[x.dtype])
+    except Unsupported as e:
+        _note_fallback("all_reduce", str(e))
+        return _all_reduce_torch(input, reduce_op, group_name)
+    p.run(T.address(x, "input"), T.address(out, "output"), T.stream())
+    return out.div_(W) if reduce_op == "avg" else out
+
+
+# The same kernels take CPU tensors: checked alike, they run torch's own path (tpgemm's kernels
+# are CUDA only).
+for _name, _kernel in (("fused_all_gather_matmul", _ag_kernel), ("fused_matmul_reduce_scatter", _rs_kernel),
+                       ("matmul_all_reduce", _ar_kernel), ("all_reduce", _all_reduce_kernel)):
+    _lib.impl(_name, _kernel, "CUDA")
+    _lib.impl(_name, _kernel, "CPU")
+
+
+# ---- shapes only (FakeTensor / meta), for torch.compile ------------------------------------------
+
+@torch.library.register_fake("tpgemm::fused_all_gather_matmul")
+def _ag_fake(A, Bs, gather_dim, group_name, return_A=True):
+    W = T.world_size(group_name)
+    gd = gather_dim % A.dim()
+    shape = list(A.shape)
+    shape[gd] *= W
+    A_full = A.new_empty(shape)
+    return (A_full if return_A else None), [A.new_empty(shape[:-1] + [B.shape[1]]) for B in Bs]
+
+
+@torch.library.register_fake("tpgemm::fused_matmul_reduce_scatter")
+def _rs_fake(A, B, reduce_op, scatter_dim, group_name):
+    W = T.world_size(group_name)
+    shape = list(A.shape[:-1]) + [B.shape[1]]
+    shape[scatter_dim % len(shape)] //= W
+    return A.new_empty(shape)
+
+
+@torch.library.register_fake("tpgemm::matmul_all_reduce")
+def _ar_fake(A, B, reduce_op, group_name):
+    return A.new_empty(list(A.shape[:-1]) + [B.shape[1]])
+
+
+@torch.library.register_fake("tpgemm::all_reduce")
+def _all_reduce_fake(input, reduce_op, group_name):
+    return torch.empty_like(input, memory_format=torch.contiguous_format)

@@ -1,0 +1,245 @@
+"""The torch layer on several GPUs, one process per GPU: every op and implementation against an
+fp32 reference on fresh random data, the drop-in ops against torch.ops.symm_mem's, the modules'
+gradients, torch.compile(fullgraph=True), CUDA-graph replay, bad input, and the host time of an
+eager call. Exits non-zero if any check failed (test_dist.py runs it).
+
+    python3 -m torch.distributed.run --standalone --nproc-per-node W tests/python/dist_check.py
+"""
+import os
+import statistics
+import sys
+import time
+
+for _k, _v in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
+    os.environ.setdefault(_k, _v)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+import tpgemm  # noqa: E402
+import tpgemm.ops  # noqa: E402,F401
+from tpgemm import _torch as T  # noqa: E402
+from tpgemm.nn import ColumnParallelLinear, RowParallelLinear  # noqa: E402
+
+ops = torch.ops.tpgemm
+failures = []
+BF16_TOL = 2e-2  # bf16 operands and output against an fp32 reference
+
+
+def log(msg):
+    if dist.get_rank() == 0:
+        print(msg, flush=True)
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"[rank {dist.get_rank()}] FAIL {what}", flush=True)
+
+
+def rel(x, ref):
+    x, ref = x.float(), ref.float()
+    return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def gather(x, dim=0):
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, x.contiguous())
+    return torch.cat(parts, dim)
+
+
+def randn(*shape):
+    return (torch.randn(*shape, device="cuda") * 0.5).to(torch.bfloat16)
+
+
+def check_ops(g, W, r):
+    shapes = [(4096, 4096, 4096), (2048, 3584, 8192), (64 * W, 2048, 1024), (24 * W, 136, 264), (W, 64, 128)]
+    for impl in ("auto", "baseline", "pipelined_ce", "fused", "allgather_gemm"):
+        T.set_impl("ag_gemm", impl)
+        for m, n, k in shapes:
+            A, w1, w2 = randn(m // W, k), randn(n, k), randn(n // 2 + 8, k)
+            Ag = gather(A)
+            A_full, (d1, d2) = ops.fused_all_gather_matmul(A, [w1.t(), w2.t()], 0, g, return_A=True)
+            check(torch.equal(A_full, Ag), f"ag {impl} {m}x{n}x{k}: the gathered A differs")
+            e1, e2 = rel(d1, Ag.float() @ w1.float().t()), rel(d2, Ag.float() @ w2.float().t())
+            check(e1 < BF16_TOL and e2 < BF16_TOL, f"ag {impl} {m}x{n}x{k}: rel err {e1:.2e} {e2:.2e}")
+    for impl in ("auto", "baseline", "pipelined_ce", "gemm_reducescatter", "fused"):
+        T.set_impl("gemm_rs", impl)
+        for m, n, k in shapes:
+            for sd in (0, -1):
+                if sd == -1 and n % (8 * W):
+                    continue
+                A, w = randn(m, k), randn(n, k)
+                ref = sum(a.float() @ b.float().t() for a, b in zip(gather(A[None])[:], gather(w[None])[:]))
+                ref = ref.chunk(W, dim=sd)[r]
+                for op in ("sum", "avg"):
+                    d = ops.fused_matmul_reduce_scatter(A, w.t(), op, sd, g)
+                    e = rel(d, ref / (W if op == "avg" else 1))
+                    check(d.shape == ref.shape and e < BF16_TOL, f"rs {impl} {m}x{n}x{k} dim {sd} {op}: rel err {e:.2e}")
+    for impl in ("auto", "baseline", "pipelined_ce", "gemm_oneshot", "gemm_twoshot", "fused"):
+        T.set_impl("gemm_ar", impl)
+        for m, n, k in [(1, 4096, 1024), (2, 8192, 512), (3, 1024, 2048), (16, 8192, 2048), (64, 8192, 2048),
+                        (128 * W, 4096, 2048), (4096, 4096, 1024)]:
+            A, w = randn(m, k), randn(n, k)
+            ref = sum(a.float() @ b.float().t() for a, b in zip(gather(A[None]), gather(w[None])))
+            d = ops.matmul_all_reduce(A, w.t(), "sum", g)
+            check(rel(d, ref) < BF16_TOL, f"ar {impl} {m}x{n}x{k}: rel err {rel(d, ref):.2e}")
+    for impl in ("auto", "nccl", "oneshot", "twoshot"):
+        T.set_impl("all_reduce", impl)
+        for count in (8, 4096, 1 << 20):
+            x = randn(count)
+            ref = gather(x[None]).float().sum(0)
+            check(rel(ops.all_reduce(x, "sum", g), ref) < 1e-2, f"all_reduce {impl} {count}")
+    for op in ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce"):
+        T.set_impl(op, "auto")
+    log(f"ops: {len(failures)} failure(s) so far")
+
+
+def check_against_torch(g, W):
+    import torch.distributed._symmetric_memory as symm
+    try:
+        symm.enable_symm_mem_for_group(g)
+    except Exception as e:  # noqa: BLE001
+        log(f"torch symm_mem unavailable: {e}")
+        return
+    for m, n, k in [(4096, 8192, 8192), (8192, 3584, 8192), (16384, 8192, 2048)]:
+        A, w = randn(m // W, k), randn(n, k)
+        ours = ops.fused_all_gather_matmul(A, [w.t()], 0, g)
+        theirs = torch.ops.symm_mem.fused_all_gather_matmul(A, [w.t()], 0, g)
+        check(torch.equal(ours[0], theirs[0]) and rel(ours[1][0], theirs[1][0]) < 1e-2,
+              f"ag {m}x{n}x{k} vs symm_mem: {rel(ours[1][0], theirs[1][0]):.2e}")
+        A2 = randn(m, k)
+        e = rel(ops.fused_matmul_reduce_scatter(A2, w.t(), "sum", 0, g),
+                torch.ops.symm_mem.fused_matmul_reduce_scatter(A2, w.t(), "sum", 0, g))
+        check(e < 1e-2, f"rs {m}x{n}x{k} vs symm_mem: {e:.2e}")
+    log("against torch.ops.symm_mem: done")
+
+
+def make_block(H, F, sp, dtype=torch.bfloat16):
+    torch.manual_seed(1234)  # the same whole layers on every rank
+    full = [torch.nn.Linear(H, F, bias=False, device="cuda"), torch.nn.Linear(F, H, bias=False, device="cuda")]
+    col = ColumnParallelLinear.from_linear(full[0].to(dtype), sequence_parallel=sp)
+    row = RowParallelLinear.from_linear(full[1].to(dtype), sequence_parallel=sp)
+    return full, torch.nn.Sequential(col, torch.nn.GELU(), row)
+
+
+def check_modules(W, r):
+    H, F, S = 1024, 4096, 512 * W
+    for sp in (True, False):
+        full, block = make_block(H, F, sp)
+        ref_block = torch.nn.Sequential(full[0].float(), torch.nn.GELU(), full[1].float())
+        torch.manual_seed(99)
+        x = torch.randn(S, H, device="cuda")
+        xr = x.clone().requires_grad_()
+        yr = ref_block(xr)
+        yr.square().mean().backward()
+        xs = (x.chunk(W)[r] if sp else x).to(torch.bfloat16).clone().requires_grad_()
+        y = block(xs)
+        want = yr.chunk(W)[r] if sp else yr
+        check(rel(y, want) < BF16_TOL, f"module forward sp={sp}: {rel(y, want):.2e}")
+        (y.float().square().sum() / yr.numel()).backward()
+        gx = xr.grad.chunk(W)[r] if sp else xr.grad
+        check(rel(xs.grad, gx) < 3e-2, f"module input grad sp={sp}: {rel(xs.grad, gx):.2e}")
+        gw0 = full[0].weight.grad.chunk(W, 0)[r]
+        gw1 = full[1].weight.grad.chunk(W, 1)[r]
+        check(rel(block[0].weight.grad, gw0) < 3e-2, f"column weight grad sp={sp}: {rel(block[0].weight.grad, gw0):.2e}")
+        check(rel(block[2].weight.grad, gw1) < 3e-2, f"row weight grad sp={sp}: {rel(block[2].weight.grad, gw1):.2e}")
+    log("modules: done")
+
+
+def check_compile_and_graphs(W, r):
+    H, F, S = 1024, 4096, 1024 * W
+    _, block = make_block(H, F, True)
+    x = randn(S // W, H)
+    with torch.no_grad():
+        eager = block(x)
+        compiled = torch.compile(block, fullgraph=True)(x)
+        check(rel(compiled, eager) < 1e-2, f"compiled block: {rel(compiled, eager):.2e}")
+        static_x = x.clone()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            block(static_x)  # the plans exist before capture (they are made on first use)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = block(static_x)
+        for _ in range(3):
+            fresh = randn(S // W, H)
+            static_x.copy_(fresh)
+            graph.replay()
+            want = block(fresh)
+            check(torch.equal(static_y, want), f"graph replay differs from eager: {rel(static_y, want):.2e}")
+    log("compile and CUDA graphs: done")
+
+
+def check_bad_input(g, W, r):
+    A, w = randn(256, 512), randn(256, 512)
+    A_before = A.clone()
+    cases = [
+        ("B on the CPU", lambda: ops.fused_matmul_reduce_scatter(A, w.t().cpu(), "sum", 0, g), "B is"),
+        ("mismatched K", lambda: ops.matmul_all_reduce(A, randn(256, 256).t(), "sum", g), "expected [K=512"),
+        ("mixed dtypes", lambda: ops.fused_all_gather_matmul(A, [w.t().half()], 0, g), "Bs[0] is"),
+        ("rows not divisible", lambda: ops.fused_matmul_reduce_scatter(randn(W * 8 + 1, 512), w.t(), "sum", 0, g),
+         "must be divisible"),
+    ]
+    if torch.cuda.device_count() > 1:
+        other = torch.device("cuda", (r + 1) % torch.cuda.device_count())
+        cases.append(("A on another GPU", lambda: ops.matmul_all_reduce(A.to(other), w.t().to(other), "sum", g),
+                      "expected cuda:"))
+    for what, fn, words in cases:
+        try:
+            fn()
+            check(False, f"{what}: no error")
+        except tpgemm.InvalidArgument as e:
+            check(words in str(e), f"{what}: message {e}")
+    check(torch.equal(A, A_before), "a rejected call changed A")
+    log("bad input: done")
+
+
+def host_time_per_call(g, W):
+    A, w = randn(1024, 1024), randn(1024, 1024)
+    rows = []
+    for name, fn in (("tpgemm fused_matmul_reduce_scatter", lambda: ops.fused_matmul_reduce_scatter(A, w.t(), "sum", 0, g)),
+                     ("tpgemm matmul_all_reduce", lambda: ops.matmul_all_reduce(A[:16], w.t(), "sum", g)),
+                     ("torch matmul + reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(
+                         torch.empty(1024 // W, 1024, device="cuda", dtype=A.dtype), A @ w.t()))):
+        fn()
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(100):
+                fn()
+            samples.append((time.perf_counter() - t0) / 100 * 1e6)
+            torch.cuda.synchronize()
+        rows.append(f"host time per eager call, {name}: {statistics.median(samples):.1f} us")
+    for row in rows:
+        log(row)
+
+
+def main():
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    W, r, g = dist.get_world_size(), dist.get_rank(), dist.group.WORLD.group_name
+    torch.manual_seed(100 + r)
+    log(f"tpgemm dist_check: W={W}, torch {torch.__version__}, NCCL {tpgemm.nccl_version()}")
+    for fn in (lambda: check_ops(g, W, r), lambda: check_against_torch(g, W), lambda: check_modules(W, r),
+               lambda: check_compile_and_graphs(W, r), lambda: check_bad_input(g, W, r), lambda: host_time_per_call(g, W)):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001  (a crash is a failure of its own; the next check still runs)
+            import traceback
+            traceback.print_exc()
+            check(False, f"exception: {type(e).__name__}: {e}")
+    torch.cuda.synchronize()
+    bad = torch.tensor([len(failures)], device="cuda")
+    dist.all_reduce(bad)
+    log(f"dist_check W={W}: {'PASS' if bad.item() == 0 else f'FAIL ({bad.item()} failed checks over all ranks)'}")
+    dist.destroy_process_group()
+    sys.exit(1 if bad.item() else 0)
+
+
+if __name__ == "__main__":
+    main()

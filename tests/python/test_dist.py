@@ -1,0 +1,22 @@
+"""Runs dist_check.py (the torch layer on several GPUs) under torchrun at W=2 and, where there
+are enough GPUs, 4; skipped without GPUs, saying so."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_torch_layer_on_gpus(world):
+    if GPUS < world:
+        pytest.skip(f"needs {world} GPUs, {GPUS} visible")
+    script = os.path.join(os.path.dirname(__file__), "dist_check.py")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world}",
+                        script], capture_output=True, text=True, timeout=900)
+    print(r.stdout[-20000:])
+    print(r.stderr[-20000:], file=sys.stderr)
+    assert r.returncode == 0, f"dist_check at W={world} failed (rc {r.returncode})"

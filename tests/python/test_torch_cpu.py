@@ -1,0 +1,116 @@
+"""The torch layer without a GPU: op registration (torch.library.opcheck), fake (meta) shapes,
+torch.compile tracing, and the modules' autograd wiring, on a one-rank gloo group whose CPU tensors
+take torch's own path."""
+import os
+import tempfile
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (TPGEMM_NO_TORCH=1?)")
+import torch.distributed as dist  # noqa: E402
+
+import tpgemm  # noqa: E402
+import tpgemm.ops  # noqa: E402,F401
+from tpgemm import _torch as T  # noqa: E402
+from tpgemm.nn import ColumnParallelLinear, RowParallelLinear  # noqa: E402
+
+ops = torch.ops.tpgemm
+
+
+@pytest.fixture(scope="module")
+def group_name():
+    if not dist.is_initialized():
+        store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    yield dist.group.WORLD.group_name
+
+
+def test_schemas_match_torch_symm_mem():
+    import torch.distributed._symmetric_memory  # noqa: F401  (defines torch.ops.symm_mem)
+    for name in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter"):
+        ours = str(getattr(ops, name).default._schema).replace("tpgemm::", "")
+        theirs = str(getattr(torch.ops.symm_mem, name).default._schema).replace("symm_mem::", "")
+        assert ours == theirs
+
+
+def test_opcheck(group_name):
+    torch.manual_seed(0)
+    A, B = torch.randn(8, 16), torch.randn(16, 24)
+    torch.library.opcheck(ops.fused_all_gather_matmul, (A, [B, B[:, :8]], 0, group_name), {"return_A": True})
+    torch.library.opcheck(ops.fused_all_gather_matmul, (A, [B], 0, group_name), {"return_A": False})
+    torch.library.opcheck(ops.fused_matmul_reduce_scatter, (A, B, "sum", 0, group_name))
+    torch.library.opcheck(ops.fused_matmul_reduce_scatter, (A, B, "avg", -1, group_name))
+    torch.library.opcheck(ops.matmul_all_reduce, (A, B, "sum", group_name))
+    torch.library.opcheck(ops.all_reduce, (A, "sum", group_name))
+
+
+def test_values_on_one_rank_equal_the_matmul(group_name):
+    A, B = torch.randn(6, 16), torch.randn(16, 8)
+    g, (d,) = ops.fused_all_gather_matmul(A, [B], 0, group_name)
+    torch.testing.assert_close(g, A)
+    torch.testing.assert_close(d, A @ B)
+    torch.testing.assert_close(ops.fused_matmul_reduce_scatter(A, B, "sum", 0, group_name), A @ B)
+    torch.testing.assert_close(ops.matmul_all_reduce(A, B, "avg", group_name), A @ B)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_fake_shapes(group_name, monkeypatch, world):
+    monkeypatch.setattr(T, "world_size", lambda g: world)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        A, B, C = torch.empty(2, 64, 32), torch.empty(32, 48), torch.empty(32, 16)
+        g, (d, e) = ops.fused_all_gather_matmul(A, [B, C], 0, group_name)
+        assert g.shape == (2 * world, 64, 32) and d.shape == (2 * world, 64, 48) and e.shape == (2 * world, 64, 16)
+        g, (d,) = ops.fused_all_gather_matmul(A, [B], 1, group_name, return_A=False)
+        assert g is None and d.shape == (2, 64 * world, 48)
+        A2 = torch.empty(8 * world, 32)
+        assert ops.fused_matmul_reduce_scatter(A2, B, "sum", 0, group_name).shape == (8, 48)
+        assert ops.fused_matmul_reduce_scatter(A2, B, "sum", -1, group_name).shape == (8 * world, 48 // world)
+        assert ops.matmul_all_reduce(A, B, "sum", group_name).shape == (2, 64, 48)
+        assert ops.all_reduce(A, "sum", group_name).shape == A.shape
+
+
+def test_compile_fullgraph_traces_every_op(group_name):
+    def block(x, w1, w2):
+        _, (h,) = ops.fused_all_gather_matmul(x, [w1.t()], 0, group_name, return_A=False)
+        y = ops.fused_matmul_reduce_scatter(torch.relu(h), w2.t(), "sum", 0, group_name)
+        return ops.all_reduce(ops.matmul_all_reduce(y, w1.t(), "sum", group_name), "sum", group_name)
+    x, w1, w2 = torch.randn(8, 16), torch.randn(32, 16), torch.randn(16, 32)
+    torch._dynamo.reset()
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x, w1, w2), block(x, w1, w2))
+
+
+def test_bad_operands_name_the_argument(group_name):
+    A = torch.randn(8, 16)
+    with pytest.raises(tpgemm.InvalidArgument, match=r"Bs\[1\] .* expected a 2-D \[K, N\]"):
+        ops.fused_all_gather_matmul(A, [torch.randn(16, 8), torch.randn(16, 8, dtype=torch.float64)], 0, group_name)
+    with pytest.raises(tpgemm.InvalidArgument, match=r"B has shape \(12, 8\): expected \[K=16, N\]"):
+        ops.fused_matmul_reduce_scatter(A, torch.randn(12, 8), "sum", 0, group_name)
+    with pytest.raises(tpgemm.InvalidArgument, match="reduce_op='max'"):
+        ops.matmul_all_reduce(A, torch.randn(16, 8), "max", group_name)
+
+
+@pytest.mark.parametrize("sequence_parallel", [True, False])
+def test_modules_match_nn_linear_forward_and_backward(group_name, sequence_parallel):
+    torch.manual_seed(1)
+    ref1, ref2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+    col = ColumnParallelLinear.from_linear(ref1, group=group_name, sequence_parallel=sequence_parallel)
+    row = RowParallelLinear.from_linear(ref2, group=group_name, sequence_parallel=sequence_parallel)
+    x = torch.randn(2, 8, 16)
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y = row(torch.relu(col(x1)))
+    yr = ref2(torch.relu(ref1(x2)))
+    torch.testing.assert_close(y, yr)
+    y.square().sum().backward()
+    yr.square().sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad)
+    for ours, theirs in ((col.weight, ref1.weight), (col.bias, ref1.bias), (row.weight, ref2.weight),
+                         (row.bias, ref2.bias)):
+        torch.testing.assert_close(ours.grad, theirs.grad)
+
+
+def test_module_sizes_must_split(group_name, monkeypatch):
+    monkeypatch.setattr(T, "world_size", lambda g: 3)
+    with pytest.raises(tpgemm.InvalidArgument, match="out_features=32: expected a multiple of the group's size 3"):
+        ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.float32)
