@@ -12,8 +12,8 @@ W.t(), which tpgemm reads in place). reduce_op is "sum" or "avg". Every op has a
 implementation, so torch.compile(fullgraph=True) traces it, and its CUDA kernel only enqueues work
 on the current stream, so CUDA graphs capture it once its plan exists (tpgemm.prepare).
 
-Where tpgemm cannot serve a call (a gather or scatter along another dim than the first, or the
-scatter along the last; a dtype other than bf16 / fp16; CPU tensors; a shape tpgemm refuses as
+tpgemm serves a gather along dim 0 and a scatter along dim 0 or the last dim. Where it cannot serve
+a call (another dim; a dtype other than bf16 / fp16; CPU tensors; a shape tpgemm refuses as
 Unsupported) the op runs torch's own path, NCCL collective and matmul, and warns once per reason.
 """
 import math
