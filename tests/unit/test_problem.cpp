@@ -130,6 +130,43 @@ TEST(ValidateProblem, AcceptsTheSharedShapes) {
   }
 }
 
+// A decode step: fewer rows than ranks. gemm_ar takes any M >= 1; implementations that give each
+// rank a block of rows refuse it, and auto routes around them.
+TEST(ValidateProblem, GemmArTakesFewerRowsThanRanks) {
+  for (int64_t m : {1, 2, 3, 7}) {
+    GemmProblem p = ag(m, 8192, 2048);
+    p.op = Op::kGemmAr;
+    EXPECT_TRUE(validate_problem(p, 8).ok()) << m;
+    expect_error(impl_supported(p, Impl::kPipelinedCE, {8, true}), ErrorCode::kUnsupported,
+                 {"pipelined_ce", "at least one row per rank", "M=" + std::to_string(m)});
+    for (Impl impl : {Impl::kBaseline, Impl::kGemmOneShot, Impl::kGemmTwoShot})
+      EXPECT_TRUE(impl_supported(p, impl, {8, true}).ok()) << to_string(impl);
+    for (int w : {2, 4, 8}) {
+      const Impl chosen = choose(p, {w, true}, {}).impl;
+      EXPECT_TRUE(impl_supported(p, chosen, {w, true}).ok()) << m << " at W=" << w << ": " << to_string(chosen);
+    }
+  }
+}
+
+TEST(ValidateOperands, TheGatheredAOut) {
+  GemmProblem p = ag(1024, 256, 128);
+  alignas(16) static char mem[4][1 << 21];
+  Operands o{mem[0], mem[1], nullptr, mem[2]};
+  EXPECT_TRUE(validate_operands(p, 2, o).ok()) << "not asked for: not checked";
+  expect_error(validate_operands(p, 2, o, true), ErrorCode::kInvalidArgument, {"A_gathered is null", "[L, M, K]"});
+  o.a_gathered = mem[3] + 2;
+  expect_error(validate_operands(p, 2, o, true), ErrorCode::kInvalidArgument, {"A_gathered", "16-byte"});
+  o.a_gathered = mem[2];
+  expect_error(validate_operands(p, 2, o, true), ErrorCode::kInvalidArgument, {"A_gathered", "overlaps D"});
+  o.a_gathered = mem[3];
+  EXPECT_TRUE(validate_operands(p, 2, o, true).ok());
+  for (Impl impl : {Impl::kAuto, Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
+    EXPECT_TRUE(gathered_a_supported(p, impl).ok()) << to_string(impl);
+  expect_error(gathered_a_supported(p, Impl::kNaiveRemote), ErrorCode::kUnsupported, {"naive_remote", "gathered A"});
+  p.op = Op::kGemmRs;
+  expect_error(gathered_a_supported(p, Impl::kAuto), ErrorCode::kInvalidArgument, {"gemm_rs", "only ag_gemm along M"});
+}
+
 TEST(ValidateProblem, NamesArgumentValueAndExpectation) {
   expect_error(validate_problem(ag(1001, 64, 64), 4), ErrorCode::kInvalidArgument, {"M=1001", "W=4", "divisible"});
   GemmProblem rs = ag(1002, 64, 64);
