@@ -149,6 +149,20 @@ class _ParallelLinear(nn.Module):
             if self.bias is not None:
                 self.bias.uniform_(-bound, bound)
 
+    @classmethod
+    def from_linear(cls, linear, *, group=None, sequence_parallel=True):
+        """This rank's shard of a whole nn.Linear, the same on every rank: the column layer's rows
+        of the weight and bias, the row layer's columns of the weight (its bias is whole)."""
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group,
+                sequence_parallel=sequence_parallel, device=linear.weight.device, dtype=linear.weight.dtype)
+        r = torch.distributed.get_rank(T.resolve_group(m.group_name))
+        by_rows = isinstance(m, ColumnParallelLinear)
+        with torch.no_grad():
+            m.weight.copy_(linear.weight.chunk(m.world_size, 0 if by_rows else 1)[r])
+            if m.bias is not None:
+                m.bias.copy_(linear.bias.chunk(m.world_size)[r] if by_rows else linear.bias)
+        return m
+
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
                 f"world_size={self.world_size}, sequence_parallel={self.sequence_parallel}")
@@ -163,17 +177,6 @@ class ColumnParallelLinear(_ParallelLinear):
                  dtype=None):
         super().__init__(in_features, out_features, bias, group, sequence_parallel, device, dtype, shard_out=True)
 
-    @classmethod
-    def from_linear(cls, linear, *, group=None, sequence_parallel=True):
-        """This rank's shard of a whole nn.Linear (the same on every rank)."""
-        m = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group,
-                sequence_parallel=sequence_parallel, device=linear.weight.device, dtype=linear.weight.dtype)
-        r, rows = torch.distributed.get_rank(T.resolve_group(m.group_name)), m.weight.shape[0]
-        with torch.no_grad():
-            m.weight.copy_(linear.weight[r * rows:(r + 1) * rows])
-            if m.bias is not None:
-                m.bias.copy_(linear.bias[r * rows:(r + 1) * rows])
-        return m
 
     def forward(self, x):
         if self.sequence_parallel:
@@ -204,17 +207,6 @@ class RowParallelLinear(_ParallelLinear):
                  dtype=None):
         super().__init__(in_features, out_features, bias, group, sequence_parallel, device, dtype, shard_out=False)
 
-    @classmethod
-    def from_linear(cls, linear, *, group=None, sequence_parallel=True):
-        """This rank's shard of a whole nn.Linear (the same on every rank); the bias is whole."""
-        m = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group,
-                sequence_parallel=sequence_parallel, device=linear.weight.device, dtype=linear.weight.dtype)
-        r, cols = torch.distributed.get_rank(T.resolve_group(m.group_name)), m.weight.shape[1]
-        with torch.no_grad():
-            m.weight.copy_(linear.weight[:, r * cols:(r + 1) * cols])
-            if m.bias is not None:
-                m.bias.copy_(linear.bias)
-        return m
 
     def forward(self, x):
         fn = _MatmulReduceScatter if self.sequence_parallel else _MatmulAllReduce
