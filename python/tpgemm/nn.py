@@ -63,18 +63,22 @@ class _AllGatherLinear(torch.autograd.Function):
         return dx, dw, None, None
 
 
-class _MatmulReduceScatter(torch.autograd.Function):
-    """y = ReduceScatter(x @ w.T); dx = AllGather(dy) @ w; dw = AllGather(dy).T @ x."""
-
-    @staticmethod
-    def forward(x, w, group_name):
-        return _tp.fused_matmul_reduce_scatter(x, w.t(), "sum", 0, group_name)
+class _SavesOperands(torch.autograd.Function):
+    """forward(x, w, group_name): backward gets x and w saved, and the group's name."""
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         x, w, group_name = inputs
         ctx.save_for_backward(x, w)
         ctx.group_name = group_name
+
+
+class _MatmulReduceScatter(_SavesOperands):
+    """y = ReduceScatter(x @ w.T); dx = AllGather(dy) @ w; dw = AllGather(dy).T @ x."""
+
+    @staticmethod
+    def forward(x, w, group_name):
+        return _tp.fused_matmul_reduce_scatter(x, w.t(), "sum", 0, group_name)
 
     @staticmethod
     def backward(ctx, dy):
@@ -85,17 +89,12 @@ class _MatmulReduceScatter(torch.autograd.Function):
         return (dx if ctx.needs_input_grad[0] else None), dw, None
 
 
-class _MatmulAllReduce(torch.autograd.Function):
+class _MatmulAllReduce(_SavesOperands):
     """y = AllReduce(x @ w.T) (x split along its last dim); dx = dy @ w; dw = dy.T @ x."""
 
     @staticmethod
     def forward(x, w, group_name):
         return _tp.matmul_all_reduce(x, w.t(), "sum", group_name)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        x, w, _ = inputs
-        ctx.save_for_backward(x, w)
 
     @staticmethod
     def backward(ctx, dy):
@@ -105,18 +104,12 @@ class _MatmulAllReduce(torch.autograd.Function):
         return dx, dw, None
 
 
-class _LinearAllReduceGrad(torch.autograd.Function):
+class _LinearAllReduceGrad(_SavesOperands):
     """y = x @ w.T (x whole on every rank, w this rank's rows); dx = AllReduce(dy @ w)."""
 
     @staticmethod
     def forward(x, w, group_name):
         return x @ w.t()
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        x, w, group_name = inputs
-        ctx.save_for_backward(x, w)
-        ctx.group_name = group_name
 
     @staticmethod
     def backward(ctx, dy):
