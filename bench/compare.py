@@ -106,7 +106,7 @@ def print_cutlass(rows, W, cutlass):
               f"{min(vs_auto):.3f}x); fused {geomean(vs_fused):.3f}x (worst {min(vs_fused):.3f}x)")
 
 
-# Issues 4 and 5's targets for the GEMM ops (set at W=4; printed at every W, to follow them).
+# The performance targets of the GEMM ops (set at W=4; printed at every W, to follow them).
 AUTO_TARGETS = {"gemm_rs": 1.5, "gemm_ar": 1.4}
 FUSED_AG_TARGET, GEMM_ONLY_SLACK = 1.25, 1.05
 
@@ -144,7 +144,7 @@ def print_gemm_targets(rows, W, per_op, peer):
 
 
 def print_allreduce_targets(rows, W):
-    """Issue 5's all-reduce targets, as the rows above say them: auto's graph-timed latency at most
+    """The all-reduce targets, as the rows above say them: auto's graph-timed latency at most
     half of NCCL's up to 1 MB, and its bus bandwidth (back to back) at least NCCL's from 64 MB."""
     ar = [r for r in rows if r["op"] == "allreduce"]
     at = {(r["bytes"], r["impl"]): r for r in ar}

@@ -12,7 +12,7 @@
 #
 # Logs go to ./gpu-results: one per stage, bench_W*.json, peers_W*.json, compare_W*.md (bench/compare.py:
 # the side-by-side table and where each target stands, also in the summary) and summary.txt; when
-# $OUT is set (the lent GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
+# $OUT is set (a remote GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
 # -R regex for the dist tests; SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
 # sweep_decode and sweep_ring stages. NVLink multicast
@@ -209,7 +209,7 @@ for s in $STAGES; do
     *) note "unknown stage $s" ;;
   esac
 done
-# Where issues 4 and 5's targets stand (bench/compare.py), at each world size that has both the
+# Where the performance targets stand (bench/compare.py), at each world size that has both the
 # bench and the peers of this call: compare_W*.md, and its verdict lines in the summary.
 for w in $WORLDS; do
   [ -f "$LOGS/bench_W$w.json" ] && [ -f "$LOGS/peers_W$w.json" ] || continue

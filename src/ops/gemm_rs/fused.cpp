@@ -15,7 +15,7 @@
 //   side stream:     the push-and-reduce kernel on comm_sms blocks, beside the GEMM (none if 0);
 //   caller's stream: joins the side stream.
 // gemm_rs: measured correct but slower than pipelined_ce, whose copy engines move the partials
-// without taking SMs from the GEMM (docs/perf.md, fifth session): the planner never picks it.
+// without taking SMs from the GEMM (docs/perf.md, bench/results/2026-11-22-fused-rs): the planner never picks it.
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
 #include "core/check.h"
