@@ -35,6 +35,9 @@ class AllReducePlan {
   // replays them in order too). After a Timeout the team has failed: calls already enqueued
   // or replayed from a graph leave `out` undefined; Team::check() reports the failure.
   void run(const void* in, void* out, cudaStream_t stream);
+  // The same for this call's `count` elements (1 to count(), a multiple of 8, the same on every
+  // rank): one plan serves messages of any size up to the one it was made for.
+  void run(const void* in, void* out, int64_t count, cudaStream_t stream);
   AllReduceImpl impl() const;
   int64_t count() const;
 

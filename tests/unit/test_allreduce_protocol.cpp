@@ -7,6 +7,7 @@
 // what their second half is for); two-shot, whose rounds form a handshake, does not need it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -27,7 +28,28 @@ namespace {
 struct ModelOptions {
   int world = 4, blocks = 3, lanes_per_block = 5, calls = 30, halves = 2;
   uint64_t seed = 1;
+  // Each call moves its own count, at most the capacity, the same on every rank (NOTE [staging by
+  // capacity]): the slots stay laid out for the capacity, and a block keeps its lanes.
+  bool vary_count = false;
 };
+
+// Lanes call e moves of a message whose capacity is `n` lanes, a multiple of `unit`.
+int lanes_in_call(const ModelOptions& o, int n, int e, int unit = 1) {
+  if (!o.vary_count) return n;
+  return unit * (1 + static_cast<int>((o.seed * 7907 + static_cast<uint64_t>(e) * 104729) % static_cast<uint64_t>(n / unit)));
+}
+
+// A block runs in the calls where it has lanes of its own (`units(e)`: the lanes a block's
+// places range over in call e), as the kernels are launched. Its call number, which picks the
+// staging half, counts the calls it ran in. 0: it does not run in call e.
+template <typename Units>
+int block_call(const ModelOptions& o, int b, int e, const Units& units) {
+  const auto runs = [&](int call) { return b * o.lanes_per_block < units(call); };
+  if (!runs(e)) return 0;
+  int n = 0;
+  for (int call = 1; call <= e; ++call) n += runs(call) ? 1 : 0;
+  return n;
+}
 
 using Lane = std::atomic<uint16_t>;
 
@@ -103,10 +125,14 @@ uint16_t reduced(int e, int i) { return static_cast<uint16_t>(1 + (e * 257 + i *
 // every rank's staging half (all-gather: every peer's), then takes the lanes of every slot of
 // its own half (all-gather: every peer's slot). Returns "" or the first error.
 std::string run_slots_model(const ModelOptions& o, bool own_slot) {
-  const int n = o.blocks * o.lanes_per_block;  // lanes of one rank's message
+  const int n = o.blocks * o.lanes_per_block;  // lanes of one rank's message (the capacity)
   Model m(o, static_cast<size_t>(o.world) * n);
-  return m.run([&](int r, int b, int e, auto& jitter) {
-    for (int j = 0; j < o.lanes_per_block; ++j)
+  return m.run([&](int r, int b, int call, auto& jitter) {
+    const auto units = [&](int c) { return lanes_in_call(o, n, c); };
+    const int e = block_call(o, b, call, units);
+    if (e == 0) return true;
+    const int lanes = std::min(o.lanes_per_block, units(call) - b * o.lanes_per_block);
+    for (int j = 0; j < lanes; ++j)
       for (int q = 0; q < o.world; ++q) {
         jitter();
         const int i = b * o.lanes_per_block + j;
@@ -120,11 +146,11 @@ std::string run_slots_model(const ModelOptions& o, bool own_slot) {
     };
     // As the kernels read: one-shot sums every slot of a lane at once; the all-gather copies
     // out peer by peer.
-    for (int j = 0; j < o.lanes_per_block && own_slot; ++j)
+    for (int j = 0; j < lanes && own_slot; ++j)
       for (int q = 0; q < o.world; ++q)
         if (!take(q, j)) return false;
     for (int q = 0; q < o.world && !own_slot; ++q)
-      for (int j = 0; j < o.lanes_per_block && q != r; ++j)
+      for (int j = 0; j < lanes && q != r; ++j)
         if (!take(q, j)) return false;
     return true;
   });
@@ -132,38 +158,48 @@ std::string run_slots_model(const ModelOptions& o, bool own_slot) {
 std::string run_oneshot_model(const ModelOptions& o) { return run_slots_model(o, true); }
 std::string run_allgather_model(const ModelOptions& o) { return run_slots_model(o, false); }
 
-// Two-shot: the message is W slices of `per` lanes; block b handles the same lanes of every
-// slice. It stores slice q's lanes into slot r of rank q's half (scatter), takes its own slice's
-// lanes from every slot and stores their "sum" into every peer's gather area, then takes the
-// other slices' lanes from its own gather area. Without `gather_round`, the reduce-scatter: the
-// first round alone, and no gather area.
+// Two-shot: the message is W slices of up to `cap` lanes; block b handles the same places of
+// every slice. It stores slice q's lanes into slot r of rank q's half (scatter), takes its own
+// slice's lanes from every slot and stores their "sum" into every peer's gather area, then takes
+// the other slices' lanes from its own gather area. Without `gather_round`, the reduce-scatter:
+// the first round alone, and no gather area. A call of fewer lanes cuts its message into W
+// shorter slices (as the kernel does), each still at its capacity's place.
 std::string run_shots_model(const ModelOptions& o, bool gather_round) {
-  const int per = o.blocks * o.lanes_per_block;
-  const size_t gather = static_cast<size_t>(o.world) * per;  // after the W scatter slots
-  Model m(o, gather + (gather_round ? static_cast<size_t>(o.world) * per : 0));
-  return m.run([&](int r, int b, int e, auto& jitter) {
+  const int cap = o.blocks * o.lanes_per_block;
+  const size_t gather = static_cast<size_t>(o.world) * cap;  // after the W scatter slots
+  Model m(o, gather + (gather_round ? static_cast<size_t>(o.world) * cap : 0));
+  // The reduce-scatter's slices are equal (its count a multiple of W vectors); two-shot's not.
+  const auto lanes = [&](int c) { return lanes_in_call(o, cap * o.world, c, gather_round ? 1 : o.world); };
+  return m.run([&](int r, int b, int call, auto& jitter) {
+    const int n = lanes(call), per = (n + o.world - 1) / o.world;
+    const int e = block_call(o, b, call, [&](int c) { return (lanes(c) + o.world - 1) / o.world; });
+    if (e == 0) return true;
+    // Places of slice q in this call that block b handles: [first, end).
+    const auto places = [&](int q) {
+      const int len = std::max(0, std::min(n - q * per, per));
+      return std::pair{b * o.lanes_per_block, std::min(len, (b + 1) * o.lanes_per_block)};
+    };
     for (int q = 0; q < o.world; ++q)
-      for (int j = 0; j < o.lanes_per_block; ++j) {
+      for (int k = places(q).first; k < places(q).second; ++k) {
         jitter();
-        const int k = b * o.lanes_per_block + j;  // place in the slice
-        m.lane(q, e, static_cast<size_t>(r) * per + k).store(sent(r, e, q * per + k));
+        m.lane(q, e, static_cast<size_t>(r) * cap + k).store(sent(r, e, q * per + k));
       }
-    for (int j = 0; j < o.lanes_per_block; ++j) {
-      const int k = b * o.lanes_per_block + j, i = r * per + k;
+    for (int k = places(r).first; k < places(r).second; ++k) {
+      const int i = r * per + k;
       for (int src = 0; src < o.world; ++src) {
         jitter();
-        if (!m.take(m.lane(r, e, static_cast<size_t>(src) * per + k), sent(src, e, i),
+        if (!m.take(m.lane(r, e, static_cast<size_t>(src) * cap + k), sent(src, e, i),
                     strfmt("rank %d block %d call %d: scatter lane %d from rank %d", r, b, e, i, src)))
           return false;
       }
       for (int q = 0; q < o.world && gather_round; ++q)
-        if (q != r) m.lane(q, e, gather + i).store(reduced(e, i));
+        if (q != r) m.lane(q, e, gather + static_cast<size_t>(r) * cap + k).store(reduced(e, i));
     }
     for (int q = 0; q < o.world && gather_round; ++q)
-      for (int j = 0; j < o.lanes_per_block && q != r; ++j) {
+      for (int k = places(q).first; k < places(q).second && q != r; ++k) {
         jitter();
-        const int i = q * per + b * o.lanes_per_block + j;
-        if (!m.take(m.lane(r, e, gather + i), reduced(e, i),
+        const int i = q * per + k;
+        if (!m.take(m.lane(r, e, gather + static_cast<size_t>(q) * cap + k), reduced(e, i),
                     strfmt("rank %d block %d call %d: gathered lane %d from rank %d", r, b, e, i, q)))
           return false;
       }
@@ -228,6 +264,20 @@ TEST(AllReduceProtocol, TwoHalvesKeepEveryCallsDataApart) {
         ModelOptions o;
         o.world = world;
         o.seed = seed;
+        EXPECT_EQ(model(o), "") << name << " W=" << world << " seed " << seed;
+      }
+}
+
+TEST(AllReduceProtocol, CallsOfDifferentCountsKeepEveryCallsDataApart) {
+  for (const auto& [name, model] : {std::pair{"one-shot", &run_oneshot_model}, std::pair{"two-shot", &run_twoshot_model},
+                                    std::pair{"reduce-scatter", &run_reducescatter_model},
+                                    std::pair{"all-gather", &run_allgather_model}})
+    for (int world : {2, 3, 4, 8})
+      for (uint64_t seed = 1; seed <= 3; ++seed) {
+        ModelOptions o;
+        o.world = world;
+        o.seed = seed;
+        o.vary_count = true;
         EXPECT_EQ(model(o), "") << name << " W=" << world << " seed " << seed;
       }
 }

@@ -90,18 +90,26 @@ AllReducePlan& AllReducePlan::operator=(AllReducePlan&&) noexcept = default;
 
 void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from AllReducePlan");
+  run(in, out, state_->count, stream);
+}
+
+void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t stream) {
+  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from AllReducePlan");
   detail::AllReduceState& s = *state_;
   detail::TeamState& t = *s.team;
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
-  if (mine.ok()) mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(s.count) * dtype_size(s.dtype));
+  if (mine.ok() && (count < 1 || count > s.count || count % 8 != 0))
+    mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce count=%lld: expected a positive multiple of 8 up to the "
+                                                "plan's %lld", (long long)count, (long long)s.count)};
+  if (mine.ok()) mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(count) * dtype_size(s.dtype));
   if (mine.ok()) mine = t.check_device_memory("in", in, s.device_memory[0]);
   if (mine.ok()) mine = t.check_device_memory("out", out, s.device_memory[1]);
   t.agree_call(mine, "AllReducePlan::run", s.id);
   if (s.impl == AllReduceImpl::kNccl) {
-    TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(s.count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
+    TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
     return;
   }
-  s.symm->run(in, out, nullptr, 0.0f, stream);  // copies `in` into symmetric memory itself
+  s.symm->run(in, out, nullptr, 0.0f, stream, count);  // copies `in` into symmetric memory itself
 }
 
 AllReduceImpl AllReducePlan::impl() const { return state_ ? state_->impl : AllReduceImpl::kNccl; }

@@ -7,8 +7,8 @@
 namespace tpgemm::ops {
 namespace {
 
-// Staging, per half (NOTE [two staging halves]): W slots of `count` elements, slot q written
-// by rank q.
+// Staging, per half (NOTE [two staging halves]): W slots of the capacity (NOTE [staging by
+// capacity]), slot q written by rank q.
 template <typename T, int kW>
 __global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(const __grid_constant__ SymmCollectiveArgs a) {
   __shared__ uint4* slot_at[2][32];  // my slot in every rank's staging half
@@ -16,10 +16,10 @@ __global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(const __grid
   const int me = a.env.rank;
   const int world = kW > 0 ? kW : a.world;
   const int64_t vecs = a.count / 8;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t stride = a.stride;  // NOTE [staging by capacity]: not this launch's grid
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const uint4 in_first = first_vector(a, first, vecs);  // NOTE [one-load prologue]
-  fill_slot_tables(a, world, vecs, world * vecs, slot_at, slots);
+  fill_slot_tables(a, world, a.slot_vecs, world * a.slot_vecs, slot_at, slots);
   uint64_t e;
   if (!begin_call(a, e)) return;
   const int h = static_cast<int>(e & 1);

@@ -59,13 +59,18 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   stage_ = comm::SymmetricBuffer(team_, static_cast<size_t>(stage) * dtype_size(dtype), "symmetric collective staging");  // empty: zeros
 }
 
-void SymmCollective::run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const {
+void SymmCollective::run(const void* in, void* out, const void* c, float beta, cudaStream_t stream, int64_t count) const {
   TPGEMM_ASSERT(in != nullptr && out != nullptr && c != out && (algo_ != SymmAlgo::kAllGather || (c == nullptr && in != out)));
+  if (count == 0) count = count_;
+  TPGEMM_ASSERT(count > 0 && count <= count_ && count % 8 == 0 && count / 8 % batches_ == 0 &&
+                (algo_ != SymmAlgo::kReduceScatter || count / 8 % team_->world == 0));
   SymmCollectiveArgs a;
   a.in = in;
   for (int q = 0; q < team_->world; ++q) a.stage[q] = stage_.peer(q);
   a.calls = calls_.as<uint64_t>();
-  a.count = count_;
+  a.count = count;
+  a.slot_vecs = count_ / 8;  // NOTE [staging by capacity]
+  a.stride = int64_t(blocks_) * threads_;
   a.out = out;
   a.c = c;
   a.beta = beta;
@@ -75,7 +80,11 @@ void SymmCollective::run(const void* in, void* out, const void* c, float beta, c
   a.drop_sends = drop_sends_;
   a.env = team_->wait_env();
   void* params[] = {&a};
-  TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_, dim3(blocks_), dim3(threads_), params, 0, stream));
+  // The blocks with a vector of their own this call (NOTE [staging by capacity]).
+  const bool two_shot = algo_ == SymmAlgo::kTwoShot || algo_ == SymmAlgo::kReduceScatter;
+  const int64_t units = two_shot ? (count / 8 + team_->world - 1) / team_->world : count / 8;
+  const int64_t blocks = std::min<int64_t>(blocks_, (units + threads_ - 1) / threads_);
+  TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_, dim3(static_cast<unsigned>(blocks)), dim3(threads_), params, 0, stream));
 }
 
 }  // namespace tpgemm::ops

@@ -22,6 +22,17 @@
 // vector it consumed. A peer stores into half e % 2 again only in call e + 2, which it reaches
 // once its call e + 1 has read data I stored in my call e + 1, which began after my call e (and
 // its emptying) ended: stream order, then causality.
+//
+// NOTE [staging by capacity]
+// A call may move fewer elements than the plan was made for (a per-call count, the same on every
+// rank). It launches only the blocks that have vectors of their own this call (of the message; of
+// a slice for two-shot and the reduce-scatter), so block b's call counter counts the calls that
+// launched it, on every rank alike. For the argument above to hold per block, a place in the
+// staging must belong to one block in every call, and each half must stay where it is: the
+// staging is laid out for the plan's count (halves, slot q at q x the capacity, two-shot's gather
+// area after W full slots) and a thread's vectors are strided by the plan's grid, not the call's.
+// Every vector a call stored is emptied by that call. tests/unit/test_allreduce_protocol.cpp
+// models calls of random counts.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -47,7 +58,11 @@ struct SymmCollectiveArgs {
   // bank, not global memory (NOTE [one-load prologue], allreduce_device.cuh).
   void* stage[plan::kMaxSymmetricWorld] = {};
   uint64_t* calls = nullptr;        // this rank's per-block call counters
-  int64_t count = 0;                // elements of the input, a multiple of 8
+  int64_t count = 0;                // elements of the input this call, a multiple of 8
+  // Vectors of input the staging is laid out for (the plan's count), and the stride of a
+  // thread's vectors: the plan's blocks x threads (NOTE [staging by capacity]).
+  int64_t slot_vecs = 0;
+  int64_t stride = 0;
   int64_t batches = 1;              // all-gather: the input is [batches][block], the output [batches][W][block]
   void* out = nullptr;
   const void* c = nullptr;          // optional: out = sum + beta * c (c is this rank's own)
@@ -66,7 +81,7 @@ const void* oneshot_fn(DType dtype, int world);          // oneshot.cu
 const void* twoshot_fn(DType dtype, int world);          // twoshot.cu
 const void* allgather_fn(int world);                     // allgather.cu (any 16-bit type)
 int64_t oneshot_stage_elems(int64_t count, int world);  // oneshot.cu: W slots of count
-int64_t twoshot_stage_elems(int64_t count, int world, bool scatter_only);  // twoshot.cu: W slice slots (+ count)
+int64_t twoshot_stage_elems(int64_t count, int world, bool scatter_only);  // twoshot.cu: W slice slots (+ W more)
 
 enum class SymmAlgo { kOneShot, kTwoShot, kReduceScatter, kAllGather };
 
@@ -77,11 +92,12 @@ class SymmCollective {
   SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t count, DType dtype, SymmAlgo algo,
                  int64_t batches = 1);
   int64_t count() const { return count_; }
-  // out = sum over ranks of in (+ beta * c), count elements; kReduceScatter: this rank's slice of
+  // out = sum over ranks of in (+ beta * c), `count` elements (0: the plan's; at most that, and
+  // on every rank the same, with the divisibility above); kReduceScatter: this rank's slice of
   // it, count / W elements (c too); kAllGather: every rank's input, W x count elements ([batches]
   // [W][block]; c must be null). `out` may equal `in` (not for kAllGather); `c` may not alias
   // `out`. Successive calls on one stream (NOTE [two staging halves]).
-  void run(const void* in, void* out, const void* c, float beta, cudaStream_t stream) const;
+  void run(const void* in, void* out, const void* c, float beta, cudaStream_t stream, int64_t count = 0) const;
 
  private:
   std::shared_ptr<detail::TeamState> team_;
