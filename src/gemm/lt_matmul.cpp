@@ -135,4 +135,14 @@ LtMatmul& LtMatmul::operator=(LtMatmul&& o) noexcept {
   return *this;
 }
 
+const LtMatmul& LtMatmulCache::get(const MatmulShape& shape) {
+  for (auto it = plans_.rbegin(); it != plans_.rend(); ++it)
+    if ((*it)->shape() == shape) return **it;
+  // A plan's descriptors are read when a matmul is enqueued, not after: dropping one that work
+  // already queued used is safe.
+  if (plans_.size() >= kMaxPlans) plans_.erase(plans_.begin());
+  plans_.push_back(std::make_unique<LtMatmul>(handle_, shape));
+  return *plans_.back();
+}
+
 }  // namespace tpgemm::gemm

@@ -6,6 +6,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "tpgemm/types.h"
 
@@ -21,6 +23,7 @@ struct MatmulShape {
   bool out_fp32 = false;  // C and D in fp32 (reference checks)
   bool has_c = false;
   int sm_count = 0;  // > 0: ask cuBLASLt to use at most this many SMs (leaves the rest to communication)
+  bool operator==(const MatmulShape&) const = default;
 };
 
 // Packed row-major operands: ld = row length, batch strides = matrix sizes.
@@ -55,6 +58,21 @@ class LtMatmul {
   // otherwise; tpgemm only promises 16. We keep the best algorithm for each case and pick per call.
   cublasLtMatmulAlgo_t algo_aligned_{};
   cublasLtMatmulAlgo_t algo_16b_{};
+};
+
+// Matmuls of several shapes, each planned on its first use: for the implementations whose calls
+// vary in M (Operands::m). Planning is host work only (descriptors and cuBLASLt's heuristic, tens
+// of microseconds), so it may happen while a stream is captured.
+class LtMatmulCache {
+ public:
+  LtMatmulCache() = default;
+  explicit LtMatmulCache(cublasLtHandle_t handle) : handle_(handle) {}
+  const LtMatmul& get(const MatmulShape& shape);
+
+ private:
+  static constexpr size_t kMaxPlans = 64;  // then the oldest goes: a serving loop sees many M
+  cublasLtHandle_t handle_ = nullptr;
+  std::vector<std::unique_ptr<LtMatmul>> plans_;  // oldest first
 };
 
 }  // namespace tpgemm::gemm

@@ -17,6 +17,13 @@ struct ImplContext {
   plan::Choice choice;
 };
 
+// The problem of one call: the plan's with the call's M (Operands::m, which Plan::run always sets).
+inline GemmProblem call_problem(const GemmProblem& p, const Operands& o) {
+  GemmProblem q = p;
+  if (o.m > 0) q.m = o.m;
+  return q;
+}
+
 class OpImpl {
  public:
   virtual ~OpImpl() = default;
@@ -28,7 +35,8 @@ class OpImpl {
     (void)ops;
     (void)stream;
   }
-  // The rest of the call. Operands are validated on every rank.
+  // The rest of the call. Operands are validated on every rank. Operands::m is the call's M: the
+  // problem's M, or any M up to it for the implementations plan::takes_any_m names.
   virtual void run(const Operands& ops, cudaStream_t stream) = 0;
 };
 

@@ -21,25 +21,31 @@ class AllGatherGemm final : public OpImpl {
     team_->agree_local("allocating the gathered A and the matmul's workspace", [&] {
       gathered_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.k) * dtype_size(p_.dtype));
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
-      gemm::MatmulShape s = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
-      s.has_c = p_.has_c;
-      matmul_ = gemm::LtMatmul(team_->lt, s);
+      matmuls_ = gemm::LtMatmulCache(team_->lt);
+      matmuls_.get(shape(p_));
     });
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
     // [L][W][M/W rows]: A as [L, M, K], straight into the caller's A_gathered when it wants one.
+    const GemmProblem p = call_problem(p_, o);
     void* g = o.a_gathered != nullptr ? o.a_gathered : gathered_.get();
-    gather_.run(o.a, g, nullptr, 0.0f, stream);
-    matmul_.run(g, o.b, p_.has_c ? o.c : nullptr, o.d, p_.alpha, p_.beta, workspace_.get(), stream);
+    gather_.run(o.a, g, nullptr, 0.0f, stream, p.l * (p.m / team_->world) * p.k);
+    matmuls_.get(shape(p)).run(g, o.b, p.has_c ? o.c : nullptr, o.d, p.alpha, p.beta, workspace_.get(), stream);
   }
 
  private:
+  static gemm::MatmulShape shape(const GemmProblem& p) {
+    gemm::MatmulShape s = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
+    s.has_c = p.has_c;
+    return s;
+  }
+
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
   ops::SymmCollective gather_;
   DeviceBuffer gathered_, workspace_;
-  gemm::LtMatmul matmul_;
+  gemm::LtMatmulCache matmuls_;
 };
 
 }  // namespace

@@ -12,23 +12,26 @@ namespace {
 
 class GemmArBaseline final : public OpImpl {
  public:
-  explicit GemmArBaseline(const ImplContext& ctx) : team_(ctx.team), p_(ctx.problem) {
+  explicit GemmArBaseline(const ImplContext& ctx) : team_(ctx.team), p_(ctx.problem), matmuls_(team_->lt) {
     workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
-    matmul_ = gemm::LtMatmul(team_->lt, gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout));
+    matmuls_.get(shape(p_));
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
-    matmul_.run(o.a, o.b, nullptr, o.d, p_.alpha, 0.0f, workspace_.get(), stream);
-    const int64_t count = p_.l * p_.m * p_.n;
-    TPGEMM_NCCL_CHECK(ncclAllReduce(o.d, o.d, static_cast<size_t>(count), ops::nccl_type(p_.dtype), ncclSum, team_->comm, stream));
-    if (p_.has_c && p_.beta != 0.0f) ops::add_scaled(o.d, o.c, p_.beta, count, p_.dtype, team_->num_sms, stream);
+    const GemmProblem p = call_problem(p_, o);
+    matmuls_.get(shape(p)).run(o.a, o.b, nullptr, o.d, p.alpha, 0.0f, workspace_.get(), stream);
+    const int64_t count = p.l * p.m * p.n;
+    TPGEMM_NCCL_CHECK(ncclAllReduce(o.d, o.d, static_cast<size_t>(count), ops::nccl_type(p.dtype), ncclSum, team_->comm, stream));
+    if (p.has_c && p.beta != 0.0f) ops::add_scaled(o.d, o.c, p.beta, count, p.dtype, team_->num_sms, stream);
   }
 
  private:
+  static gemm::MatmulShape shape(const GemmProblem& p) { return gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout); }
+
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
   DeviceBuffer workspace_;
-  gemm::LtMatmul matmul_;
+  gemm::LtMatmulCache matmuls_;
 };
 
 }  // namespace

@@ -21,27 +21,32 @@ class GemmAllReduce final : public OpImpl {
     team_->agree_local("allocating the matmul's workspace", [&] {
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
       partial_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype));
-      matmul_ = gemm::LtMatmul(team_->lt, gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout));
+      matmuls_ = gemm::LtMatmulCache(team_->lt);
+      matmuls_.get(shape(p_));
     });
   }
 
   // The matmul writes only this plan's own buffer (nothing the caller owns before the call is
   // agreed on), which the previous call's all-reduce has finished reading (stream order).
   void prologue(const Operands& o, cudaStream_t stream) override {
-    matmul_.run(o.a, o.b, nullptr, partial_.get(), p_.alpha, 0.0f, workspace_.get(), stream);
+    const GemmProblem p = call_problem(p_, o);
+    matmuls_.get(shape(p)).run(o.a, o.b, nullptr, partial_.get(), p.alpha, 0.0f, workspace_.get(), stream);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
-    const bool c = p_.has_c && p_.beta != 0.0f;
-    allreduce_.run(partial_.get(), o.d, c ? o.c : nullptr, p_.beta, stream);
+    const GemmProblem p = call_problem(p_, o);
+    const bool c = p.has_c && p.beta != 0.0f;
+    allreduce_.run(partial_.get(), o.d, c ? o.c : nullptr, p.beta, stream, p.l * p.m * p.n);
   }
 
  private:
+  static gemm::MatmulShape shape(const GemmProblem& p) { return gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout); }
+
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
   ops::SymmCollective allreduce_;
   DeviceBuffer workspace_, partial_;
-  gemm::LtMatmul matmul_;
+  gemm::LtMatmulCache matmuls_;
 };
 
 }  // namespace

@@ -21,8 +21,8 @@ class GemmRsBaseline final : public OpImpl {
 
   void run(const Operands& o, cudaStream_t stream) override {
     // ncclReduceScatter hands rank r the r-th contiguous piece: PartialBlocks' layout.
-    const int64_t count = blocks_.block_elems();
-    blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream);
+    const int64_t count = blocks_.block_elems(o.m);
+    blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream, o.m);
     TPGEMM_NCCL_CHECK(ncclReduceScatter(partial_.get(), o.d, static_cast<size_t>(count), ops::nccl_type(p_.dtype),
                                         ncclSum, team_->comm, stream));
     if (p_.has_c && p_.beta != 0.0f) ops::add_scaled(o.d, o.c, p_.beta, count, p_.dtype, team_->num_sms, stream);

@@ -26,12 +26,13 @@ class GemmReduceScatter final : public OpImpl {
   // The matmul writes only this plan's own buffer (nothing the caller owns before the call is
   // agreed on), which the previous call's reduce-scatter has finished reading (stream order).
   void prologue(const Operands& o, cudaStream_t stream) override {
-    blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream);
+    blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream, o.m);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
-    const bool c = p_.has_c && p_.beta != 0.0f;
-    scatter_.run(partial_.get(), o.d, c ? o.c : nullptr, p_.beta, stream);
+    const GemmProblem p = call_problem(p_, o);
+    const bool c = p.has_c && p.beta != 0.0f;
+    scatter_.run(partial_.get(), o.d, c ? o.c : nullptr, p.beta, stream, p.l * p.m * p.n);
   }
 
  private:

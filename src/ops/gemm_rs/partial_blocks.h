@@ -1,7 +1,7 @@
 // GEMM+ReduceScatter's partial product, laid out the way a reduce-scatter hands it out: W
 // contiguous blocks, block r the part of D that rank r owns ([L, M/W, N] along M, [L, M, N/W]
 // along N). Along M with L == 1 that is the plain [M, N] product, one matmul; otherwise one
-// strided matmul per block. Shared by the baseline (NCCL) and gemm_reducescatter (tpgemm's kernel).
+// strided matmul per block. Calls may have fewer rows than the problem (Operands::m). Shared by the baseline (NCCL) and gemm_reducescatter (tpgemm's kernel).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -17,15 +17,19 @@ class PartialBlocks {
  public:
   PartialBlocks() = default;
   PartialBlocks(cublasLtHandle_t lt, const GemmProblem& p, int world);
-  int64_t block_elems() const { return p_.l * p_.m * p_.n / world_; }  // = elements of each rank's D
-  // partial (L M N elements) = alpha * A B in blocks; workspace: gemm::LtMatmul::kWorkspaceBytes.
-  void run(const void* a, const void* b, void* partial, float alpha, void* workspace, cudaStream_t stream) const;
+  // Elements of each block (= of each rank's D) for a call of M rows (0: the problem's M).
+  int64_t block_elems(int64_t m = 0) const { return p_.l * (m > 0 ? m : p_.m) * p_.n / world_; }
+  // partial (L M N elements) = alpha * A B in blocks, for a call of M rows (0: the problem's M, else
+  // at most that); workspace: gemm::LtMatmul::kWorkspaceBytes.
+  void run(const void* a, const void* b, void* partial, float alpha, void* workspace, cudaStream_t stream, int64_t m = 0);
 
  private:
   GemmProblem p_{};
   int world_ = 1;
   bool one_matmul_ = false;
-  gemm::LtMatmul matmul_;
+  gemm::MatmulShape shape(int64_t m) const;
+
+  gemm::LtMatmulCache matmuls_;
 };
 
 }  // namespace tpgemm::ops
