@@ -99,6 +99,11 @@ struct Operands {
   // ag_gemm along M with PlanOptions::return_gathered_a: receives the gathered A [L, M, K] (the
   // input of the matmul, e.g. for a weight gradient later); must not overlap the other operands.
   void* a_gathered = nullptr;
+  // Rows of this call, M in the op's terms above (0: the plan's M): at least 1, at most the plan's
+  // M, a multiple of W where the op shards M; the same on every rank. The operand sizes follow it
+  // (operand_sizes of the problem with this M). A call below the plan's M runs an implementation
+  // made for a range of M (Plan::prepare), the one the planner chose for that range.
+  int64_t m = 0;
 };
 
 struct PlanOptions {
@@ -117,6 +122,24 @@ struct PlanOptions {
   // implementations that gather into their own buffer copy it out after the matmul (one pass over
   // M x K); baseline and allgather_gemm gather straight into it. The ladder's refuse it.
   bool return_gathered_a = false;
+  // impl = auto: time the candidates on Plan creation (NOTE [measured planner], ops/tuner.h), or
+  // take the rules of plan/choose.cpp. kDefault: TPGEMM_TUNE ("0" off, else on).
+  enum class Tune : int { kDefault = 0, kOn, kOff };
+  Tune tune = Tune::kDefault;
 };
+
+// How a plan's implementation was chosen (Plan::selection()).
+struct PlanSelection {
+  enum class Source : int {
+    kAsked,     // PlanOptions::impl named it
+    kTuned,     // timed against the other candidates on this team (NOTE [measured planner])
+    kCached,    // a tuning cache's entry (plan/tune_cache.h)
+    kFallback,  // the rules of plan/choose.cpp: tuning off, or impossible
+  };
+  Source source = Source::kAsked;
+  std::string detail;     // tuned: every candidate's time (ms, slowest rank); else where it came from
+  double tuning_ms = 0;   // wall time this rank spent tuning
+};
+std::string_view to_string(PlanSelection::Source v);
 
 }  // namespace tpgemm

@@ -119,4 +119,14 @@ std::string describe(const GemmProblem& p) {
   return s;
 }
 
+std::string_view to_string(PlanSelection::Source v) {
+  switch (v) {
+    case PlanSelection::Source::kAsked: return "asked";
+    case PlanSelection::Source::kTuned: return "tuned";
+    case PlanSelection::Source::kCached: return "cached";
+    case PlanSelection::Source::kFallback: return "fallback";
+  }
+  return "?";
+}
+
 }  // namespace tpgemm

@@ -1,6 +1,7 @@
 #include "plan/choose.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "gemm/sm90_config.h"
 #include "plan/schedule.h"  // partial_as_c_fits
@@ -62,7 +63,6 @@ namespace {
 
 constexpr int64_t kMiB = int64_t(1) << 20;
 
-constexpr int kSms = 132;  // an H100 / H200: the machines behind the rules
 constexpr int kDefaultCommSms = 2;
 
 // gemm_ar at W=2 without C, from 4096 rows per block: the ring of partials as C (NOTE [partial as
@@ -91,12 +91,12 @@ int ring_all_reduce_chunks(int64_t block) { return static_cast<int>(std::min<int
 // x 8192: 0.198 and 0.195 ms with four pieces, 0.176 and 0.192 with two, 0.174 and 0.166 with
 // one, two calls; with every piece pulled before the kernel starts, 0.245 against 0.167:
 // bench/results/2026-11-22-tuning).
-int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
+int default_chunks(const GemmProblem& p, int world, int sms, int64_t block, Impl impl) {
   if (impl == Impl::kFused) {
     const int64_t block_bytes = p.l * block * p.k * static_cast<int64_t>(dtype_size(p.dtype));
     // The SMs fused's kernel gets with the default comm_sms: fused pulls across the stages
     // exactly when the same test holds there.
-    const bool one_wave = gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, kSms - kDefaultCommSms);
+    const bool one_wave = gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, sms - kDefaultCommSms);
     return world <= 2 && one_wave && block_bytes >= 2 * kMiB ? 4 : 1;
   }
   // gemm_rs on two ranks without C, from 1024 rows per block: two chunks, each own chunk's matmul
@@ -122,10 +122,11 @@ int default_chunks(const GemmProblem& p, int world, int64_t block, Impl impl) {
 // (0.812, 0.710, 0.727, 0.819 ms; bench/results/2026-11-22-fused-ar).
 constexpr int kFusedRsCommSms = 16, kFusedArCommSms = 32;
 
-Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptions& o) {
+Choice fill_defaults(const GemmProblem& p, const Topology& topo, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
-  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank : default_chunks(p, world, max_block_rows(p.m, world), impl);
+  c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank
+                                   : default_chunks(p, topo.world, topo.num_sms, max_block_rows(p.m, topo.world), impl);
   if (p.shard_dim == ShardDim::kN) c.chunks = 1;  // whole column blocks (NOTE [shard along N])
   c.comm_sms = kDefaultCommSms;
   if (impl == Impl::kFused && p.op == Op::kGemmRs) c.comm_sms = kFusedRsCommSms;
@@ -135,9 +136,9 @@ Choice fill_defaults(const GemmProblem& p, int world, Impl impl, const PlanOptio
 }
 
 // How full pipelined_ce's chunk matmuls keep their waves: each is (block / chunks) rows by N,
-// in 128 x 256 tiles, on 132 SMs (an H100/H200; the measurements behind the rule).
-double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks) {
-  const int64_t tiles = (block / chunks + 127) / 128 * ((p.n + 255) / 256), slots = kSms;
+// in 128 x 256 tiles, one per SM at a time.
+double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks, int sms) {
+  const int64_t tiles = (block / chunks + 127) / 128 * ((p.n + 255) / 256), slots = sms;
   return static_cast<double>(tiles) / static_cast<double>((tiles + slots - 1) / slots * slots);
 }
 
@@ -158,7 +159,8 @@ Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
   if (small_m_collective(p, topo, along_n, {128, 512}, {64, 256}, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
   const int64_t block = max_block_rows(p.m, topo.world);
   if (block < 256) return Impl::kBaseline;
-  const double fill = pipelined_wave_fill(p, block, default_chunks(p, topo.world, block, Impl::kPipelinedCE));
+  const double fill = pipelined_wave_fill(
+      p, block, default_chunks(p, topo.world, topo.num_sms, block, Impl::kPipelinedCE), topo.num_sms);
   if (topo.world >= 4 && block >= 1024 && fill < 0.9 && impl_supported(p, Impl::kFused, topo).ok())
     return Impl::kFused;
   return Impl::kPipelinedCE;
@@ -204,9 +206,9 @@ Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo, int chunks_asked
 }  // namespace
 
 Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& options) {
-  if (options.impl != Impl::kAuto) return fill_defaults(p, topo.world, options.impl, options);
+  if (options.impl != Impl::kAuto) return fill_defaults(p, topo, options.impl, options);
   const bool symmetric = topo.world > 1 && topo.all_lsa_peers && topo.world <= kMaxSymmetricWorld;
-  if (!symmetric) return fill_defaults(p, topo.world, Impl::kBaseline, options);
+  if (!symmetric) return fill_defaults(p, topo, Impl::kBaseline, options);
   // Along N, pipelined_ce runs the schedule of the transposed problem, whose chunk matmuls are
   // the same size: its rules apply, fused aside (along M only; NOTE [shard along N]).
   const bool along_n = p.shard_dim == ShardDim::kN;
@@ -218,7 +220,63 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
     case Op::kGemmAr: impl = choose_gemm_ar(q, topo, options.chunks_per_rank); break;  // (along M only: q is p)
   }
   if (along_n && impl == Impl::kFused) impl = Impl::kPipelinedCE;
-  return fill_defaults(p, topo.world, impl, options);
+  return fill_defaults(p, topo, impl, options);
+}
+
+bool takes_any_m(Impl impl) {
+  return impl == Impl::kBaseline || impl == Impl::kAllGatherGemm || impl == Impl::kGemmReduceScatter ||
+         impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
+}
+
+Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOptions& options) {
+  Choice c = choose(p, topo, options);
+  if (takes_any_m(c.impl)) return c;
+  // The rules' choice needs its exact M: the collective-then-matmul implementation of the op, where
+  // it serves the problem, in its place (the rules pick those below the overlapped ones' range).
+  Impl impl = Impl::kBaseline;
+  if (p.op == Op::kAgGemm) impl = Impl::kAllGatherGemm;
+  if (p.op == Op::kGemmRs) impl = Impl::kGemmReduceScatter;
+  if (p.op == Op::kGemmAr) impl = Impl::kGemmTwoShot;
+  if (!topo.all_lsa_peers || topo.world < 2 || !impl_supported(p, impl, topo).ok()) impl = Impl::kBaseline;
+  return fill_defaults(p, topo, impl, options);
+}
+
+std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m) {
+  std::vector<Choice> out;
+  const auto add = [&](Impl impl, int chunks) {
+    if (any_m && !takes_any_m(impl)) return;
+    if (!impl_supported(p, impl, topo).ok()) return;
+    if (options.return_gathered_a && !gathered_a_supported(p, impl).ok()) return;
+    PlanOptions o = options;
+    o.impl = impl;
+    o.chunks_per_rank = options.chunks_per_rank > 0 ? options.chunks_per_rank : chunks;
+    const Choice c = fill_defaults(p, topo, impl, o);
+    for (const Choice& seen : out)
+      if (seen.impl == c.impl && seen.chunks == c.chunks && seen.comm_sms == c.comm_sms) return;
+    out.push_back(c);
+  };
+  add(Impl::kBaseline, 0);  // first: of equal times, the earlier candidate wins
+  const bool symmetric = topo.world > 1 && topo.all_lsa_peers && topo.world <= kMaxSymmetricWorld;
+  if (!symmetric) return out;
+  const int64_t block = max_block_rows(p.shard_dim == ShardDim::kN ? p.n : p.m, topo.world);
+  switch (p.op) {
+    case Op::kAgGemm: add(Impl::kAllGatherGemm, 0); break;
+    case Op::kGemmRs: add(Impl::kGemmReduceScatter, 0); break;
+    case Op::kGemmAr:
+      add(Impl::kGemmOneShot, 0);
+      add(Impl::kGemmTwoShot, 0);
+      break;
+  }
+  // The overlapped implementations and their main knob, the pieces each rank block is cut into
+  // (along N a block moves whole): one, the rules' choice, and more while a piece keeps at least
+  // 128 rows, one tile of the matmuls.
+  for (int chunks : {0, 1, 2, 4, 8}) {
+    if (chunks > 1 && (p.shard_dim == ShardDim::kN || block / chunks < 128)) continue;
+    add(Impl::kPipelinedCE, chunks);
+  }
+  add(Impl::kFused, 0);
+  if (p.op == Op::kAgGemm) add(Impl::kFused, 1);
+  return out;
 }
 
 // All-reduce, timed back to back and from CUDA graphs (bench/results/2026-11-22-allreduce):

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "plan/problem.h"
 #include "tpgemm/types.h"
@@ -19,5 +20,17 @@ struct Choice {
 Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& options);
 
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo);
+
+// Implementations whose calls may have any M up to the problem's (Operands::m): the collective and
+// the matmul apart, each sized per call. The overlapped ones (pipelined_ce, fused) run their M.
+bool takes_any_m(Impl impl);
+
+// choose(), among the implementations that take any M.
+Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOptions& options);
+
+// What the planner times for `p` (NOTE [measured planner]): every implementation that serves it
+// (never the ladder's), with the chunk counts worth trying; the baseline first. `any_m`: only
+// those takes_any_m names. Options the caller fixed (chunks, comm_sms) stay fixed.
+std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m);
 
 }  // namespace tpgemm::plan

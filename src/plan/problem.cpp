@@ -106,6 +106,28 @@ Status validate_problem(const GemmProblem& p, int world) {
   return Status::Ok();
 }
 
+namespace {
+bool shards_m(const GemmProblem& p) { return p.op != Op::kGemmAr && p.shard_dim == ShardDim::kM; }
+}  // namespace
+
+Status check_call_m(const GemmProblem& p, int world, int64_t m) {
+  if (m < 1 || m > p.m)
+    return invalid(strfmt("Operands::m=%lld: expected 1 to the plan's M=%lld (0: the plan's M); make a plan for the "
+                          "largest M it will see", (long long)m, (long long)p.m));
+  if (shards_m(p) && m % world != 0)
+    return invalid(strfmt("Operands::m=%lld: %s along M needs a multiple of W=%d (whole rows per rank)", (long long)m,
+                          std::string(to_string(p.op)).c_str(), world));
+  return Status::Ok();
+}
+
+int64_t range_top(const GemmProblem& p, int world, int64_t m) {
+  if (m >= p.m) return p.m;
+  const int64_t unit = shards_m(p) ? world : 1;
+  int64_t top = unit;
+  while (top < m) top *= 2;
+  return std::min(top, p.m);
+}
+
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a) {
   const OperandSizes n = operand_sizes(p, world);
   const int64_t es = static_cast<int64_t>(dtype_size(p.dtype));

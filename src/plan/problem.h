@@ -47,6 +47,13 @@ Status validate_problem(const GemmProblem& p, int world);
 // With `gathered_a` (PlanOptions::return_gathered_a) also Operands::a_gathered.
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a = false);
 
+// The M of one call (Operands::m) against the plan's problem: 1 to p.m, and a multiple of W where
+// the op shards M (ag_gemm and gemm_rs along M).
+Status check_call_m(const GemmProblem& p, int world, int64_t m);
+// The M of the implementation a call of `m` rows runs (Plan::run): the plan's own for m == p.m,
+// else the top of m's range, the least u x 2^j >= m (u = W where the op shards M, else 1), at most p.m.
+int64_t range_top(const GemmProblem& p, int world, int64_t m);
+
 // Can `impl` write the gathered A out (PlanOptions::return_gathered_a)? ag_gemm along M only.
 Status gathered_a_supported(const GemmProblem& p, Impl impl);
 
@@ -61,6 +68,9 @@ struct Topology {
   // Every rank's GPU is sm_90, which tpgemm's Hopper GEMM core (fused, gather_then_gemm) needs.
   // A team sets it from its GPUs; the default describes the H100/H200 teams the rules model.
   bool all_sm90 = true;
+  // SMs per GPU, as the team's device reports them. The default is an H100 / H200 SXM's, the
+  // GPUs the fallback rules (choose.cpp) were measured on.
+  int num_sms = 132;
 };
 
 // Can `impl` run `p` on this topology? (kAuto is always accepted.)

@@ -1,0 +1,48 @@
+// The planner's measurements kept on disk (NOTE [measured planner] in ops/tuner.h), so that a
+// later process makes the same plan without timing it again. Pure host logic.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/choose.h"
+#include "plan/problem.h"
+
+namespace tpgemm::plan {
+
+// What a measurement depends on: the GPU (its name and SM count), the team (W, NVLink peers), the
+// NCCL and tpgemm versions, the problem and what the plan must serve (the gathered A, calls of
+// any M). One line of text without tabs.
+struct TuneContext {
+  std::string device;  // cudaDeviceProp::name
+  int nccl_version = 0;
+  Topology topo;
+};
+std::string tune_key(const TuneContext& ctx, const GemmProblem& p, bool gathered_a, bool any_m);
+
+// A text file of lines "key<TAB>impl<TAB>chunks<TAB>comm_sms<TAB>detail" after a header line; the
+// last line of a key wins. Lines are appended whole (one write each), so ranks of several jobs can
+// share a file. A line that does not parse is skipped with a warning, never trusted.
+class TuneCache {
+ public:
+  // TPGEMM_TUNE_CACHE: a file path, or "off"; unset: $XDG_CACHE_HOME/tpgemm/tune-cache.txt, else
+  // $HOME/.cache/tpgemm/tune-cache.txt; "" (off) when neither variable is set.
+  static std::string default_path();
+
+  explicit TuneCache(std::string path) : path_(std::move(path)) {}
+  bool enabled() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+
+  // The choice stored for `key`, if any. Warnings (a foreign or corrupt file, unreadable lines)
+  // are appended to `warnings`.
+  std::optional<Choice> find(const std::string& key, std::vector<std::string>& warnings) const;
+  // Appends the line; a failure to write is a warning, not an error (the plan stands).
+  void store(const std::string& key, const Choice& choice, const std::string& detail,
+             std::vector<std::string>& warnings) const;
+
+ private:
+  std::string path_;
+};
+
+}  // namespace tpgemm::plan

@@ -1,0 +1,198 @@
+// The measured planner's host pieces: its candidates, the tuning cache (never trusted blindly),
+// the ranges of per-call M, and the random shape draw (pure host logic).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "bench/random_shapes.h"
+#include "core/format.h"
+#include "plan/choose.h"
+#include "plan/problem.h"
+#include "plan/tune_cache.h"
+
+namespace tpgemm::plan {
+namespace {
+
+GemmProblem problem(Op op, int64_t m, int64_t n, int64_t k) {
+  GemmProblem p;
+  p.op = op;
+  p.m = m, p.n = n, p.k = k;
+  return p;
+}
+
+TEST(Candidates, StartWithTheBaselineAndServeTheProblem) {
+  const Topology topo{4, true};
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int64_t m : {4, 512, 4096, 16384}) {
+      const GemmProblem p = problem(op, m, 8192, 2048);
+      const std::vector<Choice> all = candidates(p, topo, {}, /*any_m=*/false);
+      ASSERT_FALSE(all.empty());
+      EXPECT_EQ(all[0].impl, Impl::kBaseline);
+      std::set<std::tuple<int, int, int>> seen;
+      for (const Choice& c : all) {
+        EXPECT_TRUE(impl_supported(p, c.impl, topo).ok()) << to_string(c.impl);
+        EXPECT_NE(c.impl, Impl::kNaiveRemote);
+        EXPECT_NE(c.impl, Impl::kThreadloadGather);
+        EXPECT_NE(c.impl, Impl::kGatherThenGemm);
+        EXPECT_TRUE(seen.insert({static_cast<int>(c.impl), c.chunks, c.comm_sms}).second) << "a candidate twice";
+      }
+      for (const Choice& c : candidates(p, topo, {}, /*any_m=*/true)) EXPECT_TRUE(takes_any_m(c.impl)) << to_string(c.impl);
+    }
+  // The overlapped implementations where they apply, with more than one chunk count.
+  const std::vector<Choice> big = candidates(problem(Op::kAgGemm, 16384, 8192, 8192), topo, {}, false);
+  int pipelined = 0, fused = 0;
+  for (const Choice& c : big) pipelined += c.impl == Impl::kPipelinedCE, fused += c.impl == Impl::kFused;
+  EXPECT_GE(pipelined, 3);
+  EXPECT_GE(fused, 1);
+}
+
+TEST(Candidates, KeepTheKnobsTheCallerFixed) {
+  PlanOptions o;
+  o.chunks_per_rank = 3;
+  for (const Choice& c : candidates(problem(Op::kAgGemm, 8192, 8192, 8192), {2, true}, o, false))
+    if (c.impl == Impl::kPipelinedCE || c.impl == Impl::kFused) EXPECT_EQ(c.chunks, 3);
+}
+
+TEST(Candidates, OnlyTheBaselineWithoutNvlinkPeers) {
+  const std::vector<Choice> c = candidates(problem(Op::kGemmRs, 8192, 8192, 8192), {4, false}, {}, false);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].impl, Impl::kBaseline);
+}
+
+TEST(Candidates, ReturningTheGatheredAKeepsThoseThatCan) {
+  PlanOptions o;
+  o.return_gathered_a = true;
+  for (const Choice& c : candidates(problem(Op::kAgGemm, 8192, 8192, 8192), {4, true}, o, false))
+    EXPECT_TRUE(gathered_a_supported(problem(Op::kAgGemm, 8192, 8192, 8192), c.impl).ok()) << to_string(c.impl);
+}
+
+TEST(ChooseAnyM, PicksAnImplementationThatTakesAnyM) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int w : {2, 4, 8})
+      for (int64_t m : {int64_t(w), int64_t(1024), int64_t(16384)})
+        EXPECT_TRUE(takes_any_m(choose_any_m(problem(op, m, 8192, 4096), {w, true}, {}).impl));
+}
+
+TEST(CallM, IsCheckedAgainstThePlansM) {
+  const GemmProblem ag = problem(Op::kAgGemm, 4096, 1024, 1024), ar = problem(Op::kGemmAr, 4096, 1024, 1024);
+  EXPECT_TRUE(check_call_m(ag, 4, 4096).ok());
+  EXPECT_TRUE(check_call_m(ag, 4, 4).ok());
+  for (int64_t bad : {0, -4, 4100, 6}) {
+    const Status s = check_call_m(ag, 4, bad);
+    EXPECT_EQ(s.code, ErrorCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message.find("Operands::m"), std::string::npos) << s.message;
+  }
+  EXPECT_TRUE(check_call_m(ar, 4, 1).ok());  // gemm_ar: any M, fewer rows than ranks too
+  EXPECT_TRUE(check_call_m(ar, 4, 3).ok());
+  EXPECT_FALSE(check_call_m(ar, 4, 4097).ok());
+}
+
+TEST(CallM, RangesArePowersOfTwoUpToThePlansM) {
+  const GemmProblem ar = problem(Op::kGemmAr, 16384, 1024, 1024), rs = problem(Op::kGemmRs, 12288, 1024, 1024);
+  EXPECT_EQ(range_top(ar, 4, 1), 1);
+  EXPECT_EQ(range_top(ar, 4, 3), 4);
+  EXPECT_EQ(range_top(ar, 4, 512), 512);
+  EXPECT_EQ(range_top(ar, 4, 513), 1024);
+  EXPECT_EQ(range_top(ar, 4, 16384), 16384);
+  EXPECT_EQ(range_top(rs, 4, 4), 4);
+  EXPECT_EQ(range_top(rs, 4, 12), 16);  // in units of W
+  EXPECT_EQ(range_top(rs, 4, 8196), 12288);  // capped at the plan's M
+  for (int64_t m = 4; m <= rs.m; m += 4) {
+    const int64_t top = range_top(rs, 4, m);
+    EXPECT_GE(top, m);
+    EXPECT_EQ(top % 4, 0);
+    EXPECT_TRUE(validate_problem([&] { GemmProblem q = rs; q.m = top; return q; }(), 4).ok());
+  }
+}
+
+class TuneCacheFile : public ::testing::Test {
+ protected:
+  void SetUp() override { path_ = strfmt("/tmp/tpgemm-tune-cache-test-%d/sub/cache.txt", static_cast<int>(::getpid())); }
+  void TearDown() override { std::remove(path_.c_str()); }
+  std::string path_;
+};
+
+TEST_F(TuneCacheFile, KeepsTheLastChoiceOfAKey) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  EXPECT_FALSE(cache.find("k1", warnings).has_value());  // no file yet
+  cache.store("k1", {Impl::kPipelinedCE, 2, 2}, "baseline 1.0, pipelined_ce/2 0.8", warnings);
+  cache.store("k2", {Impl::kFused, 1, 2}, "x", warnings);
+  cache.store("k1", {Impl::kFused, 4, 2}, "again", warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  const auto k1 = cache.find("k1", warnings), k2 = cache.find("k2", warnings);
+  ASSERT_TRUE(k1 && k2);
+  EXPECT_EQ(k1->impl, Impl::kFused);
+  EXPECT_EQ(k1->chunks, 4);
+  EXPECT_EQ(k2->impl, Impl::kFused);
+  EXPECT_FALSE(cache.find("k3", warnings).has_value());
+  EXPECT_TRUE(warnings.empty());
+}
+
+TEST_F(TuneCacheFile, SkipsCorruptLinesWithAWarning) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("k", {Impl::kPipelinedCE, 2, 2}, "", warnings);
+  std::ofstream(path_, std::ios::app) << "k\tnot_an_impl\t2\t2\t\n"
+                                      << "k\tfused\t999\t2\t\n"
+                                      << "garbage without tabs\n";
+  const auto k = cache.find("k", warnings);
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ(k->impl, Impl::kPipelinedCE);  // the good line; the bad ones never win
+  EXPECT_EQ(warnings.size(), 3u);
+}
+
+TEST_F(TuneCacheFile, IgnoresAForeignFile) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("k", {Impl::kPipelinedCE, 2, 2}, "", warnings);
+  std::ofstream(path_) << "some other tool's file\nk\tfused\t1\t2\t\n";
+  EXPECT_FALSE(cache.find("k", warnings).has_value());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("not a tpgemm tuning cache"), std::string::npos);
+}
+
+TEST(TuneKey, NamesEverythingTheTimeDependsOn) {
+  TuneContext ctx{"NVIDIA H200", 22809, {4, true}};
+  const GemmProblem p = problem(Op::kGemmRs, 4096, 8192, 2048);
+  const std::string k = tune_key(ctx, p, false, false);
+  for (const char* part : {"NVIDIA H200", "sms=132", "W=4", "nccl=22809", "tpgemm=", "gemm_rs", "M=4096"})
+    EXPECT_NE(k.find(part), std::string::npos) << part << " in " << k;
+  EXPECT_EQ(k.find('\t'), std::string::npos);
+  TuneContext other = ctx;
+  other.topo.world = 2;
+  EXPECT_NE(tune_key(other, p, false, false), k);
+  EXPECT_NE(tune_key(ctx, p, true, false), k);
+  EXPECT_NE(tune_key(ctx, p, false, true), k);
+}
+
+TEST(RandomShapes, AreValidAndReproducible) {
+  bench::ShapeDraw d;
+  d.seed = 12345;
+  d.per_op = 200;
+  d.world = 4;
+  const auto a = bench::draw_shapes({Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}, d), b = bench::draw_shapes({Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}, d);
+  ASSERT_EQ(a.size(), 600u);
+  bool small_ar = false, odd_n = false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].m, b[i].m);
+    EXPECT_EQ(a[i].n, b[i].n);
+    GemmProblem p = problem(a[i].op, a[i].m, a[i].n, a[i].k);
+    EXPECT_TRUE(validate_problem(p, 4).ok()) << describe(p);
+    EXPECT_LE(a[i].m * a[i].n * a[i].k, d.max_macs);
+    small_ar = small_ar || (a[i].op == Op::kGemmAr && a[i].m < 4);
+    odd_n = odd_n || a[i].n / 8 % 2 == 1;
+  }
+  EXPECT_TRUE(small_ar);
+  EXPECT_TRUE(odd_n);
+  d.seed = 12346;
+  EXPECT_NE(bench::draw_shapes({Op::kAgGemm}, d)[0].m * 100000 + bench::draw_shapes({Op::kAgGemm}, d)[0].n,
+            a[0].m * 100000 + a[0].n);
+}
+
+}  // namespace
+}  // namespace tpgemm::plan
