@@ -6,7 +6,8 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist python block gemm_core bench bench_n peers ladder sweep sweep_fused sweep_rs
+#   stages: info build test_cpu test_gpu test_dist python block gemm_core bench random auto_vs_rules bench_n peers ladder
+#           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
 #
@@ -14,7 +15,7 @@
 # the side-by-side table and where each target stands, also in the summary) and summary.txt; when
 # $OUT is set (a remote GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
-# -R regex for the dist tests; SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
+# -R regex for the dist tests; RANDOM_SHAPES and SEED the random stage's draw; SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
 # sweep_decode and sweep_ring stages. NVLink multicast
 # stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
@@ -24,6 +25,8 @@ LOGS=$ROOT/gpu-results
 BUILD=${BUILD:-$ROOT/build-gpu}
 mkdir -p "$LOGS"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The planner's tuning cache of this run, among its results (a fresh machine starts empty).
+export TPGEMM_TUNE_CACHE=${TPGEMM_TUNE_CACHE:-$LOGS/tune-cache.txt}
 STAGES=${*:-info build test_cpu test_gpu test_dist gemm_core bench peers}
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 WORLDS=${WORLDS:-"4 2"}
@@ -97,6 +100,27 @@ for s in $STAGES; do
         # shellcheck disable=SC2086
         stage "bench_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" $BENCH_ARGS --json "$LOGS/bench_W$w.json"
         grep -A40 "^geomean" "$LOGS/bench_W$w.log" | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    random)  # RANDOM_SHAPES shapes per GEMM op drawn from SEED (fresh unless given; printed), every
+             # implementation checked against the reference and timed, auto tuned on its plan creation
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || { note "random W=$w skipped: $GPUS GPUs"; continue; }
+        stage "random_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar \
+          --random "${RANDOM_SHAPES:-40}" ${SEED:+--seed "$SEED"} --check --iterations 20 --warmup-iterations 5 \
+          --json "$LOGS/random_W$w.json"
+        grep -E "drawn with|^geomean|^auto against|^  (ag_gemm|gemm_rs|gemm_ar) .*(auto|W=)" "$LOGS/random_W$w.log" | \
+          tee -a "$SUMMARY" > /dev/null
+      done ;;
+    auto_vs_rules)  # the shared shapes: auto as tuned against auto from the planner's rules
+                    # (TPGEMM_TUNE=0), beside the baseline, in the same call
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        TPGEMM_TUNE=0 stage "rules_W$w" 900 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar --impl auto \
+          --iterations 20 --json "$LOGS/rules_W$w.json"
+        stage "tuned_W$w" 900 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar --impl auto --check \
+          --iterations 20 --json "$LOGS/tuned_W$w.json"
+        grep -A8 "^geomean" "$LOGS/rules_W$w.log" | sed "s/^/rules /" | tee -a "$SUMMARY" > /dev/null
+        grep -A8 "^geomean" "$LOGS/tuned_W$w.log" | sed "s/^/tuned /" | tee -a "$SUMMARY" > /dev/null
       done ;;
     bench_n)  # ag_gemm and gemm_rs along N (--shard n: B's columns gathered, D's columns scattered)
       for w in $WORLDS; do

@@ -33,13 +33,27 @@ class Plan {
   // anything is enqueued, so nothing hangs and nothing of the caller's is written. The calls
   // of one plan must be ordered on the GPU (one stream, or streams joined by events): they
   // share the plan's buffers and counters.
+  // Operands::m may give the call fewer rows than the plan's M: such a call runs the
+  // implementation chosen for its range of M, [R/2, R) for a power of two R (in units of W where
+  // the op shards M), made on the first call in that range, collectively, the way a plan is
+  // (its own symmetric memory, at most about as much again as the plan's over all ranges). Under
+  // CUDA-graph capture nothing can be made: prepare() the ranges first.
   void run(const Operands& operands, cudaStream_t stream);
+
+  // Collective: makes the implementation the calls of `m` rows will run (see run()), now, outside
+  // any capture. Nothing for the plan's own M.
+  void prepare(int64_t m);
 
   Impl impl() const;
   const GemmProblem& problem() const;
   // The options as the planner resolved them: the implementation that runs, its chunks per rank
   // block and the SMs left to tpgemm's kernels beside the matmuls (as PlanOptions documents).
   PlanOptions options() const;
+  // How the planner chose it: asked for, tuned (with every candidate's time), cached, or the rules.
+  const PlanSelection& selection() const;
+  // The same for the calls of `m` rows, once their range is made (run() or prepare()); else null.
+  const PlanSelection* selection(int64_t m) const;
+  Impl impl(int64_t m) const;  // kAuto where the range of `m` is not made yet
 
   // Would this rank accept the problem with these options? Local and non-throwing.
   static Status can_implement(const Team& team, const GemmProblem& problem,

@@ -193,18 +193,29 @@ NB_MODULE(_C, m) {
           "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h).")
       .def(
           "run",
-          [](Plan& self, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, uintptr_t a_gathered, uintptr_t stream) {
+          [](Plan& self, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, uintptr_t a_gathered, uintptr_t stream,
+             int64_t m_) {
             Operands o;
             o.a = ptr(a);
             o.b = ptr(b);
             o.c = ptr(c);
             o.d = ptr(d);
             o.a_gathered = ptr(a_gathered);
+            o.m = m_;
             self.run(o, stream_of(stream));
           },
           nb::arg("a"), nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("a_gathered"), nb::arg("stream"),
-          nb::call_guard<nb::gil_scoped_release>(),
-          "Enqueues the op on `stream` (device addresses as ints; 0 for an absent C or A_gathered).")
+          nb::arg("m") = 0, nb::call_guard<nb::gil_scoped_release>(),
+          "Enqueues the op on `stream` (device addresses as ints; 0 for an absent C or A_gathered); `m`: this "
+          "call's M, at most the plan's (0: the plan's).")
+      .def("prepare", &Plan::prepare, nb::arg("m"), nb::call_guard<nb::gil_scoped_release>(),
+           "Collective: makes the implementation the calls of `m` rows run, outside any CUDA-graph capture.")
+      .def_prop_ro("selection",
+                   [](const Plan& p) {
+                     const PlanSelection& s = p.selection();
+                     return std::make_tuple(std::string(to_string(s.source)), s.detail, s.tuning_ms);
+                   },
+                   "(source, detail, tuning_ms): how auto chose (asked, tuned, cached or fallback).")
       .def_prop_ro("impl", [](const Plan& p) { return std::string(to_string(p.impl())); })
       .def_prop_ro("options", [](const Plan& p) { return options_dict(p.options()); })
       .def_prop_ro("description", [](const Plan& p) { return describe(p.problem()); })
@@ -237,10 +248,11 @@ NB_MODULE(_C, m) {
           "Collective: `count` elements per rank (see tpgemm/allreduce.h).")
       .def(
           "run",
-          [](AllReducePlan& self, uintptr_t in, uintptr_t out, uintptr_t stream) {
-            self.run(ptr(in), ptr(out), stream_of(stream));
+          [](AllReducePlan& self, uintptr_t in, uintptr_t out, uintptr_t stream, int64_t count) {
+            self.run(ptr(in), ptr(out), count > 0 ? count : self.count(), stream_of(stream));
           },
-          nb::arg("input"), nb::arg("output"), nb::arg("stream"), nb::call_guard<nb::gil_scoped_release>())
+          nb::arg("input"), nb::arg("output"), nb::arg("stream"), nb::arg("count") = 0,
+          nb::call_guard<nb::gil_scoped_release>(), "`count`: this call's elements, at most the plan's (0: the plan's).")
       .def_prop_ro("impl", [](const AllReducePlan& p) { return std::string(to_string(p.impl())); })
       .def_prop_ro("count", &AllReducePlan::count);
 }

@@ -108,18 +108,55 @@ def world_size(group):
     return dist.get_world_size(resolve_group(group))
 
 
+# Plans made for a shape's exact token counts before its calls run on shared ranges of M instead.
+_EXACT_PLANS_PER_SHAPE = 4
+
+
+class PlanCall:
+    """A plan and the M of the calls it serves here: run() passes that M (Operands::m)."""
+
+    def __init__(self, plan, m):
+        self.plan = plan
+        self.m = m
+
+    @property
+    def impl(self):
+        return self.plan.impl
+
+    def run(self, a, b, c, d, a_gathered, stream):
+        self.plan.run(a, b, c, d, a_gathered, stream, self.m)
+
+
 def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False):
-    """The cached Plan for this problem on the group's team, made (collectively) on first use."""
+    """The cached Plan for this problem on the group's team, made (collectively) on first use.
+
+    A shape (everything but M) gets a plan of its own for each of its first few token counts, so a
+    model whose M never changes runs plans made and tuned for exactly that M. Beyond those (a
+    serving loop, packed sequences), one plan per power of two of M serves every M up to it
+    (Operands::m), so their number grows with log M, not with M."""
     e = _entry(group)
     impl = _forced_impl.get(op, os.environ.get("TPGEMM_IMPL", "auto") if op != "all_reduce" else "auto")
-    key = (op, m, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl)
-    p = e.plans.get(key)
-    if p is None:
-        _no_capture(f"creating the plan for {op} M={m} N={n} K={k} {dtype}")
-        p = _C.Plan(e.team, op, m, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim, impl=impl,
-                    return_gathered_a=return_gathered_a)
-        e.plans[key] = p
-    return p
+    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl)
+    p = e.plans.get(shape + (m,))
+    if p is not None:
+        return PlanCall(p, m)
+    exact = e.plans.setdefault(shape + ("exact",), set())
+    top = m
+    if len(exact) >= _EXACT_PLANS_PER_SHAPE:
+        unit = e.team.world_size if op in ("ag_gemm", "gemm_rs") and shard_dim == "m" else 1
+        top = unit
+        while top < m:
+            top *= 2
+        p = e.plans.get(shape + (top,))
+        if p is not None:
+            return PlanCall(p, m)
+    _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
+    p = _C.Plan(e.team, op, top, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim, impl=impl,
+                return_gathered_a=return_gathered_a)
+    e.plans[shape + (top,)] = p
+    if top == m:
+        exact.add(m)
+    return PlanCall(p, m)
 
 
 def allreduce_plan(group, count, dtype):

@@ -1,22 +1,38 @@
 #include "tpgemm/plan.h"
 
 #include <array>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/op_impl.h"
+#include "ops/tuner.h"
 #include "plan/choose.h"
 #include "plan/problem.h"
+#include "plan/tune_cache.h"
 
 namespace tpgemm {
 namespace detail {
+
+// One implementation of the plan's op, made for `m` rows: the plan's own (the problem's M), or a
+// range of smaller calls (Plan::run).
+struct Route {
+  plan::Choice choice;
+  std::unique_ptr<OpImpl> impl;
+  PlanSelection selection;
+};
 
 struct PlanState {
   std::shared_ptr<TeamState> team;
   uint64_t id = 0;  // TeamState::plans_made when it was made
   GemmProblem problem;
-  plan::Choice choice;
-  std::unique_ptr<OpImpl> impl;
+  PlanOptions asked;  // with `tune` resolved
+  Route main;
+  std::map<int64_t, Route> ranges;  // by the top of the range (plan::range_top)
   bool return_gathered_a = false;              // PlanOptions::return_gathered_a
   std::array<const void*, 5> device_memory{};  // A, B, C, D, A gathered as last found this GPU's (check_device_memory)
 };
@@ -28,7 +44,7 @@ const PlanState& live(const std::unique_ptr<PlanState>& s, const char* what) {
   return *s;
 }
 
-plan::Topology topology(const TeamState& t) { return {t.world, t.all_lsa, t.all_sm90}; }
+plan::Topology topology(const TeamState& t) { return {t.world, t.all_lsa, t.all_sm90, t.num_sms}; }
 
 Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions& o) {
   Status s = plan::validate_problem(p, t.world);
@@ -44,8 +60,97 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
   if (s.ok() && (o.comm_sms < -1 || o.comm_sms >= t.num_sms))
     s = {ErrorCode::kInvalidArgument,
          strfmt("comm_sms=%d: expected -1 (auto) or 0 to %d (this GPU has %d SMs)", o.comm_sms, t.num_sms - 1, t.num_sms)};
+  if (s.ok() && (o.tune != PlanOptions::Tune::kDefault && o.tune != PlanOptions::Tune::kOn &&
+                 o.tune != PlanOptions::Tune::kOff))
+    s = {ErrorCode::kInvalidArgument, strfmt("tune=%d: expected kDefault, kOn or kOff", static_cast<int>(o.tune))};
   return s;
 }
+
+PlanOptions::Tune resolve_tune(PlanOptions::Tune asked) {
+  if (asked != PlanOptions::Tune::kDefault) return asked;
+  const auto v = env_string("TPGEMM_TUNE");
+  return v && *v == "0" ? PlanOptions::Tune::kOff : PlanOptions::Tune::kOn;
+}
+
+void warn(const TeamState& t, const std::string& what) {
+  if (t.rank == 0) std::fprintf(stderr, "tpgemm: warning: %s\n", what.c_str());
+}
+
+// Rank 0's tuning-cache entry for `key`, the same on every rank (collective), if it is one of the
+// candidates: a file that names something else is not trusted.
+std::optional<plan::Choice> cached_choice(TeamState& t, const std::string& key, const std::vector<plan::Choice>& cands,
+                                          const plan::TuneCache& cache) {
+  int32_t entry[3] = {-1, 0, 0};
+  if (t.rank == 0) {
+    std::vector<std::string> warnings;
+    if (const auto c = cache.find(key, warnings)) entry[0] = static_cast<int32_t>(c->impl), entry[1] = c->chunks, entry[2] = c->comm_sms;
+    for (const std::string& w : warnings) warn(t, w);
+  }
+  std::memcpy(entry, t.allgather(entry, sizeof(entry), "the tuning cache's entry")[0].data(), sizeof(entry));
+  if (entry[0] < 0) return std::nullopt;
+  for (const plan::Choice& c : cands)
+    if (static_cast<int32_t>(c.impl) == entry[0] && c.chunks == entry[1] && c.comm_sms == entry[2]) return c;
+  warn(t, strfmt("tuning cache %s: the entry for \"%s\" (impl %d, chunks %d, comm_sms %d) is none of the planner's "
+                 "candidates; ignored", cache.path().c_str(), key.c_str(), entry[0], entry[1], entry[2]));
+  return std::nullopt;
+}
+
+// Makes the route of problem `p` (the plan's, or one range's: `any_m`). Collective; every rank
+// passes the same arguments (they were agreed on).
+Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const PlanOptions& o, bool any_m) {
+  TeamState& t = *team;
+  const plan::Topology topo = topology(t);
+  Route r;
+  if (o.impl != Impl::kAuto) {
+    r.choice = plan::choose(p, topo, o);
+    r.selection.detail = "PlanOptions::impl";
+  } else {
+    const std::vector<plan::Choice> cands = plan::candidates(p, topo, o, any_m);
+    cudaDeviceProp prop{};
+    TPGEMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, t.device));
+    int nccl = 0;
+    TPGEMM_NCCL_CHECK(ncclGetVersion(&nccl));
+    const std::string key = plan::tune_key({prop.name, nccl, topo}, p, o.return_gathered_a, any_m);
+    const plan::TuneCache cache(plan::TuneCache::default_path());
+    const bool tune = o.tune == PlanOptions::Tune::kOn && cands.size() > 1;
+    std::optional<plan::Choice> hit = tune ? cached_choice(t, key, cands, cache) : std::nullopt;
+    if (hit) {
+      r.choice = *hit;
+      r.selection = {PlanSelection::Source::kCached, "tuning cache " + cache.path(), 0};
+    }
+    std::string not_tuned = cands.size() <= 1 ? "one candidate" : "tuning off (PlanOptions::tune, TPGEMM_TUNE)";
+    if (!hit && tune) {
+      try {
+        Measured m = measure(team, p, cands, o.return_gathered_a);
+        r.choice = m.choice;
+        r.impl = std::move(m.impl);
+        r.selection = {PlanSelection::Source::kTuned, m.table, m.tuning_ms};
+        if (t.rank == 0) {
+          std::vector<std::string> warnings;
+          cache.store(key, r.choice, m.table, warnings);
+          for (const std::string& w : warnings) warn(t, w);
+        }
+      } catch (const Error& e) {
+        // Every step of measure() is agreed on, so every rank is here alike: the rules decide.
+        if (!t.mailbox->status().ok()) throw;
+        not_tuned = std::string("tuning failed: ") + e.what();
+        warn(t, not_tuned + "; the planner's rules decide");
+      }
+    }
+    if (r.impl == nullptr && r.selection.source != PlanSelection::Source::kCached) {
+      r.choice = any_m ? plan::choose_any_m(p, topo, o) : plan::choose(p, topo, o);
+      r.selection = {PlanSelection::Source::kFallback, "the rules of plan/choose.cpp: " + not_tuned, 0};
+    }
+  }
+  // NOTE [collective construction]: every implementation agrees on its local work before its
+  // collective steps, so a failure inside make_impl is either every rank's or caught here by
+  // the one rank it happened on; either way all ranks meet in this last agree, which also
+  // means every rank's workspace is ready before any call can touch it.
+  if (r.impl == nullptr) t.agree_local("building the plan", [&] { r.impl = make_impl({team, p, r.choice}); });
+  return r;
+}
+
+}  // namespace
 
 std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
   switch (ctx.choice.impl) {
@@ -72,33 +177,30 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
   throw Error(ErrorCode::kInternal, "no implementation was chosen");
 }
 
-}  // namespace
 }  // namespace detail
 
 Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
   const auto& t = team.state();
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
+  PlanOptions asked = options;
+  asked.tune = detail::resolve_tune(options.tune);
   // A failed team is this rank's verdict too: its peers learn it here instead of waiting.
   Status local = t->mailbox->status();
   if (local.ok()) local = detail::check_locally(*t, problem, options);
   // Ranks compare what they were asked for; the choice below is a function of it.
-  const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d gathered_a=%d",
+  const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d gathered_a=%d tune=%d",
                                                              std::string(to_string(options.impl)).c_str(),
                                                              options.chunks_per_rank, options.comm_sms,
-                                                             options.return_gathered_a ? 1 : 0);
+                                                             options.return_gathered_a ? 1 : 0, static_cast<int>(asked.tune));
   t->agree(local, descriptor, "the plan");
   auto state = std::make_unique<detail::PlanState>();
   state->team = t;
   state->id = id;
   state->problem = problem;
-  state->choice = plan::choose(problem, detail::topology(*t), options);
+  state->asked = asked;
   state->return_gathered_a = options.return_gathered_a;
-  // NOTE [collective construction]: every implementation agrees on its local work before its
-  // collective steps, so a failure inside make_impl is either every rank's or caught here by
-  // the one rank it happened on; either way all ranks meet in this last agree, which also
-  // means every rank's workspace is ready before any call can touch it.
-  t->agree_local("building the plan", [&] { state->impl = detail::make_impl({t, problem, state->choice}); });
+  t->agree_local("making the plan", [&] { state->main = detail::make_route(t, problem, asked, /*any_m=*/false); });
   state_ = std::move(state);
 }
 
@@ -106,39 +208,106 @@ Plan::~Plan() = default;
 Plan::Plan(Plan&&) noexcept = default;
 Plan& Plan::operator=(Plan&&) noexcept = default;
 
+namespace detail {
+namespace {
+
+// The route of a call of `m` rows: the plan's own, or its range's (null if not made yet).
+Route* route_for(PlanState& s, int64_t m) {
+  if (m == s.problem.m) return &s.main;
+  const auto it = s.ranges.find(plan::range_top(s.problem, s.team->world, m));
+  return it == s.ranges.end() ? nullptr : &it->second;
+}
+
+// Makes the range of `m` (collective, after the ranks agreed on `mine`).
+Route& make_range(PlanState& s, int64_t m, const Status& mine) {
+  TeamState& t = *s.team;
+  const int64_t top = plan::range_top(s.problem, t.world, m);
+  Status verdict = mine;
+  if (verdict.ok() && s.asked.impl != Impl::kAuto && !plan::takes_any_m(s.asked.impl))
+    verdict = {ErrorCode::kUnsupported,
+               strfmt("Operands::m=%lld with impl=%s: it runs only the plan's M=%lld; use impl=auto, or a plan per M",
+                      (long long)m, std::string(to_string(s.asked.impl)).c_str(), (long long)s.problem.m)};
+  GemmProblem q = s.problem;
+  q.m = top;
+  t.agree(verdict, strfmt("plan %llu: the range of M up to %lld", (unsigned long long)s.id, (long long)top).c_str(),
+          "a range of the plan");
+  Route r;
+  t.agree_local("making a range of the plan", [&] { r = make_route(s.team, q, s.asked, /*any_m=*/true); });
+  return s.ranges.emplace(top, std::move(r)).first->second;
+}
+
+}  // namespace
+}  // namespace detail
+
+void Plan::prepare(int64_t m) {
+  detail::live(state_, "prepare()");
+  detail::PlanState& s = *state_;
+  TPGEMM_CUDA_CHECK(cudaSetDevice(s.team->device));
+  Status mine = s.team->mailbox->status();
+  if (mine.ok()) mine = plan::check_call_m(s.problem, s.team->world, m);
+  if (mine.ok() && detail::route_for(s, m) != nullptr) return;  // (every rank: the same ranges)
+  detail::make_range(s, m, mine);
+}
+
 void Plan::run(const Operands& operands, cudaStream_t stream) {
   detail::live(state_, "run()");
-  detail::TeamState& t = *state_->team;
+  detail::PlanState& s = *state_;
+  detail::TeamState& t = *s.team;
+  Operands o = operands;
+  if (o.m == 0) o.m = s.problem.m;
+  GemmProblem call = s.problem;
+  call.m = o.m;
   Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
-  if (mine.ok()) mine = plan::validate_operands(state_->problem, t.world, operands, state_->return_gathered_a);
-  const std::array<const void*, 5> ptrs = {operands.a, operands.b, state_->problem.has_c ? operands.c : nullptr, operands.d,
-                                           state_->return_gathered_a ? operands.a_gathered : nullptr};
+  if (mine.ok()) mine = plan::check_call_m(s.problem, t.world, o.m);
+  if (mine.ok()) mine = plan::validate_operands(call, t.world, o, s.return_gathered_a);
+  const std::array<const void*, 5> ptrs = {o.a, o.b, s.problem.has_c ? o.c : nullptr, o.d,
+                                           s.return_gathered_a ? o.a_gathered : nullptr};
   constexpr const char* kNames[] = {"A", "B", "C", "D", "A_gathered"};
-  for (size_t i = 0; i < ptrs.size() && mine.ok(); ++i)
-    mine = t.check_device_memory(kNames[i], ptrs[i], state_->device_memory[i]);
+  for (size_t i = 0; i < ptrs.size() && mine.ok(); ++i) mine = t.check_device_memory(kNames[i], ptrs[i], s.device_memory[i]);
+  detail::Route* route = mine.ok() ? detail::route_for(s, o.m) : &s.main;
+  if (route == nullptr) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone)  // every rank alike: they made the same ranges
+      throw Error(ErrorCode::kInvalidArgument,
+                  strfmt("Plan::run with Operands::m=%lld under CUDA-graph capture: the implementation for its range "
+                         "(M up to %lld) is not made yet, and making it allocates; call Plan::prepare(%lld) before "
+                         "capturing", (long long)o.m, (long long)plan::range_top(s.problem, t.world, o.m), (long long)o.m));
+    route = &detail::make_range(s, o.m, mine);  // collective, like the plan; agrees on `mine` first
+  }
   if (mine.ok()) {
     // Local work into the plan's own buffers, begun before the rendezvous; a failure there
     // (a bad stream, say) is this rank's verdict, which its peers must hear, not wait for.
     try {
-      state_->impl->prologue(operands, stream);
+      route->impl->prologue(o, stream);
     } catch (const Error& e) {
       mine = e.status();
     }
   }
-  t.agree_call(mine, "Plan::run", state_->id);
-  state_->impl->run(operands, stream);
+  t.agree_call(mine, "Plan::run", s.id);
+  route->impl->run(o, stream);
 }
 
-Impl Plan::impl() const { return detail::live(state_, "impl()").choice.impl; }
+Impl Plan::impl() const { return detail::live(state_, "impl()").main.choice.impl; }
+Impl Plan::impl(int64_t m) const {
+  detail::live(state_, "impl()");
+  const detail::Route* r = detail::route_for(*state_, m);
+  return r ? r->choice.impl : Impl::kAuto;
+}
 const GemmProblem& Plan::problem() const { return detail::live(state_, "problem()").problem; }
 PlanOptions Plan::options() const {
   detail::live(state_, "options()");
-  PlanOptions o;
-  o.impl = state_->choice.impl;
-  o.chunks_per_rank = state_->choice.chunks;
-  o.comm_sms = state_->choice.comm_sms;
-  o.return_gathered_a = state_->return_gathered_a;
+  PlanOptions o = state_->asked;
+  o.impl = state_->main.choice.impl;
+  o.chunks_per_rank = state_->main.choice.chunks;
+  o.comm_sms = state_->main.choice.comm_sms;
   return o;
+}
+const PlanSelection& Plan::selection() const { return detail::live(state_, "selection()").main.selection; }
+const PlanSelection* Plan::selection(int64_t m) const {
+  detail::live(state_, "selection()");
+  const detail::Route* r = detail::route_for(*state_, m);
+  return r ? &r->selection : nullptr;
 }
 
 Status Plan::can_implement(const Team& team, const GemmProblem& problem, const PlanOptions& options) {

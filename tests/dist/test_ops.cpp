@@ -3,6 +3,7 @@
 // CUDA graph replays; the all-reduce kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
+#include "bench/random_shapes.h"
 #include "testing/problem_data.h"
 #include "testing/testing.h"
 
@@ -73,6 +75,115 @@ TEST_P(Dist, EveryOpDtypeLayoutAndImplementationMatchesTheReference) {
                         const auto c = check_plan(team, p, o, 2, seed += 10);
                         RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
                       }
+            }),
+            0);
+}
+
+// Operands::m: one plan, made for the largest M, serves calls of fewer rows, each checked against
+// the reference of its own M with nothing of D beyond it written; the gemm_ar plan from one row
+// (fewer than the ranks) up, in a CUDA graph too. The implementations that take any M by name,
+// and auto (whose ranges choose among them).
+TEST_P(Dist, OnePlanServesCallsOfAnyM) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 3000;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+                GemmProblem p;
+                p.op = op;
+                p.n = 136;
+                p.k = 200;
+                p.m = op == Op::kGemmAr ? 16384 : 512 * W;
+                const std::vector<int64_t> ms =
+                    op == Op::kGemmAr ? std::vector<int64_t>{1, 2, 3, 512, 16384, 700, 1}
+                                      : std::vector<int64_t>{int64_t(W), 3 * int64_t(W), 512 * int64_t(W), 37 * int64_t(W), int64_t(W)};
+                std::vector<Impl> impls = {Impl::kAuto, Impl::kBaseline};
+                if (op == Op::kGemmAr) impls.insert(impls.end(), {Impl::kGemmOneShot, Impl::kGemmTwoShot});
+                if (op == Op::kGemmRs) impls.push_back(Impl::kGemmReduceScatter);
+                if (op == Op::kAgGemm) impls.push_back(Impl::kAllGatherGemm);
+                for (Impl impl : impls)
+                  for (int variant : {0, 1}) {
+                    GemmProblem q = p;
+                    if (variant == 1) q.l = 2, q.alpha = 0.5f, q.beta = -1.25f, q.has_c = true;
+                    PlanOptions o;
+                    o.impl = impl;
+                    const auto c = testsupport::check_calls_of_m(team, q, o, ms, seed += 100);
+                    RANK_EXPECT(c.ok, "%s", describe_check(q, o, c).c_str());
+                  }
+                PlanOptions o;  // auto, each M prepared and replayed from a CUDA graph
+                const auto g = testsupport::check_calls_of_m(team, p, o, ms, seed += 100, /*graph=*/true);
+                RANK_EXPECT(g.ok, "graph: %s", describe_check(p, o, g).c_str());
+              }
+            }),
+            0);
+}
+
+// Calls a plan cannot serve: an error on every rank that names the value and the limit, and D
+// untouched; the plan serves the next good call.
+TEST_P(Dist, CallsOfAnUnservableMFailOnEveryRank) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              GemmProblem p;
+              p.op = Op::kGemmRs;
+              p.m = 256 * W;
+              p.n = 136;
+              p.k = 200;
+              const auto expect_error = [&](Plan& plan, int64_t m, ErrorCode code, const char* says) {
+                Stream stream = Stream::create();
+                testing::RankData data(p, W, team.rank(), 9, stream.get());
+                testing::poison(data.d.get(), operand_sizes(p, W).d, p.dtype, stream.get());
+                Operands o = data.operands();
+                o.m = m;
+                const Status s = testsupport::caught([&] { plan.run(o, stream.get()); });
+                RANK_EXPECT(s.code == code && s.message.find(says) != std::string::npos,
+                            "M=%lld: expected error %d saying \"%s\", got %d: %s", (long long)m, static_cast<int>(code), says,
+                            static_cast<int>(s.code), s.message.c_str());
+                const int64_t count = operand_sizes(p, W).d;  // D: still all poison (NaN)
+                DeviceBuffer zeros(static_cast<size_t>(count) * sizeof(float));
+                TPGEMM_CUDA_CHECK(cudaMemsetAsync(zeros.get(), 0, zeros.bytes(), stream.get()));
+                const testing::Diff d = testing::compare(data.d.get(), p.dtype, zeros.as<float>(), 1, count, count, count, 0, stream.get());
+                RANK_EXPECT(d.nonfinite == count, "M=%lld: the failed call wrote %lld elements of D", (long long)m,
+                            (long long)(count - d.nonfinite));
+              };
+              Plan any(team, p, {});
+              expect_error(any, p.m + W, ErrorCode::kInvalidArgument, "Operands::m");
+              expect_error(any, W + 1, ErrorCode::kInvalidArgument, "multiple of W");
+              PlanOptions pipelined;
+              pipelined.impl = Impl::kPipelinedCE;
+              Plan fixed(team, p, pipelined);
+              expect_error(fixed, 2 * W, ErrorCode::kUnsupported, "runs only the plan's M");
+              // Both plans still serve good calls.
+              const auto c = testsupport::check_calls_of_m(team, p, {}, {int64_t(W), p.m}, 77);
+              RANK_EXPECT(c.ok, "after the errors: %s", describe_check(p, {}, c).c_str());
+            }),
+            0);
+}
+
+// Shapes nobody chose (bench/random_shapes.h; a fixed small draw, the seed in the message):
+// every implementation that accepts a shape, auto included, matches the reference.
+TEST_P(Dist, RandomShapesMatchTheReferenceInEveryImplementation) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  bench::ShapeDraw draw;
+  draw.seed = 20261126;
+  draw.per_op = 5;
+  draw.world = W;
+  draw.max_m = 1536, draw.max_nk = 1024, draw.max_macs = int64_t(1) << 28;
+  const auto shapes = bench::draw_shapes({Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}, draw);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 4000;
+              for (const bench::RandomShape& r : shapes)
+                for (Impl impl : impls_for(r.op)) {
+                  GemmProblem p;
+                  p.op = r.op;
+                  p.m = r.m, p.n = r.n, p.k = r.k;
+                  PlanOptions o;
+                  o.impl = impl;
+                  if (!Plan::can_implement(team, p, o).ok()) continue;
+                  const auto c = check_plan(team, p, o, 1, seed += 10);
+                  RANK_EXPECT(c.ok, "draw seed %llu: %s", (unsigned long long)draw.seed, describe_check(p, o, c).c_str());
+                }
             }),
             0);
 }
@@ -435,15 +546,21 @@ TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
 
 // NOTE [two staging halves]: calls back to back on a stream, nothing synchronised between them, a
 // fresh input each time and the same input buffer reused: a rank that ran ahead must not
-// overwrite the staging half a slower peer is still reading.
+// overwrite the staging half a slower peer is still reading. Each call moves its own count, up to
+// the plan's (NOTE [staging by capacity]).
 TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
               Stream stream = Stream::create();
               const cudaStream_t st = stream.get();
-              constexpr int kCalls = 6;
+              constexpr int kCalls = 8;
               const DType dt = DType::kBF16;
+              // This call's count: the plan's, the smallest, and sizes between (multiples of 8).
+              const auto count_of = [](int64_t cap, int call) {
+                const int64_t sizes[kCalls] = {cap, 8, cap / 3, cap - 8, cap, 16, cap / 2, cap / 7};
+                return std::max<int64_t>(8, sizes[call] / 8 * 8);
+              };
               for (int64_t count : {int64_t(8 * 37), int64_t(1) << 20})
                 for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
                   const Status s = testsupport::caught([&] {
@@ -451,29 +568,33 @@ TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {
                     DeviceBuffer in(count * 2), tmp(count * 2);
                     std::vector<DeviceBuffer> outs, refs;
                     for (int call = 0; call < kCalls; ++call) {
+                      const int64_t n = count_of(count, call);
                       outs.emplace_back(count * 2);
-                      refs.emplace_back(count * sizeof(float));
+                      refs.emplace_back(n * sizeof(float));
                       testing::poison(outs.back().get(), count, dt, st);
                       TPGEMM_CUDA_CHECK(cudaMemsetAsync(refs.back().get(), 0, refs.back().bytes(), st));
                       for (int q = 0; q < team.world_size(); ++q) {
-                        testing::fill_random(tmp.get(), dt, 1, 1, count, 0, 1, 1000 * call + q, st);
-                        testing::reference_add(refs.back().as<float>(), tmp.get(), 1.0f, count, dt, st);
+                        testing::fill_random(tmp.get(), dt, 1, 1, n, 0, 1, 1000 * call + q, st);
+                        testing::reference_add(refs.back().as<float>(), tmp.get(), 1.0f, n, dt, st);
                       }
                     }
                     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                     team.barrier();
                     for (int call = 0; call < kCalls; ++call) {
-                      testing::fill_random(in.get(), dt, 1, 1, count, 0, 1, 1000 * call + team.rank(), st);
-                      plan.run(in.get(), call % 2 == 0 ? outs[call].get() : in.get(), st);
+                      const int64_t n = count_of(count, call);
+                      testing::fill_random(in.get(), dt, 1, 1, n, 0, 1, 1000 * call + team.rank(), st);
+                      plan.run(in.get(), call % 2 == 0 ? outs[call].get() : in.get(), n, st);
                       if (call % 2 == 1)  // in place: keep the result before the next fill
-                        TPGEMM_CUDA_CHECK(cudaMemcpyAsync(outs[call].get(), in.get(), count * 2, cudaMemcpyDeviceToDevice, st));
+                        TPGEMM_CUDA_CHECK(cudaMemcpyAsync(outs[call].get(), in.get(), n * 2, cudaMemcpyDeviceToDevice, st));
                     }
                     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                     team.check();
                     for (int call = 0; call < kCalls; ++call) {
-                      const auto d = testing::compare(outs[call].get(), dt, refs[call].as<float>(), 1, count, count, count, 0, st);
-                      RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld call %d: rel_err %.2e, %lld non-finite",
-                                  std::string(to_string(impl)).c_str(), (long long)count, call, d.rel_err, (long long)d.nonfinite);
+                      const int64_t n = count_of(count, call);
+                      const auto d = testing::compare(outs[call].get(), dt, refs[call].as<float>(), 1, n, n, n, 0, st);
+                      RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld call %d (%lld elements): "
+                                  "rel_err %.2e, %lld non-finite", std::string(to_string(impl)).c_str(), (long long)count,
+                                  call, (long long)n, d.rel_err, (long long)d.nonfinite);
                     }
                   });
                   RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,

@@ -6,7 +6,9 @@
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/format.h"
 #include "testing/problem_data.h"
+#include "testing/testing.h"
 
 namespace tpgemm::testsupport {
 namespace {
@@ -63,6 +65,75 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
       out.ok = out.ok && d.passes(testing::default_eps(p.dtype)) && out.same_d_on_every_rank;
     }
     if (exec != nullptr) TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  } catch (const Error& e) {
+    out.status = {e.code(), e.what()};
+    out.ok = false;
+  }
+  return out;
+}
+
+PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOptions& options,
+                           const std::vector<int64_t>& ms, uint64_t seed, bool graph) {
+  PlanCheck out;
+  const int W = team.world_size();
+  try {
+    Stream stream = Stream::create();
+    const cudaStream_t st = stream.get();
+    Plan plan(team, p, options);
+    out.ran = plan.impl();
+    const int64_t d_max = operand_sizes(p, W).d;
+    DeviceBuffer d(static_cast<size_t>(d_max) * dtype_size(p.dtype));
+    out.ok = true;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      GemmProblem q = p;
+      q.m = ms[i];
+      const uint64_t s = seed + i;
+      testing::RankData data(q, W, team.rank(), s, st);
+      Operands o = data.operands();
+      o.d = d.get();
+      o.m = q.m;
+      testing::poison(d.get(), d_max, p.dtype, st);
+      if (graph) {
+        plan.prepare(q.m);
+        cudaGraph_t g = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        plan.run(o, st);
+        TPGEMM_CUDA_CHECK(cudaStreamEndCapture(st, &g));
+        TPGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+        TPGEMM_CUDA_CHECK(cudaGraphDestroy(g));
+        TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st));
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+        TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      } else {
+        plan.run(o, st);
+      }
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+      team.check();
+      const int64_t d_count = operand_sizes(q, W).d;
+      const DeviceBuffer want =
+          testing::expected_d(q, W, team.rank(), s, testing::RefEngine::kNaive, team.state()->lt, st);
+      const testing::Diff diff = testing::compare_d(d.get(), want, q, W, st);
+      out.worst_rel_err = std::max(out.worst_rel_err, diff.rel_err);
+      out.nonfinite += diff.nonfinite;
+      bool ok = diff.passes(testing::default_eps(p.dtype));
+      if (d_count < d_max) {  // the rest of D: still all poison (NaN), compared with zeros
+        const int64_t rest = d_max - d_count;
+        DeviceBuffer zeros(static_cast<size_t>(rest) * sizeof(float));
+        TPGEMM_CUDA_CHECK(cudaMemsetAsync(zeros.get(), 0, zeros.bytes(), st));
+        const char* tail = d.as<char>() + d_count * static_cast<int64_t>(dtype_size(p.dtype));
+        const testing::Diff t = testing::compare(tail, p.dtype, zeros.as<float>(), 1, rest, rest, rest, 0, st);
+        if (t.nonfinite != rest) {
+          ok = false;
+          out.status = {ErrorCode::kInternal, strfmt("M=%lld wrote %lld elements of D beyond its own %lld", (long long)q.m,
+                                                     (long long)(rest - t.nonfinite), (long long)d_count)};
+        }
+      }
+      if (!ok && out.status.ok())
+        out.status = {ErrorCode::kInternal, strfmt("M=%lld (call %zu) differs from the reference: rel_err %.2e, %lld non-finite",
+                                                   (long long)q.m, i, diff.rel_err, (long long)diff.nonfinite)};
+      out.ok = out.ok && ok;
+    }
   } catch (const Error& e) {
     out.status = {e.code(), e.what()};
     out.ok = false;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tpgemm/tpgemm.h"
 
@@ -22,6 +23,13 @@ struct PlanCheck {
 // every rank's data. Collective. Optionally captures the run into a CUDA graph and replays it.
 PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& options, int runs, uint64_t seed,
                      bool graph = false);
+
+// Makes one plan for `p`, whose M is the largest, and runs it with each M of `ms` in turn
+// (Operands::m), each on fresh data with D poisoned over the plan's whole size: the call's part
+// must match the reference of its M, the rest must stay untouched. With `graph`, each M is
+// prepared, captured into a CUDA graph and replayed instead. Collective.
+PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOptions& options,
+                           const std::vector<int64_t>& ms, uint64_t seed, bool graph = false);
 
 std::string describe_check(const GemmProblem& p, const PlanOptions& o, const PlanCheck& c);
 

@@ -65,6 +65,9 @@ all local GPUs.
   --bytes=               one all-reduce size in bytes per rank
   --shapes=FILE          shape file ('op M N K' or 'allreduce BYTES' per line; default: the
                          built-in copy of bench/shapes.txt and bench/allreduce_sizes.txt)
+  --random=N             N shapes per GEMM op drawn at random instead (M, N, K log-uniform;
+                         M < W for gemm_ar too; odd multiples of 8 for N and K)
+  --seed=S               the draw's seed (default: from the clock; printed and kept in the JSON)
   --dtype=bf16|fp16      (default bf16)
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
@@ -127,6 +130,8 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     else if (flag == "--comm-sms") c.comm_sms = static_cast<int>(int_arg(flag, value, -1, 1024));
     else if (flag == "--timeout-ms") c.timeout_ms = int_arg(flag, value, 1, int64_t(1) << 40);
     else if (flag == "--shapes") c.shapes_file = value;
+    else if (flag == "--random") c.random = static_cast<int>(int_arg(flag, value, 1, 100000));
+    else if (flag == "--seed") c.seed = static_cast<uint64_t>(int_arg(flag, value, 1, int64_t(1) << 62));
     else if (flag == "--json") c.json = value;
     else if (flag == "--dtype") {
       const auto d = parse_dtype(value);
@@ -176,6 +181,11 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     throw Error(ErrorCode::kInvalidArgument, "--m, --n and --k go together: give all three for one shape, or none for the shape file");
   if (given == 3 && !c.shapes_file.empty())
     throw Error(ErrorCode::kInvalidArgument, "--shapes and --m/--n/--k both given: choose one");
+  if (c.random > 0 && (given == 3 || !c.shapes_file.empty()))
+    throw Error(ErrorCode::kInvalidArgument, "--random with --shapes or --m/--n/--k: choose one source of shapes");
+  if (c.seed != 0 && c.random == 0)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("--seed %llu without --random: the seed is the random draw's",
+                                                    (unsigned long long)c.seed));
   return c;
 }
 

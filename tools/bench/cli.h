@@ -24,6 +24,8 @@ struct BenchConfig {
   int64_t m = 0, n = 0, k = 0, l = 1;
   int64_t bytes = 0;            // --bytes: one all-reduce size
   std::string shapes_file;      // empty: the built-in shared shape set
+  int random = 0;               // --random N: N drawn shapes per GEMM op instead (testing/random_shapes.h)
+  uint64_t seed = 0;            // --seed: of the draw (0: from the clock; printed, in the results)
   float alpha = 1.0f, beta = 0.0f;
   // How.
   int iterations = 40;

@@ -67,6 +67,39 @@ std::string summary(const std::vector<ResultRow>& rows) {
   out << "geomean speedup over the baseline (shapes, worst shape):\n";
   for (const auto& [key, a] : acc)
     out << strfmt("  %s %6.3fx over %2d shapes, worst %.3fx\n", key.c_str(), std::exp(a.log_sum / a.n), a.n, a.worst);
+  // auto against the fastest implementation of its shape (auto itself aside), per (op, W).
+  struct Shape {
+    double best = 0, auto_ms = 0, tuning_ms = -1;
+  };
+  std::map<std::string, std::map<std::string, Shape>> shapes;  // (op, W) -> shape -> times
+  for (const auto& r : rows) {
+    if (r.ms <= 0 || r.op == "allreduce" || r.op == "gemm") continue;
+    Shape& sh = shapes[strfmt("%-9s W=%d", r.op.c_str(), r.world)][strfmt("%lld %lld %lld %lld", r.m, r.n, r.k, r.l)];
+    if (r.impl == "auto") {
+      sh.auto_ms = r.ms;
+      sh.tuning_ms = r.tuning_ms;
+    } else if (sh.best <= 0 || r.ms < sh.best) {
+      sh.best = r.ms;
+    }
+  }
+  bool header = false;
+  for (const auto& [key, by_shape] : shapes) {
+    Acc a;
+    double tuning = 0, tuning_max = 0;
+    int tuned = 0;
+    for (const auto& [name, sh] : by_shape) {
+      if (sh.auto_ms <= 0 || sh.best <= 0) continue;
+      const double r = sh.best / sh.auto_ms;
+      a.log_sum += std::log(r), a.n += 1, a.worst = std::min(a.worst, r);
+      if (sh.tuning_ms >= 0) tuning += sh.tuning_ms, tuning_max = std::max(tuning_max, sh.tuning_ms), tuned += 1;
+    }
+    if (a.n == 0) continue;
+    if (!header) out << "auto against the fastest implementation of each shape (geomean, worst; tuning time per plan):\n";
+    header = true;
+    out << strfmt("  %s %6.3fx over %2d shapes, worst %.3fx", key.c_str(), std::exp(a.log_sum / a.n), a.n, a.worst);
+    if (tuned > 0) out << strfmt("; tuned %d, %.0f ms mean, %.0f ms max", tuned, tuning / tuned, tuning_max);
+    out << "\n";
+  }
   return out.str();
 }
 
@@ -95,10 +128,12 @@ std::string to_json(const std::vector<ResultRow>& rows, const std::string& devic
     o << strfmt("  {\"op\": \"%s\", \"W\": %d, \"M\": %lld, \"N\": %lld, \"K\": %lld, \"L\": %lld, \"bytes\": %lld, "
                 "\"dtype\": \"%s\", \"impl\": \"%s\", \"ran\": \"%s\", \"chunks\": %d, \"comm_sms\": %d, \"ms\": %.6f, \"call_ms\": %.6f, \"graph_ms\": %.6f, \"tflops_per_gpu\": %.2f, "
                 "\"baseline_ms\": %.6f, \"gemm_only_ms\": %.6f, \"comm_only_ms\": %.6f, \"speedup\": %.4f, "
-                "\"ideal_speedup\": %.4f, \"busbw_gbs\": %.2f, \"rel_err\": %.3e, \"check\": \"%s\", \"note\": \"%s\"}",
+                "\"ideal_speedup\": %.4f, \"busbw_gbs\": %.2f, \"rel_err\": %.3e, \"check\": \"%s\", \"note\": \"%s\", "
+                "\"selection\": \"%s\", \"tuning_ms\": %.3f}",
                 r.op.c_str(), r.world, r.m, r.n, r.k, r.l, r.bytes, r.dtype.c_str(), r.impl.c_str(), r.chosen.c_str(), r.chunks,
                 r.comm_sms, r.ms, r.call_ms, r.graph_ms, r.tflops_per_gpu(), r.baseline_ms, r.gemm_ms, r.comm_ms, r.speedup(), r.ideal_speedup(), r.busbw_gbs(),
-                r.rel_err, r.rel_err < 0 ? "not run" : (r.check_ok ? "pass" : "fail"), esc(r.note).c_str())
+                r.rel_err, r.rel_err < 0 ? "not run" : (r.check_ok ? "pass" : "fail"), esc(r.note).c_str(),
+                esc(r.selection).c_str(), r.tuning_ms)
       << (i + 1 < rows.size() ? ",\n" : "\n");
   }
   o << " ]\n}\n";

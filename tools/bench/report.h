@@ -22,6 +22,8 @@ struct ResultRow {
   double rel_err = -1;  // < 0: not checked
   bool check_ok = true;
   std::string note;     // why a row has no time (unsupported, ...)
+  std::string selection;  // auto: how the plan chose (PlanSelection: tuned, cached, fallback)
+  double tuning_ms = -1;  // auto: the planner's time measuring its candidates (< 0: none)
 
   double tflops_per_gpu() const;
   double speedup() const;        // baseline / this
@@ -31,7 +33,8 @@ struct ResultRow {
 
 std::string table_header(const std::string& op);  // the columns of the rows of `op`
 std::string table_row(const ResultRow& r);
-// Geomean of the speedup over the baseline per (op, W, impl), with the worst shape, as text lines.
+// Geomean of the speedup over the baseline per (op, W, impl), with the worst shape, and auto against
+// the fastest implementation of each shape, as text lines.
 std::string summary(const std::vector<ResultRow>& rows);
 std::string to_json(const std::vector<ResultRow>& rows, const std::string& device, const std::string& command,
                     const std::string& date);

@@ -6,6 +6,8 @@
 #include "bench/runner.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -24,6 +26,7 @@
 #include "gemm/sm90_gemm.h"
 #include "ops/common/nccl_types.h"
 #include "testing/problem_data.h"
+#include "bench/random_shapes.h"
 #include "testing/testing.h"
 #include "tpgemm/tpgemm.h"
 
@@ -40,13 +43,19 @@ class Runner {
     cudaDeviceProp prop{};
     TPGEMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, t_.device));
     device_ = strfmt("%d x %s", t_.world, prop.name);
+    // --random's seed: rank 0's (from the clock unless given), so that every rank draws the same.
+    uint64_t seed = cfg_.seed != 0 ? cfg_.seed
+                                   : static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) % 1000000007;
+    std::memcpy(&seed, t_.allgather(&seed, sizeof(seed), "the random shapes' seed")[0].data(), sizeof(seed));
+    seed_ = seed;
   }
 
   int run() {
     const std::vector<ShapeSpec> shapes = selected_shapes();
     const std::vector<ShapeSpec> core_shapes = gemm_core_shapes();
-    if (root_) std::printf("tpgemm-bench: %s, %s, %zu shapes, %d timed + %d warm-up runs each%s\n", device_.c_str(),
+    if (root_) std::printf("tpgemm-bench: %s, %s, %zu shapes%s, %d timed + %d warm-up runs each%s\n", device_.c_str(),
                            std::string(to_string(cfg_.dtype)).c_str(), shapes.size() + core_shapes.size(),
+                           cfg_.random > 0 ? strfmt(" drawn with --seed=%llu", (unsigned long long)seed_).c_str() : "",
                            cfg_.iterations, cfg_.warmup_iterations, cfg_.check ? ", checked" : "");
     bool printed_gemm_header = false, printed_ar_header = false;
     for (const ShapeSpec& s : shapes) {
@@ -62,7 +71,8 @@ class Runner {
         char date[64];
         const std::time_t now = std::time(nullptr);
         std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
-        std::ofstream(cfg_.json) << to_json(rows_, device_, "tpgemm-bench " + cfg_.command_line, date);
+        const std::string seed = cfg_.random > 0 && cfg_.seed == 0 ? strfmt(" --seed=%llu", (unsigned long long)seed_) : "";
+        std::ofstream(cfg_.json) << to_json(rows_, device_, "tpgemm-bench " + cfg_.command_line + seed, date);
       }
       std::printf("%s\n", failed_ ? "CHECK FAILED" : (cfg_.check ? "all checks passed" : "done (not checked)"));
       std::fflush(stdout);
@@ -77,6 +87,12 @@ class Runner {
 
   std::vector<ShapeSpec> selected_shapes() const {
     std::vector<ShapeSpec> all;
+    if (cfg_.random > 0) {
+      bench::ShapeDraw draw;
+      draw.seed = seed_, draw.per_op = cfg_.random, draw.world = t_.world;
+      for (const bench::RandomShape& r : bench::draw_shapes(cfg_.ops, draw)) all.push_back({false, r.op, r.m, r.n, r.k, 0});
+      return all;
+    }
     if (cfg_.m > 0)
       for (Op op : cfg_.ops) all.push_back({false, op, cfg_.m, cfg_.n, cfg_.k, 0});
     else if (!cfg_.shapes_file.empty())
@@ -333,6 +349,11 @@ class Runner {
       row.chosen = std::string(to_string(resolved.impl));
       row.chunks = resolved.chunks_per_rank;
       row.comm_sms = resolved.comm_sms;
+      if (impl == Impl::kAuto) {
+        const PlanSelection& sel = plan->selection();
+        row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
+        row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? max_over_ranks(sel.tuning_ms) : -1;
+      }
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
       measure(row, fn, [&](bool* ok) {
@@ -491,6 +512,7 @@ class Runner {
   }
 
   const BenchConfig& cfg_;
+  uint64_t seed_ = 0;  // --random's draw
   const Team& team_;
   detail::TeamState& t_;
   bool root_;

@@ -1,0 +1,46 @@
+// The measured planner: the implementation of `auto` is the candidate that ran fastest on the
+// team's own GPUs.
+//
+// NOTE [measured planner]
+// On Plan creation with impl = auto, every rank builds the candidates plan::candidates() lists for
+// the problem (the implementations that serve it, and the chunk counts worth trying), one after
+// the other, and times each on its own random operands: one warm-up call, then as many timed calls
+// (CUDA events around each, the median kept) as the time budget allows, 3 to 10. The ranks then
+// exchange their medians and take each candidate's slowest rank: that is the op's time, since a
+// collective ends with its last rank. Every rank has the same table, so every rank keeps the same
+// winner, the fastest, where an earlier candidate (the baseline is first) wins a tie within 1%:
+// the tuner's own noise never moves a shape off the baseline. The winner is kept as built, the
+// others are freed as soon as they are timed. A candidate that fails to build (memory, say) is
+// skipped on every rank alike. What was timed, and how long tuning took, the plan reports
+// (Plan::selection()); the choice goes into the tuning cache (plan/tune_cache.h) for the next
+// process. Where tuning is off (PlanOptions::tune, TPGEMM_TUNE=0) or fails, the rules of
+// plan/choose.cpp decide.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/op_impl.h"
+
+namespace tpgemm::detail {
+
+struct Measured {
+  plan::Choice choice;
+  std::unique_ptr<OpImpl> impl;  // the winner, built
+  std::string table;             // "name time, ..." per candidate, the slowest rank's median in ms
+  double tuning_ms = 0;          // wall time of the whole measurement on this rank
+};
+
+// Collective: every rank passes the same problem and candidates. Throws only when the team has
+// failed (or no candidate could be built: Unsupported).
+Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const std::vector<plan::Choice>& candidates,
+                 bool gathered_a);
+
+// Builds one implementation (collective; NOTE [collective construction]).
+std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx);
+
+// "pipelined_ce/2", "fused/1/32": an implementation and the knobs that differ from none.
+std::string describe(const plan::Choice& c);
+
+}  // namespace tpgemm::detail
