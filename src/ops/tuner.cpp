@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <functional>
 
 #include "core/check.h"
 #include "core/cuda_raii.h"
@@ -11,8 +13,10 @@
 namespace tpgemm::detail {
 namespace {
 
-// Timed calls per candidate: as many as its share of the budget allows, within these bounds.
-constexpr int kMinTimed = 3, kMaxTimed = 10;
+// Timed replays per candidate: as many as its share of the budget allows, within these bounds;
+// each a graph of calls lasting about kGraphMs (at most kMaxPerGraph calls).
+constexpr int kMinTimed = 3, kMaxTimed = 10, kMaxPerGraph = 20;
+constexpr double kGraphMs = 0.2;
 constexpr int64_t kDefaultBudgetMs = 500;  // for the timed calls of all candidates together
 constexpr double kTie = 1.01;              // an earlier candidate keeps a tie within 1%
 
@@ -39,34 +43,57 @@ TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cud
   return t;
 }
 
-// The median of `timed` calls (ms), after one warm-up; the count from the first call's time.
+// Elapsed ms between two events recorded around `fn` on `stream`, waited for.
+float elapsed_ms(cudaStream_t stream, const std::function<void()>& fn) {
+  const Event start = Event::create(/*timing=*/true), stop = Event::create(/*timing=*/true);
+  TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+  fn();
+  TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+  TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return ms;
+}
+
+// The GPU time of one call (ms): the median over replays of a CUDA graph of back-to-back calls,
+// divided by the calls. A graph, so that the host's enqueue (as long as a call of a few
+// microseconds, and as jittery) is in no candidate's time: what a call costs the GPU, which is
+// what it costs a model that runs ahead of its GPUs or replays graphs. Every implementation can
+// be captured (the dist tests replay each from a graph).
 float time_calls(OpImpl& impl, const Operands& o, cudaStream_t stream, double budget_ms) {
   const auto call = [&] {
     impl.prologue(o, stream);
     impl.run(o, stream);
   };
-  std::vector<Event> ev;
-  for (int i = 0; i <= kMaxTimed; ++i) ev.push_back(Event::create(/*timing=*/true));
-  call();  // warm-up: first-use costs (cuBLASLt's kernels loading, peer mappings touched)
-  TPGEMM_CUDA_CHECK(cudaEventRecord(ev[0].get(), stream));
-  call();
-  TPGEMM_CUDA_CHECK(cudaEventRecord(ev[1].get(), stream));
-  TPGEMM_CUDA_CHECK(cudaEventSynchronize(ev[1].get()));
-  float first = 0;
-  TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&first, ev[0].get(), ev[1].get()));
-  const int timed = static_cast<int>(std::clamp<double>(budget_ms / std::max(first, 1e-3f), kMinTimed, kMaxTimed));
-  std::vector<float> ms = {first};
-  for (int i = 1; i < timed; ++i) {
-    TPGEMM_CUDA_CHECK(cudaEventRecord(ev[i].get(), stream));
-    call();
-    TPGEMM_CUDA_CHECK(cudaEventRecord(ev[i + 1].get(), stream));
+  call();  // warm-up: first-use costs (cuBLASLt's kernels loading, matmul plans, peer mappings touched)
+  const float first = std::max(elapsed_ms(stream, call), 1e-3f);
+  // Enough calls per graph to outlast a replay's launch; enough replays to fill the budget.
+  const int per_graph = static_cast<int>(std::clamp<double>(std::ceil(kGraphMs / first), 1, kMaxPerGraph));
+  const int replays = static_cast<int>(std::clamp<double>(budget_ms / (first * per_graph), kMinTimed, kMaxTimed));
+  cudaGraph_t graph = nullptr;
+  TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    for (int i = 0; i < per_graph; ++i) call();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);  // (ends the capture; the error is the call's)
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
   }
-  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (int i = 1; i < timed; ++i) {
-    float t = 0;
-    TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&t, ev[i].get(), ev[i + 1].get()));
-    ms.push_back(t);
+  TPGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
+  TPGEMM_CUDA_CHECK(made);
+  std::vector<float> ms;
+  try {
+    TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
+    for (int r = 0; r < replays; ++r)
+      ms.push_back(elapsed_ms(stream, [&] { TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / per_graph);
+  } catch (...) {
+    cudaGraphExecDestroy(exec);
+    throw;
   }
+  TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }

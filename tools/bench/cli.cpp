@@ -68,6 +68,13 @@ all local GPUs.
   --random=N             N shapes per GEMM op drawn at random instead (M, N, K log-uniform;
                          M < W for gemm_ar too; odd multiples of 8 for N and K)
   --seed=S               the draw's seed (default: from the clock; printed and kept in the JSON)
+  --rules                beside auto (tuned on plan creation), a row 'rules': auto from the
+                         planner's rules alone (PlanOptions::tune off)
+  --timing=sync|batch|graph
+                         GEMM ops: sync (default): each call between two events, waited for, as
+                         the torch peers are timed; batch: the calls back to back, 5 batches of
+                         --iterations, the median batch's mean; graph: the same batches captured in
+                         a CUDA graph and replayed (the GPU's time alone, as the planner times)
   --dtype=bf16|fp16      (default bf16)
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
@@ -96,7 +103,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     if (flag.rfind("--", 0) != 0) throw Error(ErrorCode::kInvalidArgument, strfmt("'%s': expected a --flag", flag.c_str()));
     const size_t eq = flag.find('=');
     const std::string name = flag.substr(0, eq);
-    const bool boolean = name == "--check" || name == "--help" || name == "-h";
+    const bool boolean = name == "--check" || name == "--rules" || name == "--help" || name == "-h";
     if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
@@ -108,6 +115,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       throw bad(flag, value, "no value: it is a switch (leave it out to turn it off)");
     if (flag == "--help" || flag == "-h") c.help = true;
     else if (flag == "--check") c.check = true;
+    else if (flag == "--rules") c.rules = true;
     else if (flag == "--op") ops = value;
     else if (flag == "--impl") impls = value;
     else if (flag == "--m") c.m = int_arg(flag, value, 1, int64_t(1) << 31);
@@ -130,7 +138,11 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     else if (flag == "--comm-sms") c.comm_sms = static_cast<int>(int_arg(flag, value, -1, 1024));
     else if (flag == "--timeout-ms") c.timeout_ms = int_arg(flag, value, 1, int64_t(1) << 40);
     else if (flag == "--shapes") c.shapes_file = value;
-    else if (flag == "--random") c.random = static_cast<int>(int_arg(flag, value, 1, 100000));
+    else if (flag == "--timing") {
+      if (value != "sync" && value != "batch" && value != "graph") throw bad(flag, value, "sync, batch or graph");
+      c.timing = value == "sync" ? BenchConfig::Timing::kSync
+                 : value == "batch" ? BenchConfig::Timing::kBatch : BenchConfig::Timing::kGraph;
+    } else if (flag == "--random") c.random = static_cast<int>(int_arg(flag, value, 1, 100000));
     else if (flag == "--seed") c.seed = static_cast<uint64_t>(int_arg(flag, value, 1, int64_t(1) << 62));
     else if (flag == "--json") c.json = value;
     else if (flag == "--dtype") {

@@ -29,6 +29,10 @@ struct BenchConfig {
   float alpha = 1.0f, beta = 0.0f;
   // How.
   int iterations = 40;
+  bool rules = false;           // --rules: beside auto, auto from the planner's rules alone (no tuning)
+  // --timing: how GEMM ops are timed. kSync: each call between two events, waited for (as the
+  // torch peers); kBatch: calls back to back; kGraph: calls replayed from one CUDA graph.
+  enum class Timing { kSync, kBatch, kGraph } timing = Timing::kSync;
   int warmup_iterations = 10;
   double eps = 0.0;             // 0: the default for the dtype
   bool check = false;

@@ -169,11 +169,16 @@ class Runner {
     return max_over_ranks(ts[ts.size() / 2]);
   }
 
-  // Median over iterations of one run between two events, maximum over ranks.
+  // Median over iterations of one run between two events, maximum over ranks. With --timing
+  // batch or graph: the calls back to back (time_back_to_back_ms) or replayed from a CUDA graph
+  // (time_graph_ms), so that the host's enqueue neither adds to a call of a few microseconds nor
+  // makes it jitter (graph: not even where the host is slower than the GPU).
   double time_ms(const std::function<void()>& fn) {
     for (int i = 0; i < cfg_.warmup_iterations; ++i) fn();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     team_.check();
+    if (cfg_.timing == BenchConfig::Timing::kBatch) return time_back_to_back_ms(fn);
+    if (cfg_.timing == BenchConfig::Timing::kGraph) return time_graph_ms(fn);
     t_.barrier();
     const Event start = Event::create(true), stop = Event::create(true);
     std::vector<float> ts;
@@ -336,20 +341,26 @@ class Runner {
       expected = testing::expected_d(p, t_.world, t_.rank, kSeed, testing::RefEngine::kCublasLt, t_.lt, stream_.get());
     time_parts(g, base);
 
+    std::vector<std::pair<Impl, bool>> rows;  // (impl, auto from the planner's rules: --rules)
     for (Impl impl : gemm_impls(p)) {
+      rows.emplace_back(impl, false);
+      if (impl == Impl::kAuto && cfg_.rules) rows.emplace_back(impl, true);
+    }
+    for (const auto& [impl, rules] : rows) {
       ResultRow row = base;
-      row.impl = std::string(to_string(impl));
+      row.impl = rules ? "rules" : std::string(to_string(impl));
       PlanOptions opts;
       opts.impl = impl;
       opts.chunks_per_rank = cfg_.chunks;
       opts.comm_sms = cfg_.comm_sms;
+      if (rules) opts.tune = PlanOptions::Tune::kOff;
       auto plan = make_or_report<Plan>(row, team_, p, opts);
       if (plan == nullptr) continue;
       const PlanOptions resolved = plan->options();
       row.chosen = std::string(to_string(resolved.impl));
       row.chunks = resolved.chunks_per_rank;
       row.comm_sms = resolved.comm_sms;
-      if (impl == Impl::kAuto) {
+      if (impl == Impl::kAuto && !rules) {
         const PlanSelection& sel = plan->selection();
         row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
         row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? max_over_ranks(sel.tuning_ms) : -1;
