@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "core/check.h"
@@ -60,16 +61,26 @@ float elapsed_ms(cudaStream_t stream, const std::function<void()>& fn) {
 // microseconds, and as jittery) is in no candidate's time: what a call costs the GPU, which is
 // what it costs a model that runs ahead of its GPUs or replays graphs. Every implementation can
 // be captured (the dist tests replay each from a graph).
-float time_calls(OpImpl& impl, const Operands& o, cudaStream_t stream, double budget_ms) {
+float time_calls(TeamState& t, OpImpl& impl, const Operands& o, cudaStream_t stream, double budget_ms) {
   const auto call = [&] {
     impl.prologue(o, stream);
     impl.run(o, stream);
   };
   call();  // warm-up: first-use costs (cuBLASLt's kernels loading, matmul plans, peer mappings touched)
-  const float first = std::max(elapsed_ms(stream, call), 1e-3f);
+  // Every rank must make the same number of calls (each is collective): the counts follow from
+  // rank 0's budget and the slowest rank's first call, the same numbers everywhere.
+  double sizing[2] = {std::max(elapsed_ms(stream, call), 1e-3f), budget_ms};
+  const auto all = t.allgather(sizing, sizeof(sizing), "the planner's first timings");
+  double first = 0, budget = 0;
+  for (size_t r = 0; r < all.size(); ++r) {
+    double theirs[2];
+    std::memcpy(theirs, all[r].data(), sizeof(theirs));
+    first = std::max(first, theirs[0]);
+    if (r == 0) budget = theirs[1];
+  }
   // Enough calls per graph to outlast a replay's launch; enough replays to fill the budget.
   const int per_graph = static_cast<int>(std::clamp<double>(std::ceil(kGraphMs / first), 1, kMaxPerGraph));
-  const int replays = static_cast<int>(std::clamp<double>(budget_ms / (first * per_graph), kMinTimed, kMaxTimed));
+  const int replays = static_cast<int>(std::clamp<double>(budget / (first * per_graph), kMinTimed, kMaxTimed));
   cudaGraph_t graph = nullptr;
   TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
@@ -129,7 +140,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
       t.agree_local("building a candidate", [&] { impl = make_impl({team, p, c}); });
       t.barrier();  // start together: a rank's skew is not the candidate's time
       // Agreed on, so that a candidate failing on one rank is skipped by all alike.
-      t.agree_local("timing a candidate", [&] { mine = time_calls(*impl, operands.ops, stream.get(), budget); });
+      t.agree_local("timing a candidate", [&] { mine = time_calls(t, *impl, operands.ops, stream.get(), budget); });
     } catch (const Error&) {
       if (!t.mailbox->status().ok()) throw;  // the team failed (a device wait timed out), not the candidate
       impl.reset();
