@@ -156,7 +156,7 @@ void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, i
   // Every rank must be in the same collective call: the same plan's run.
   for (int q = 1; q < world_; ++q) {
     const RankSlot &s0 = seg_->slots[0], &s = seg_->slots[q];
-    if (s.tag[parity] != s0.tag[parity])
+    if (s.tag[parity] != s0.tag[parity] || std::strncmp(s.what[parity], s0.what[parity], sizeof(s.what[parity])) != 0)
       throw Error(ErrorCode::kInvalidArgument,
                   strfmt("ranks are in different collective calls: rank 0 in %s of plan #%llu, rank %d in %s of plan "
                          "#%llu (call #%llu). Every rank must make the same tpgemm calls in the same order.",

@@ -33,9 +33,10 @@ class HostRendezvous {
   // Removes the name once every rank has opened it (the mapping lives on).
   void unlink();
 
-  // Posts `mine` and waits until every rank has posted its verdict for this call. `tag` says
-  // which collective call this is (the plan's id); ranks that post different tags, or different
-  // verdicts, all throw: InvalidArgument naming both calls; this rank's own error if `mine` is
+  // Posts `mine` and waits until every rank has posted its verdict for this call. `tag` (the
+  // plan's id) and `what` (its first 47 characters: e.g. the call's M) say which collective call
+  // this is; ranks that post different ones, or different verdicts, all throw: InvalidArgument
+  // naming both calls; this rank's own error if `mine` is
   // bad, else Error(PeerFailure) naming the first bad rank and its message. Error(Timeout) if a
   // rank does not arrive within timeout_ms (and PeerFailure on every rank that comes later).
   void agree(const Status& mine, const char* what, uint64_t tag, int64_t timeout_ms);

@@ -229,8 +229,12 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
                       (long long)m, std::string(to_string(s.asked.impl)).c_str(), (long long)s.problem.m)};
   GemmProblem q = s.problem;
   q.m = top;
-  t.agree(verdict, strfmt("plan %llu: the range of M up to %lld", (unsigned long long)s.id, (long long)top).c_str(),
-          "a range of the plan");
+  // First the bounded host rendezvous (all ranks on this host): a peer that is not making this
+  // range (it called with another M) leaves this rank a Timeout naming it, not a wait inside
+  // NCCL's all-gather below, which has no bound of its own.
+  const std::string what = strfmt("making the range of M up to %lld", (long long)top);
+  if (t.rendezvous != nullptr) t.rendezvous->agree(verdict, what.c_str(), s.id, t.host_timeout_ms);
+  t.agree(verdict, what, "a range of the plan");
   Route r;
   t.agree_local("making a range of the plan", [&] { r = make_route(s.team, q, s.asked, /*any_m=*/true); });
   return s.ranges.emplace(top, std::move(r)).first->second;
@@ -284,7 +288,12 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
       mine = e.status();
     }
   }
-  t.agree_call(mine, "Plan::run", s.id);
+  if (t.collective_calls) {  // the ranks compare the plan and the call's M (a different M fails on every rank)
+    const std::string what = strfmt("Plan::run with M=%lld", (long long)o.m);
+    t.agree_call(mine, what.c_str(), s.id);
+  } else {
+    t.agree_call(mine, "Plan::run", s.id);
+  }
   route->impl->run(o, stream);
 }
 

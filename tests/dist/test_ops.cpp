@@ -149,6 +149,9 @@ TEST_P(Dist, CallsOfAnUnservableMFailOnEveryRank) {
               Plan any(team, p, {});
               expect_error(any, p.m + W, ErrorCode::kInvalidArgument, "Operands::m");
               expect_error(any, W + 1, ErrorCode::kInvalidArgument, "multiple of W");
+              // A different M on each rank (the harness checks calls collectively): every rank
+              // hears of it before anything runs.
+              expect_error(any, team.rank() == 0 ? W : 2 * W, ErrorCode::kInvalidArgument, "different collective calls");
               PlanOptions pipelined;
               pipelined.impl = Impl::kPipelinedCE;
               Plan fixed(team, p, pipelined);

@@ -32,6 +32,22 @@ TEST(Cli, DefaultsRunEverythingOnTheSharedShapes) {
   EXPECT_FALSE(c.check);
 }
 
+TEST(Cli, RandomShapesTimingAndThePlannersFlags) {
+  const BenchConfig c = parse({"--random=40", "--seed", "123", "--timing=graph", "--rules", "--tune"});
+  EXPECT_EQ(c.random, 40);
+  EXPECT_EQ(c.seed, 123u);
+  EXPECT_EQ(c.timing, BenchConfig::Timing::kGraph);
+  EXPECT_TRUE(c.rules);
+  EXPECT_TRUE(c.tune_only);
+  EXPECT_EQ(parse({"--timing", "batch"}).timing, BenchConfig::Timing::kBatch);
+  EXPECT_EQ(parse({}).timing, BenchConfig::Timing::kSync);
+  expect_rejected({"--timing=fast"}, "sync, batch or graph");
+  expect_rejected({"--seed=5"}, "without --random");
+  expect_rejected({"--random=4", "--shapes=x.txt"}, "one source of shapes");
+  expect_rejected({"--random=0"}, "--random");
+  expect_rejected({"--rules=1"}, "switch");
+}
+
 TEST(Cli, CutlassStyleFlagsBothSpellings) {
   const BenchConfig c = parse({"--m=4096", "--n", "8192", "--k=1024", "--l=2", "--alpha=0.5", "--beta", "1", "--iterations=7",
                                "--warmup-iterations=3", "--eps=0.02", "--op=ag_gemm,gemm_ar", "--impl=pipelined",

@@ -80,6 +80,23 @@ TEST(HostRendezvous, AnAbsentRankIsATimeoutNamingIt) {
             0);
 }
 
+// One plan, called with a different M on each rank (the description says it): not one call.
+TEST(HostRendezvous, OnePlansCallsWithDifferentDescriptionsThrowOnEveryRank) {
+  EXPECT_EQ(with_rendezvous(2, [](int rank, HostRendezvous& r) {
+              try {
+                r.agree(Status::Ok(), rank == 0 ? "Plan::run with M=512" : "Plan::run with M=1024", 7, 5000);
+                return 40;
+              } catch (const Error& e) {
+                const std::string m = e.what();
+                return e.code() == ErrorCode::kInvalidArgument && m.find("M=512") != std::string::npos &&
+                               m.find("M=1024") != std::string::npos
+                           ? 0
+                           : 41;
+              }
+            }),
+            0);
+}
+
 // Rank 0 runs one plan while rank 1 runs another (or an all-reduce): a different collective call
 // on each, which must not pass as one.
 TEST(HostRendezvous, RanksInDifferentCallsThrowOnEveryRankNamingBoth) {

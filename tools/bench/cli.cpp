@@ -68,6 +68,9 @@ all local GPUs.
   --random=N             N shapes per GEMM op drawn at random instead (M, N, K log-uniform;
                          M < W for gemm_ar too; odd multiples of 8 for N and K)
   --seed=S               the draw's seed (default: from the clock; printed and kept in the JSON)
+  --tune                 pre-tune: make each shape's auto plan, which times its candidates and
+                         keeps the choice in the tuning cache (TPGEMM_TUNE_CACHE), and print what
+                         it chose; nothing else is timed or checked
   --rules                beside auto (tuned on plan creation), a row 'rules': auto from the
                          planner's rules alone (PlanOptions::tune off)
   --timing=sync|batch|graph
@@ -103,7 +106,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     if (flag.rfind("--", 0) != 0) throw Error(ErrorCode::kInvalidArgument, strfmt("'%s': expected a --flag", flag.c_str()));
     const size_t eq = flag.find('=');
     const std::string name = flag.substr(0, eq);
-    const bool boolean = name == "--check" || name == "--rules" || name == "--help" || name == "-h";
+    const bool boolean = name == "--check" || name == "--rules" || name == "--tune" || name == "--help" || name == "-h";
     if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
@@ -116,6 +119,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     if (flag == "--help" || flag == "-h") c.help = true;
     else if (flag == "--check") c.check = true;
     else if (flag == "--rules") c.rules = true;
+    else if (flag == "--tune") c.tune_only = true;
     else if (flag == "--op") ops = value;
     else if (flag == "--impl") impls = value;
     else if (flag == "--m") c.m = int_arg(flag, value, 1, int64_t(1) << 31);

@@ -29,6 +29,7 @@ struct BenchConfig {
   float alpha = 1.0f, beta = 0.0f;
   // How.
   int iterations = 40;
+  bool tune_only = false;       // --tune: make each shape's auto plan (tuning it into the cache) and say what it chose
   bool rules = false;           // --rules: beside auto, auto from the planner's rules alone (no tuning)
   // --timing: how GEMM ops are timed. kSync: each call between two events, waited for (as the
   // torch peers); kBatch: calls back to back; kGraph: calls replayed from one CUDA graph.

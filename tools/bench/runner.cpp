@@ -59,6 +59,7 @@ class Runner {
                            cfg_.iterations, cfg_.warmup_iterations, cfg_.check ? ", checked" : "");
     bool printed_gemm_header = false, printed_ar_header = false;
     for (const ShapeSpec& s : shapes) {
+      if (s.allreduce && cfg_.tune_only) continue;  // (the all-reduce's plan follows rules: nothing to tune)
       if (s.allreduce && !printed_ar_header) print(table_header("allreduce")), printed_ar_header = true;
       if (!s.allreduce && !printed_gemm_header) print(table_header(std::string(to_string(s.op)))), printed_gemm_header = true;
       s.allreduce ? run_allreduce(s) : run_gemm(s);
@@ -333,6 +334,23 @@ class Runner {
       base.note = "skipped: " + valid.message;
       print(table_row(base));
       rows_.push_back(base);
+      return;
+    }
+    if (cfg_.tune_only) {  // --tune: the planner's choice into the tuning cache, nothing timed here
+      ResultRow row = base;
+      row.impl = "auto";
+      auto plan = make_or_report<Plan>(row, team_, p, PlanOptions{});
+      if (plan == nullptr) return;
+      const PlanOptions resolved = plan->options();
+      const PlanSelection& sel = plan->selection();
+      row.chosen = std::string(to_string(resolved.impl));
+      row.chunks = resolved.chunks_per_rank;
+      row.comm_sms = resolved.comm_sms;
+      row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
+      row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? max_over_ranks(sel.tuning_ms) : -1;
+      print(strfmt("%-8s %2d %6lld %6lld %6lld %-13s %s/%d  %s (%.0f ms)", row.op.c_str(), row.world, row.m, row.n, row.k,
+                   "auto", row.chosen.c_str(), row.chunks, row.selection.c_str(), std::max(0.0, row.tuning_ms)));
+      rows_.push_back(row);
       return;
     }
     const testing::RankData g(p, t_.world, t_.rank, kSeed, stream_.get());
