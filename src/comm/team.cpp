@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <fstream>
 
 #include "comm/bootstrap.h"
@@ -74,10 +76,14 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
                   strfmt("tpgemm was built with NCCL %d.%d headers but libnccl reports version code %d: NCCL's device "
                          "ABI changes between minor versions, so use a libnccl %d.%d.x", NCCL_MAJOR, NCCL_MINOR,
                          version, NCCL_MAJOR, NCCL_MINOR));
-    if (options.timeout_ms < 0 || options.host_timeout_ms < 0)
+    // At most 2^40 ms (35 years): the device's wait counts nanoseconds in 64 bits, which a larger
+    // bound would overflow into a tiny one.
+    constexpr int64_t kMaxTimeoutMs = int64_t(1) << 40;
+    if (options.timeout_ms < 0 || options.host_timeout_ms < 0 || options.timeout_ms > kMaxTimeoutMs ||
+        options.host_timeout_ms > kMaxTimeoutMs)
       throw Error(ErrorCode::kInvalidArgument,
                   strfmt("TeamOptions timeout_ms=%lld host_timeout_ms=%lld: expected 0 (the environment's, else the "
-                         "default) or a positive number of milliseconds",
+                         "default) or a positive number of milliseconds up to 2^40",
                          (long long)options.timeout_ms, (long long)options.host_timeout_ms));
     timeout_ms =
         options.timeout_ms > 0 ? options.timeout_ms : env_int("TPGEMM_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(5000);
@@ -107,7 +113,7 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
     TPGEMM_NCCL_CHECK(ncclAllGather(send, scratch, slot, ncclUint8, comm, internal_stream));
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(all, scratch, slot * static_cast<size_t>(world), cudaMemcpyDeviceToHost,
                                       internal_stream));
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
+    wait_for_peers(internal_stream);
   });
   try {
     // The per-call check is part of the protocol: a rank waiting for verdicts a peer never posts
@@ -188,6 +194,26 @@ Status TeamState::check_device_memory(const char* name, const void* p, const voi
 void TeamState::zero_now(void* p, size_t bytes) const {
   TPGEMM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, internal_stream));
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
+}
+
+void TeamState::wait_for_peers(cudaStream_t stream) const {
+  // Spin for the short exchanges (tens of microseconds), then poll at a gentler pace.
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(host_timeout_ms);
+  for (int spins = 0;; ++spins) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) TPGEMM_CUDA_CHECK(e);
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline)
+      throw Error(ErrorCode::kTimeout,
+                  strfmt("rank %d waited %lld ms for its peers to exchange the team's set-up data (a plan, a range of "
+                         "M, a barrier) over NCCL: a peer never joined (it crashed, stopped early, or made a different "
+                         "tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: destroy it "
+                         "and create a new one.",
+                         rank, (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()));
+    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {

@@ -31,7 +31,7 @@ struct TeamState {
   bool all_sm90 = false;  // every rank's GPU is sm_90 (Hopper): tpgemm's GEMM core runs on all of them
   int num_sms = 0;
   int64_t timeout_ms = 5000;        // device waits
-  int64_t host_timeout_ms = 300000;  // the per-call host rendezvous
+  int64_t host_timeout_ms = 300000;  // the per-call host rendezvous, and the agreement's exchanges
   bool collective_calls = false;      // TeamOptions::CallCheck::kCollective: every call meets the others
   cublasLtHandle_t lt = nullptr;
   cudaStream_t internal_stream = nullptr;  // team-internal collectives (plan creation, barriers)
@@ -73,6 +73,9 @@ struct TeamState {
   // The per-call check of NOTE [collective argument check]: `plan` is the calling plan's id. Local
   // (throws `mine` if bad) unless the team checks calls collectively.
   void agree_call(const Status& mine, const char* what, uint64_t plan);
+  // Waits for `stream` (the agreement's NCCL all-gather on internal_stream) at most
+  // host_timeout_ms: a peer that never joins the exchange is a Timeout, not a hang.
+  void wait_for_peers(cudaStream_t stream) const;
   // Plans made on this team so far (failed ones too): every rank makes the same ones in the same
   // order, so a plan's number is the same on every rank, and names it in the per-call check.
   uint64_t plans_made = 0;

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
 
 #include "comm/team_state.h"
 #include "plan/choose.h"
@@ -23,6 +24,10 @@ inline GemmProblem call_problem(const GemmProblem& p, const Operands& o) {
   if (o.m > 0) q.m = o.m;
   return q;
 }
+
+// The environment settings that change a protocol between ranks, as " NAME=value" pairs (those
+// set): part of every plan's descriptor, so that ranks that differ fail alike (ops/plan.cpp).
+std::string protocol_settings();
 
 class OpImpl {
  public:

@@ -66,6 +66,19 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
   return s;
 }
 
+}  // namespace
+
+// The environment settings that change what ranks exchange (kernel geometry, tile grouping, which
+// rows the fused kernel reads where): every rank must run with the same ones.
+std::string protocol_settings() {
+  std::string out;
+  for (const char* name : {"TPGEMM_SYMM_THREADS", "TPGEMM_TILE_GROUP", "TPGEMM_FUSED_AG_OWN_IN_PLACE", "TPGEMM_DECODE_TWO_SHOT"})
+    if (const auto v = env_string(name)) out += strfmt(" %s=%s", name, v->c_str());
+  return out;
+}
+
+namespace {
+
 PlanOptions::Tune resolve_tune(PlanOptions::Tune asked) {
   if (asked != PlanOptions::Tune::kDefault) return asked;
   const auto v = env_string("TPGEMM_TUNE");
@@ -188,11 +201,13 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   // A failed team is this rank's verdict too: its peers learn it here instead of waiting.
   Status local = t->mailbox->status();
   if (local.ok()) local = detail::check_locally(*t, problem, options);
-  // Ranks compare what they were asked for; the choice below is a function of it.
+  // Ranks compare what they were asked for, and the settings that change a protocol between
+  // them; the choice below is a function of it.
   const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d gathered_a=%d tune=%d",
                                                              std::string(to_string(options.impl)).c_str(),
                                                              options.chunks_per_rank, options.comm_sms,
-                                                             options.return_gathered_a ? 1 : 0, static_cast<int>(asked.tune));
+                                                             options.return_gathered_a ? 1 : 0, static_cast<int>(asked.tune)) +
+                                 detail::protocol_settings();
   t->agree(local, descriptor, "the plan");
   auto state = std::make_unique<detail::PlanState>();
   state->team = t;

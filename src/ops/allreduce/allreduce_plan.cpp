@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "ops/allreduce/symm_collective.h"
 #include "ops/common/nccl_types.h"
+#include "ops/op_impl.h"
 #include "plan/choose.h"
 
 namespace tpgemm {
@@ -64,7 +65,8 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   Status local = t->mailbox->status();
   if (local.ok()) local = detail::check_allreduce(*t, count, dtype, impl);
   const std::string descriptor = strfmt("allreduce count=%lld %s impl=%s", (long long)count,
-                                        std::string(to_string(dtype)).c_str(), std::string(to_string(impl)).c_str());
+                                        std::string(to_string(dtype)).c_str(), std::string(to_string(impl)).c_str()) +
+                                 detail::protocol_settings();
   t->agree(local, descriptor, "the all-reduce plan");
   AllReduceImpl chosen = impl;
   if (impl == AllReduceImpl::kAuto)
