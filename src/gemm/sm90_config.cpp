@@ -12,7 +12,7 @@ namespace {
 // NOTE [sm90 configs]: the order is that of the kernel tables in sm90_gemm.cpp. rate and
 // tile_overhead began as estimates (operand reuse per tile; whether the epilogue hides under
 // another tile's mainloop). Calibrated on H200 with `tpgemm-bench --op gemm` (every
-// configuration timed in alternation with cuBLASLt, bench/results/2026-11-22-gemm-core):
+// configuration timed in alternation with cuBLASLt; docs/perf.md, the GEMM core):
 // pingpong's epilogue hides under its partner warp group's mainloop, tile_overhead 0, which
 // makes the rule pick the configuration measured fastest (or within 3% of it) on every
 // benchmark shape, and the geomean over them 1.009x cuBLASLt's speed, bf16 and fp16 together.

@@ -272,7 +272,7 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
   };
   // Every matmul leaves SMs free: from barrier 0 to the last arrival a flag-wait kernel spins on
   // the gather stream beside it (gemm_ar: on the copy stream too). With all the SMs, W=2 gemm_rs
-  // ran 5-10% slower at M=8192 and 16384 (bench/results/2026-11-23-ring, carveout-h200x2).
+  // ran 5-10% slower on the large shapes: the waits then queue behind the matmul's tiles.
   constexpr bool kCarveout = true;
   for (int step = 0; step < W; ++step) {
     // Block r - 1 - step: its sum starts here at step 0 and ends with its owner at step W - 1.

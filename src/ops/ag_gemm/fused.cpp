@@ -23,8 +23,8 @@
 //   caller's stream: joins the copy stream.
 // G is symmetric: each rank's rows in it are what its peers pull. The stages are pulled one
 // after the other, in the order the kernel needs them: pulling them all at once, each on its
-// own stream, measured slower (W=4 M=16384 N=3584: 1.95 ms against 1.65 ms; 2048 x 3584:
-// 0.33 against 0.25 ms; bench/results/2026-11-22-fused/).
+// own stream, measured slower: the streams' copies contend for the same NVLink ports, and the
+// block the kernel needs first arrives later.
 #include "comm/signal_pad.h"
 #include "comm/symmetric.h"
 #include "comm/timeout.h"

@@ -33,9 +33,8 @@ const void* kernel_instance(DType dtype, int world, Pick pick) {
 // The parameters are __grid_constant__, and nothing takes a generic pointer to them that escapes
 // into a call (report_timeout takes its WaitEnv by value): otherwise ptxas copies them into local
 // memory in every thread before anything else (tests/check_no_param_copy.sh counts the STL/LDL
-// of every kernel in `cuobjdump -sass`; a few may be spills). Both changes were measured together
-// (bench/results/2026-11-23-prologue): at W=2, graph-timed, the one-shot kernel went from 3.5-3.7
-// to 2.8-2.9 us at 4 KB, the two-shot from 17.7 to 14.7 at 4 MB.
+// of every kernel in `cuobjdump -sass`; a few may be spills). Together the two took about a
+// fifth off the small collectives' latency (docs/perf.md, the all-reduce tables).
 
 // The kernels' shared tables hold one entry per rank.
 static_assert(plan::kMaxSymmetricWorld <= 32, "shared slot tables are [32]");

@@ -27,14 +27,9 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   // others' the whole input.
   const int64_t vecs = two_shot ? (count / 8 + t.world - 1) / t.world : count / 8;
   // Threads per block: 128 for small messages, so that they spread over more SMs, each issuing
-  // its own NVLink stores; 512 for large ones. At W=2, 128 up to 4 MiB of input (graph-timed:
-  // one-shot 3.6-7.4 us from 4 KB to 1 MB against 4.4-8.1 with 512; the same from 4 to 16 MB),
-  // 512 above (256 MB two-shot: 818 against 842 us; bench/results/2026-11-22-reducescatter/
-  // threads-h200x2). At W=4, 128 up to 16 MiB (the chosen kernel, graph-timed: 4.6, 5.8, 7.6,
-  // 10.1, 24.4 and 84.5 us from 4 KB to 16 MB against 5.4, 6.6, 8.2, 11.0, 24.4 and 85.6;
-  // bench/results/2026-11-22-fused-ar/final-h200x4/ar_threads128_W4.log). Other world sizes,
-  // unmeasured, follow W=4 (NOTE [planner rules]). TPGEMM_SYMM_THREADS overrides it (tuning; it
-  // must be the same on every rank, like the count).
+  // its own NVLink stores; 512 for large ones, above 4 MiB of input at W=2 and 16 MiB at W >= 4
+  // (where each measured faster: docs/planner.md, "Kernel knobs"). TPGEMM_SYMM_THREADS overrides
+  // it (tuning; it must be the same on every rank, like the count: plans compare it).
   const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
   const int64_t small_up_to = (t.world <= 2 ? int64_t(4) : int64_t(16)) << 20;
   const int64_t chosen = bytes <= small_up_to ? 128 : kAllReduceThreads;

@@ -33,8 +33,8 @@
 // are refilled by a peer at call e + 2 only after that peer's call e + 1 had my sums of e + 1,
 // sent after I read my call e + 1 partials.
 //
-// Why wgmma (bench/results/2026-11-23-decode): the first version used mma.sync fed by ldmatrix,
-// and its matmul alone took 23 us at M = 16 x 8192 x 2048 on one H200 against cuBLASLt's 8.5,
+// Why wgmma: an mma.sync kernel fed by ldmatrix took 23 us for its matmul alone at M = 16 x 8192
+// x 2048 on one H200, against cuBLASLt's 8.5,
 // though its cp.async loads alone took 9.7. With one warp per scheduler, every ldmatrix -> mma
 // dependency and the barrier of each stage stood in the open (ncu: 0.08 instructions issued per
 // cycle, stalls on short scoreboard and barrier). wgmma takes a whole stage in four asynchronous
@@ -54,8 +54,8 @@ namespace tpgemm::ops {
 
 constexpr int64_t kDecodeTileN = 64, kDecodeTileK = 64;
 // Rows per tile: the most of 128, 64, 32 and 16 that divides M. Each tile row reads all of B, so
-// fewer, taller tile rows read less; on one H200, M = 64 x 8192 x 2048 took 11 us with 64-row
-// tiles and 19 us with 16-row ones (bench/results/2026-11-23-decode/).
+// fewer, taller tile rows read less (on one H200, 64-row tiles took little more than half the time
+// of 16-row ones at M = 64).
 constexpr int decode_tile_m(int64_t m) {
   return m % 128 == 0 ? 128 : m % 64 == 0 ? 64 : m % 32 == 0 ? 32 : 16;
 }

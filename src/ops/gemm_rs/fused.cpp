@@ -14,8 +14,9 @@
 //                    comm_sms, then the push-and-reduce kernel on every SM (the last wave's tiles);
 //   side stream:     the push-and-reduce kernel on comm_sms blocks, beside the GEMM (none if 0);
 //   caller's stream: joins the side stream.
-// gemm_rs: measured correct but slower than pipelined_ce, whose copy engines move the partials
-// without taking SMs from the GEMM (docs/perf.md, bench/results/2026-11-22-fused-rs): the planner never picks it.
+// gemm_rs: correct, but it measured slower than pipelined_ce, whose copy engines move the partials
+// without taking SMs from the GEMM: the planner's rules never pick it, and its tuning only where it
+// wins (docs/planner.md).
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
 #include "core/check.h"

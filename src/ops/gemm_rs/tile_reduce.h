@@ -61,10 +61,9 @@ constexpr int64_t kTileReduceM = 128, kTileReduceN = 256;
 // 8 tiles).
 constexpr int64_t kTileReduceGroup = 8;
 // Tiles per unit for a call of L x m_tiles x n_tiles tiles: the most of 8, 4 and 2 that still
-// makes 256 units (about two per SM, for the launch after the GEMM on every SM), as measured for
-// the fused gemm_ar at W=2 (bench/results/2026-11-22-fused-ar): M=1024: 8, 4, 2, 1 tiles took
-// 0.163, 0.130, 0.122, 0.133 ms; M=4096: 0.362, 0.343, 0.364, 0.408; M=8192: 0.644, 0.666,
-// 0.683, 0.772. The fused gemm_rs, the same kernel, follows it unmeasured.
+// makes 256 units (about two per SM, for the launch after the GEMM on every SM): fewer units leave
+// SMs idle at the end, smaller ones pay their fixed costs more often (the fused gemm_ar's
+// measurements: docs/planner.md, "Kernel knobs"). The fused gemm_rs, the same kernel, follows it.
 constexpr int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles) {
   int64_t g = kTileReduceGroup;
   while (g > 2 && l * m_tiles * ((n_tiles + g - 1) / g) < 256) g /= 2;
