@@ -5,8 +5,8 @@
 # network), the installed Python package cutlass_library.
 set(TPGEMM_CUTLASS_DIR "$ENV{TPGEMM_CUTLASS_DIR}" CACHE PATH "CUTLASS include directory (holds cutlass/ and cute/)")
 if(NOT TPGEMM_CUTLASS_DIR)
-  if(EXISTS "${CMAKE_SOURCE_DIR}/.carry/cutlass/include/cutlass/cutlass.h")
-    set(_cutlass "${CMAKE_SOURCE_DIR}/.carry/cutlass/include")
+  if(EXISTS "${PROJECT_SOURCE_DIR}/.carry/cutlass/include/cutlass/cutlass.h")
+    set(_cutlass "${PROJECT_SOURCE_DIR}/.carry/cutlass/include")
   else()
     # find_spec locates the package without importing it (its Python dependencies may be absent).
     execute_process(
@@ -35,6 +35,6 @@ message(STATUS "CUTLASS ${TPGEMM_CUTLASS_VERSION}: ${TPGEMM_CUTLASS_DIR}")
 execute_process(
   COMMAND python3 -c "import importlib.util, os; s = importlib.util.find_spec('nvidia'); print(';'.join(os.path.join(p, 'cu13', 'bin') for p in s.submodule_search_locations) if s else '')"
   OUTPUT_VARIABLE _nvidia_bins OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-set(_tool_hints "${CMAKE_SOURCE_DIR}/.carry/bin" ${CUDAToolkit_BIN_DIR} ${_nvidia_bins})
+set(_tool_hints "${PROJECT_SOURCE_DIR}/.carry/bin" ${CUDAToolkit_BIN_DIR} ${_nvidia_bins})
 find_program(TPGEMM_CUOBJDUMP cuobjdump HINTS ${_tool_hints})
 find_program(TPGEMM_NVDISASM nvdisasm HINTS ${_tool_hints})

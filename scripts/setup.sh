@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building tpgemm needs, where it is missing: CMake, Ninja, a C++20 compiler,
-# GoogleTest (Debian packages); the CUTLASS 3.x headers of the Hopper GEMM core, and cuobjdump
-# with nvdisasm for its wgmma check (NVIDIA's PyPI wheels, headers and binaries only: --no-deps).
+# GoogleTest, pkg-config (the package test reads tpgemm.pc) (Debian packages); the CUTLASS 3.x
+# headers of the Hopper GEMM core, and cuobjdump with nvdisasm for its wgmma check (NVIDIA's PyPI
+# wheels, headers and binaries only: --no-deps).
 # The CUDA toolkit (nvcc, cuBLASLt) and NCCL >= 2.28 with nccl_device.h must already be
 # installed (NCCL_HOME points elsewhere if needed). Offline machines get the CUTLASS headers and
 # the two tools in .carry/ (scripts/carry_cutlass.sh) and need nothing from here.
@@ -12,6 +13,7 @@ command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v g++ >/dev/null || need+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || [ -f /usr/local/include/gtest/gtest.h ] || need+=(libgtest-dev)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)

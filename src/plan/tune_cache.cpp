@@ -11,6 +11,7 @@
 
 #include "core/env.h"
 #include "core/format.h"
+#include "tpgemm/version.h"
 
 namespace tpgemm::plan {
 namespace {

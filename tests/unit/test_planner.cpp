@@ -53,8 +53,11 @@ TEST(Candidates, StartWithTheBaselineAndServeTheProblem) {
 TEST(Candidates, KeepTheKnobsTheCallerFixed) {
   PlanOptions o;
   o.chunks_per_rank = 3;
-  for (const Choice& c : candidates(problem(Op::kAgGemm, 8192, 8192, 8192), {2, true}, o, false))
-    if (c.impl == Impl::kPipelinedCE || c.impl == Impl::kFused) EXPECT_EQ(c.chunks, 3);
+  for (const Choice& c : candidates(problem(Op::kAgGemm, 8192, 8192, 8192), {2, true}, o, false)) {
+    if (c.impl == Impl::kPipelinedCE || c.impl == Impl::kFused) {
+      EXPECT_EQ(c.chunks, 3);
+    }
+  }
 }
 
 TEST(Candidates, OnlyTheBaselineWithoutNvlinkPeers) {
