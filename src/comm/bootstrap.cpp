@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -83,6 +84,26 @@ bool wait_ready(int fd, short events, Clock::time_point deadline) {
     if (k > 0) return true;
     if (k == 0 || errno != EINTR) return false;
   }
+}
+
+// connect() that gives up at the deadline: a blocking one to an address that drops packets waits
+// for the kernel's SYN retries (minutes), whatever the caller's timeout. False with errno set.
+bool connect_by(int fd, const sockaddr* addr, socklen_t len, Clock::time_point deadline) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return false;
+  bool ok = ::connect(fd, addr, len) == 0;
+  if (!ok && errno == EINPROGRESS) {
+    if (!wait_ready(fd, POLLOUT, deadline)) {
+      errno = ETIMEDOUT;
+      return false;
+    }
+    int err = 0;
+    socklen_t n = sizeof(err);
+    ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &n) == 0 && err == 0;
+    if (!ok && err != 0) errno = err;
+  }
+  if (ok && ::fcntl(fd, F_SETFL, flags) < 0) return false;  // blocking again, as io_all expects
+  return ok;
 }
 
 // Reads or writes exactly n bytes before the deadline.
@@ -207,7 +228,7 @@ std::vector<uint8_t> fetch(const LaunchEnv& env, size_t payload_size, const Stat
   std::string last_error = "no attempt";
   while (poll_ms(deadline) > 0) {
     Fd c(::socket(AF_INET, SOCK_STREAM, 0));
-    if (c.get() >= 0 && ::connect(c.get(), addr->ai_addr, addr->ai_addrlen) == 0) {
+    if (c.get() >= 0 && connect_by(c.get(), addr->ai_addr, addr->ai_addrlen, deadline)) {
       // Rank 0 answers once every rank has arrived, or when it gives up, by its own deadline: so
       // once it holds our hello, we wait for its answer past ours (leaving now would let the others
       // go on into NCCL without us). A connection it dropped (it took us for a stranger) is tried

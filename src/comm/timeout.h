@@ -28,7 +28,9 @@ class TimeoutMailbox {
 };
 
 // Test hook: whether TPGEMM_TEST_DROP_SIGNALS_RANK names `rank`. That rank raises no flag and
-// sends no data, so its peers' bounded waits must end in Error(Timeout) naming it.
+// sends no data, so its peers' bounded waits must end in Error(Timeout) naming it. Always false
+// unless the library was built with TPGEMM_TEST_HOOKS (test builds).
 bool test_drops_signals(int rank);
+bool test_hooks_compiled();
 
 }  // namespace tpgemm::comm

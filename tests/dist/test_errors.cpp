@@ -10,6 +10,7 @@
 
 #include "comm/launcher.h"
 #include "comm/team_state.h"
+#include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "support/dist_harness.h"
@@ -217,6 +218,8 @@ TEST(DistErrors, WithoutP2PTheSymmetricPathsRefuseAndTheBaselineRuns) {
 // bounded waits must end in Error(Timeout) naming rank 1, within the configured time, and
 // nothing hangs.
 void expect_rank0_times_out_naming_rank1(const std::string& what, const std::function<void(const Team&, cudaStream_t)>& call) {
+  ASSERT_TRUE(comm::test_hooks_compiled()) << "the library was built without TPGEMM_TEST_HOOKS: configure with "
+                                              "-DTPGEMM_TEST_HOOKS=ON (the default with the tests)";
   ::setenv("TPGEMM_TEST_DROP_SIGNALS_RANK", "1", 1);
   TeamOptions to;
   to.timeout_ms = 1000;

@@ -297,5 +297,25 @@ TEST(UniqueIdExchange, AMissingRankZeroIsATimeoutThatSaysSo) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
 }
 
+// MASTER_ADDR that drops every packet (TEST-NET-1, reserved for documentation: nothing answers):
+// a blocking connect() would wait for the kernel's SYN retries, minutes; the exchange's own timeout
+// must end it. (Where the network refuses the address at once, this passes either way.)
+TEST(UniqueIdExchange, AnUnreachableMasterAddrIsATimeoutWithinTheBound) {
+  LaunchEnv e;
+  e.rank = 1;
+  e.world = 2;
+  e.master_addr = "192.0.2.1";
+  e.port = 29500;
+  const auto t0 = Clock::now();
+  try {
+    tcp_broadcast(e, {}, 128, 700);
+    FAIL();
+  } catch (const Error& err) {
+    EXPECT_EQ(err.code(), ErrorCode::kTimeout) << err.what();
+    EXPECT_NE(std::string(err.what()).find("192.0.2.1"), std::string::npos) << err.what();
+  }
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
+}
+
 }  // namespace
 }  // namespace tpgemm::comm
