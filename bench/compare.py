@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side table of tpgemm-bench and shared/peers/torch_peers.py results of one device call.
+"""Side-by-side table of tpgemm-bench and bench/torch_peers.py results of one device call.
 
   bench/compare.py BENCH.json PEERS.json [PEERS_AR.json] [--cutlass CUTLASS.json]   -> markdown on stdout
 
@@ -116,7 +116,7 @@ def print_gemm_targets(rows, W, per_op, peer):
     than the baseline; its geomean over the baseline for gemm_rs and gemm_ar; for ag_gemm, `fused`
     itself, and, wherever the collective alone is shorter than the GEMM alone, fused within 5% of
     the GEMM-only time: tpgemm's (cuBLASLt, timed by tpgemm-bench) and the peers' (torch.matmul,
-    timed by torch_peers.py, as in shared/bench/targets.md)."""
+    timed by torch_peers.py)."""
     failed = [r for r in rows if r["check"] not in ("pass", "not run")]
     print(f"\n- W={W} `--check`: {len(rows) - len(failed)} of {len(rows)} rows passed or were not run"
           + ("".join(f"; FAILED {r['op']} {r['M']}x{r['N']}x{r['K']} {r['impl']}: {r['check']}" for r in failed)))

@@ -2,7 +2,7 @@
 # The one command behind every GPU figure tpgemm claims. On a machine with Hopper GPUs and no
 # network: builds with all cores, runs the gpu and dist tests, times the GEMM core against
 # cuBLASLt on one GPU, runs tpgemm-bench --check on the shared shapes at W=4 and W=2 (JSON), and
-# times the PyTorch peers (shared/peers/torch_peers.py) on the same machine in the same call.
+# times the PyTorch peers (bench/torch_peers.py) on the same machine in the same call.
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
@@ -55,7 +55,7 @@ stage() {  # stage NAME TIMEOUT_S COMMAND...
 }
 
 find_peers() {
-  for p in "${TPGEMM_PEERS:-}" shared/peers/torch_peers.py ../shared/peers/torch_peers.py .carry/peers/torch_peers.py; do
+  for p in "${TPGEMM_PEERS:-}" bench/torch_peers.py; do
     [ -n "$p" ] && [ -f "$p" ] && { echo "$p"; return; }
   done
 }

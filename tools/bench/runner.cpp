@@ -1,7 +1,7 @@
 // One rank of tpgemm-bench: for every shape, the baseline's parts (GEMM alone, collective
 // alone), then every implementation: checked against a reference on fresh random data with a
 // poisoned output (--check), and timed with CUDA events around each run (median per rank,
-// maximum over ranks), the way shared/peers/torch_peers.py times its peers. --op gemm times
+// maximum over ranks), the way bench/torch_peers.py times its peers. --op gemm times
 // each GPU's local matmul alone: cuBLASLt against every configuration of tpgemm's GEMM core.
 #include "bench/runner.h"
 

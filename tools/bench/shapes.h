@@ -1,4 +1,4 @@
-// The shape-file format of shared/bench/shapes.txt: one 'op M N K' per line (op: ag, rs, ar
+// The shape-file format of bench/shapes.txt: one 'op M N K' per line (op: ag, rs, ar
 // or their long names), or 'allreduce BYTES'; '#' starts a comment.
 #pragma once
 

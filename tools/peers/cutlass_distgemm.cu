@@ -10,7 +10,7 @@
 // Schedule AllGather1D_TilingCD_RotatingA: A sharded by rows and passed around the ring, B and D
 // sharded by columns. So tpgemm's per-rank M x N x K at W (every rank multiplies M global rows by
 // its own N columns) is CUTLASS's global problem M x (N W) x K. Kernel: cooperative 128x256x64,
-// cluster 1x2, bf16 in and out, fp32 accumulation: what shared/bench/targets.md measured (the
+// cluster 1x2, bf16 in and out, fp32 accumulation: the configuration of its published figures (the
 // example's own pingpong configuration spills registers with fp32 accumulators).
 //
 // Check: the operands are small multiples of 1/16, a pure function of their global coordinates,

@@ -1,5 +1,5 @@
-// The rungs of the nvFuser study's ladder (shared/seeds/nvfuser-fused-remote-matmul-pr.txt;
-// docs/design.md, "The ladder"): AllGather+GEMM done by SM threads that read peers' memory,
+// The rungs of the nvFuser study's ladder (its experimental pull request on GPU-initiated
+// communication; docs/design.md, "The ladder"): AllGather+GEMM done by SM threads that read peers' memory,
 // from the naive to the two-kernel. tpgemm keeps them to measure fused against; the planner never
 // picks one. One implementation per file (naive_remote.cu, threadload_gather.cu,
 // gather_then_gemm.cu); the protocol they share is here.

@@ -1,5 +1,5 @@
 // Collectives over symmetric memory: the all-reduce that GEMM+AllReduce's latency paths build on
-// (shared/seeds/symm-mem-recipes-readme.txt), its first half (a reduce-scatter) and an
+// (as in PyTorch's symm-mem-recipes), its first half (a reduce-scatter) and an
 // all-gather, for the ops whose matmul is too small to overlap. Every NVLink transfer is a
 // store into a peer's staging buffer, and the data is its own flag (NOTE [empty lanes],
 // allreduce_device.cuh):
