@@ -44,8 +44,13 @@ def resolve_group(group):
     return group
 
 
+def _capturing():
+    """Whether the current CUDA stream is being captured (never, where CUDA is not usable)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def _no_capture(what):
-    if torch.cuda.is_current_stream_capturing():
+    if _capturing():
         raise InvalidArgument(f"{what} during CUDA-graph capture: team and plan creation are collective and "
                               "allocate; run the model once eagerly or call tpgemm.prepare() before capturing")
 
@@ -148,14 +153,17 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
         while top < m:
             top *= 2
         p = e.plans.get(shape + (top,))
-        if p is not None:
-            return PlanCall(p, m)
-    _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
-    p = _C.Plan(e.team, op, top, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim, impl=impl,
-                return_gathered_a=return_gathered_a)
-    e.plans[shape + (top,)] = p
-    if top == m:
-        exact.add(m)
+    if p is None:
+        _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
+        p = _C.Plan(e.team, op, top, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim,
+                    impl=impl, return_gathered_a=return_gathered_a)
+        e.plans[shape + (top,)] = p
+        if top == m:
+            exact.add(m)
+    if top != m and not _capturing():
+        # The implementation for m's range of the plan, made now (collectively, like the plan) if it
+        # is not yet, so that a later capture finds it (tpgemm.nn.prepare goes through here too).
+        p.prepare(m)
     return PlanCall(p, m)
 
 

@@ -114,3 +114,43 @@ def test_module_sizes_must_split(group_name, monkeypatch):
     monkeypatch.setattr(T, "world_size", lambda g: 3)
     with pytest.raises(tpgemm.InvalidArgument, match="out_features=32: expected a multiple of the group's size 3"):
         ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.float32)
+
+
+def test_plans_per_shape_exact_then_shared_by_powers_of_two(monkeypatch):
+    """A shape's first token counts get plans of their own; later ones share one plan per power
+    of two of M (in units of W where M is sharded), each call passing its M and making its range."""
+    made, prepared = [], []
+
+    class FakePlan:
+        impl = "auto"
+
+        def __init__(self, team, op, m, n, k, **kw):
+            self.m = m
+            made.append((op, m))
+
+        def prepare(self, m):
+            prepared.append((self.m, m))
+
+    class FakeTeam:
+        world_size = 4
+
+    class FakeEntry:
+        team = FakeTeam()
+        plans = {}
+
+    monkeypatch.setattr(T, "_entry", lambda group: FakeEntry)
+    monkeypatch.setattr(T._C, "Plan", FakePlan)
+    calls = [T.plan("g", "gemm_rs", m, 1024, 512, "bf16", "nk") for m in (4096, 8, 12, 16, 20, 24, 4096, 36)]
+    assert [c.m for c in calls] == [4096, 8, 12, 16, 20, 24, 4096, 36]
+    # Exact plans for the first four M; then 20 -> 32 (units of W=4: 4, 8, 16, 32), 24 -> 32, 36 -> 64.
+    assert made == [("gemm_rs", 4096), ("gemm_rs", 8), ("gemm_rs", 12), ("gemm_rs", 16), ("gemm_rs", 32),
+                    ("gemm_rs", 64)]
+    assert calls[6].plan is calls[0].plan  # the exact plan again
+    assert calls[4].plan is calls[5].plan and calls[4].plan.m == 32
+    assert prepared == [(32, 20), (32, 24), (64, 36)]
+    # gemm_ar does not shard M: powers of two from 1.
+    FakeEntry.plans = {}
+    made.clear()
+    for m in (100, 101, 102, 103, 3):
+        T.plan("g", "gemm_ar", m, 1024, 512, "bf16", "nk")
+    assert made[-1] == ("gemm_ar", 4)
