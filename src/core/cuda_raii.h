@@ -1,10 +1,11 @@
-// Owners for CUDA device memory, streams and events (header-only; the CUDA runtime is the
+// Owners for CUDA device memory, streams, events and graphs (header-only; the CUDA runtime is the
 // only dependency).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <utility>
 
 #include "core/check.h"
@@ -103,6 +104,43 @@ class Event {
 
  private:
   cudaEvent_t e_ = nullptr;
+};
+
+// The work `enqueue` puts on `stream`, captured (thread-local mode) into a CUDA graph and
+// instantiated, ready to replay. The capture ends even if `enqueue` throws (the error is its).
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  static CudaGraph capture(cudaStream_t stream, const std::function<void()>& enqueue) {
+    cudaGraph_t graph = nullptr;
+    TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue();
+    } catch (...) {
+      if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+      throw;
+    }
+    TPGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    CudaGraph g;
+    const cudaError_t made = cudaGraphInstantiate(&g.exec_, graph, 0);
+    TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
+    TPGEMM_CUDA_CHECK(made);
+    return g;
+  }
+  void launch(cudaStream_t stream) const { TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+  ~CudaGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  CudaGraph(CudaGraph&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+  CudaGraph& operator=(CudaGraph&& o) noexcept {
+    std::swap(exec_, o.exec_);
+    return *this;
+  }
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
 };
 
 }  // namespace tpgemm

@@ -81,30 +81,12 @@ float time_calls(TeamState& t, OpImpl& impl, const Operands& o, cudaStream_t str
   // Enough calls per graph to outlast a replay's launch; enough replays to fill the budget.
   const int per_graph = static_cast<int>(std::clamp<double>(std::ceil(kGraphMs / first), 1, kMaxPerGraph));
   const int replays = static_cast<int>(std::clamp<double>(budget / (first * per_graph), kMinTimed, kMaxTimed));
-  cudaGraph_t graph = nullptr;
-  TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
+  const CudaGraph graph = CudaGraph::capture(stream, [&] {
     for (int i = 0; i < per_graph; ++i) call();
-  } catch (...) {
-    cudaStreamEndCapture(stream, &graph);  // (ends the capture; the error is the call's)
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    throw;
-  }
-  TPGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-  TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
-  TPGEMM_CUDA_CHECK(made);
+  });
+  graph.launch(stream);  // warm-up replay
   std::vector<float> ms;
-  try {
-    TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
-    for (int r = 0; r < replays; ++r)
-      ms.push_back(elapsed_ms(stream, [&] { TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }) / per_graph);
-  } catch (...) {
-    cudaGraphExecDestroy(exec);
-    throw;
-  }
-  TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  for (int r = 0; r < replays; ++r) ms.push_back(elapsed_ms(stream, [&] { graph.launch(stream); }) / per_graph);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }

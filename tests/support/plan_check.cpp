@@ -38,21 +38,14 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
     out.ran = plan.impl();
     testing::RankData data(p, team.world_size(), team.rank(), seed, stream.get());
     const int64_t d_count = operand_sizes(p, team.world_size()).d;
-    cudaGraphExec_t exec = nullptr;
-    if (graph) {
-      cudaGraph_t g = nullptr;
-      TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
-      plan.run(data.operands(), stream.get());
-      TPGEMM_CUDA_CHECK(cudaStreamEndCapture(stream.get(), &g));
-      TPGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-      TPGEMM_CUDA_CHECK(cudaGraphDestroy(g));
-    }
+    CudaGraph replay;
+    if (graph) replay = CudaGraph::capture(stream.get(), [&] { plan.run(data.operands(), stream.get()); });
     out.ok = true;
     for (int i = 0; i < runs; ++i) {
       const uint64_t s = seed + static_cast<uint64_t>(i);
       data.refill(s, stream.get());
       testing::poison(data.d.get(), d_count, p.dtype, stream.get());
-      if (graph) TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, stream.get()));
+      if (graph) replay.launch(stream.get());
       else plan.run(data.operands(), stream.get());
       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
       team.check();
@@ -64,7 +57,6 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
       out.same_d_on_every_rank = out.same_d_on_every_rank && same_d_on_every_rank(team, p, out.ran, data, d_count);
       out.ok = out.ok && d.passes(testing::default_eps(p.dtype)) && out.same_d_on_every_rank;
     }
-    if (exec != nullptr) TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
   } catch (const Error& e) {
     out.status = {e.code(), e.what()};
     out.ok = false;
@@ -95,16 +87,9 @@ PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOpt
       testing::poison(d.get(), d_max, p.dtype, st);
       if (graph) {
         plan.prepare(q.m);
-        cudaGraph_t g = nullptr;
-        cudaGraphExec_t exec = nullptr;
-        TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        plan.run(o, st);
-        TPGEMM_CUDA_CHECK(cudaStreamEndCapture(st, &g));
-        TPGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-        TPGEMM_CUDA_CHECK(cudaGraphDestroy(g));
-        TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st));
+        const CudaGraph replay = CudaGraph::capture(st, [&] { plan.run(o, st); });
+        replay.launch(st);
         TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-        TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
       } else {
         plan.run(o, st);
       }

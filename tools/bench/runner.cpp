@@ -214,21 +214,14 @@ class Runner {
   double time_graph_ms(const std::function<void()>& fn) {
     const cudaStream_t st = stream_.get();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-    cudaGraph_t graph = nullptr;
-    TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < cfg_.iterations; ++i) fn();
-    TPGEMM_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-    TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
-    TPGEMM_CUDA_CHECK(made);
-    TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st));  // warm-up replay
+    const CudaGraph graph = CudaGraph::capture(st, [&] {
+      for (int i = 0; i < cfg_.iterations; ++i) fn();
+    });
+    graph.launch(st);  // warm-up replay
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
     team_.check();
     t_.barrier();
-    const double ms = per_call_ms_of_batches([&] { TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st)); });
-    TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    return ms;
+    return per_call_ms_of_batches([&] { graph.launch(st); });
   }
 
   // ---- GEMM ops ---------------------------------------------------------------------------
