@@ -243,6 +243,19 @@ class Runner {
     return p;
   }
 
+  // What the plan runs (Plan::options) into the row; with_selection: how auto chose it, and the
+  // slowest rank's tuning time (collective: every rank passes the same with_selection).
+  void record_plan(ResultRow& row, const Plan& plan, bool with_selection) {
+    const PlanOptions resolved = plan.options();
+    row.chosen = std::string(to_string(resolved.impl));
+    row.chunks = resolved.chunks_per_rank;
+    row.comm_sms = resolved.comm_sms;
+    if (!with_selection) return;
+    const PlanSelection& sel = plan.selection();
+    row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
+    row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? max_over_ranks(sel.tuning_ms) : -1;
+  }
+
   // Poison D, run once, compare. Returns the worst relative error over ranks (NaN counts as a failure).
   double check_once(void* d, int64_t d_count, DType dt, const std::function<void()>& fn,
                     const std::function<testing::Diff()>& compare, bool* ok) {
@@ -334,13 +347,7 @@ class Runner {
       row.impl = "auto";
       auto plan = make_or_report<Plan>(row, team_, p, PlanOptions{});
       if (plan == nullptr) return;
-      const PlanOptions resolved = plan->options();
-      const PlanSelection& sel = plan->selection();
-      row.chosen = std::string(to_string(resolved.impl));
-      row.chunks = resolved.chunks_per_rank;
-      row.comm_sms = resolved.comm_sms;
-      row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
-      row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? max_over_ranks(sel.tuning_ms) : -1;
+      record_plan(row, *plan, /*with_selection=*/true);
       print(strfmt("%-8s %2d %6lld %6lld %6lld %-13s %s/%d  %s (%.0f ms)", row.op.c_str(), row.world, row.m, row.n, row.k,
                    "auto", row.chosen.c_str(), row.chunks, row.selection.c_str(), std::max(0.0, row.tuning_ms)));
       rows_.push_back(row);
@@ -367,15 +374,7 @@ class Runner {
       if (rules) opts.tune = PlanOptions::Tune::kOff;
       auto plan = make_or_report<Plan>(row, team_, p, opts);
       if (plan == nullptr) continue;
-      const PlanOptions resolved = plan->options();
-      row.chosen = std::string(to_string(resolved.impl));
-      row.chunks = resolved.chunks_per_rank;
-      row.comm_sms = resolved.comm_sms;
-      if (impl == Impl::kAuto && !rules) {
-        const PlanSelection& sel = plan->selection();
-        row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
-        row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? max_over_ranks(sel.tuning_ms) : -1;
-      }
+      record_plan(row, *plan, /*with_selection=*/impl == Impl::kAuto && !rules);
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
       measure(row, fn, [&](bool* ok) {
