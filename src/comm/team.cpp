@@ -71,6 +71,7 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
                                                       rank, current, device, device));
     int version = 0;
     TPGEMM_NCCL_CHECK(ncclGetVersion(&version));
+    nccl_version = version;
     if (version / 100 != NCCL_VERSION_CODE / 100)
       throw Error(ErrorCode::kUnsupported,
                   strfmt("tpgemm was built with NCCL %d.%d headers but libnccl reports version code %d: NCCL's device "
@@ -94,7 +95,10 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
     const ncclTeam_t lsa = ncclTeamLsa(comm);
     lsa_size = lsa.nRanks > 0 ? lsa.nRanks : 1;
     all_lsa = lsa_size == world;
-    TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+    cudaDeviceProp prop{};
+    TPGEMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    num_sms = prop.multiProcessorCount;
+    device_name = prop.name;
     TPGEMM_CUBLAS_CHECK(cublasLtCreate(&lt));
     mailbox = std::make_unique<comm::TimeoutMailbox>();
   } catch (const Error& e) {

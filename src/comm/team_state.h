@@ -30,6 +30,8 @@ struct TeamState {
   bool all_lsa = false;
   bool all_sm90 = false;  // every rank's GPU is sm_90 (Hopper): tpgemm's GEMM core runs on all of them
   int num_sms = 0;
+  std::string device_name;  // cudaDeviceProp::name (the planner's tuning cache keys by it)
+  int nccl_version = 0;     // of the libnccl in this process (ncclGetVersion)
   int64_t timeout_ms = 5000;        // device waits
   int64_t host_timeout_ms = 300000;  // the per-call host rendezvous, and the agreement's exchanges
   bool collective_calls = false;      // TeamOptions::CallCheck::kCollective: every call meets the others

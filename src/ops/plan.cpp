@@ -119,11 +119,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     r.selection.detail = "PlanOptions::impl";
   } else {
     const std::vector<plan::Choice> cands = plan::candidates(p, topo, o, any_m);
-    cudaDeviceProp prop{};
-    TPGEMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, t.device));
-    int nccl = 0;
-    TPGEMM_NCCL_CHECK(ncclGetVersion(&nccl));
-    const std::string key = plan::tune_key({prop.name, nccl, topo}, p, o.return_gathered_a, any_m);
+    const std::string key = plan::tune_key({t.device_name, t.nccl_version, topo}, p, o.return_gathered_a, any_m);
     const plan::TuneCache cache(plan::TuneCache::default_path());
     const bool tune = o.tune == PlanOptions::Tune::kOn && cands.size() > 1;
     std::optional<plan::Choice> hit = tune ? cached_choice(t, key, cands, cache) : std::nullopt;
@@ -244,12 +240,12 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
                       (long long)m, std::string(to_string(s.asked.impl)).c_str(), (long long)s.problem.m)};
   GemmProblem q = s.problem;
   q.m = top;
-  // First the bounded host rendezvous (all ranks on this host): a peer that is not making this
-  // range (it called with another M) leaves this rank a Timeout naming it, not a wait inside
-  // NCCL's all-gather below, which has no bound of its own.
+  // The ranks agree on the verdict and the range first. Through the host rendezvous where they
+  // are all on this host: a peer in another call (the same plan with another M, say) fails every
+  // rank at once, naming both calls; across hosts, through the team's (bounded) agreement.
   const std::string what = strfmt("making the range of M up to %lld", (long long)top);
   if (t.rendezvous != nullptr) t.rendezvous->agree(verdict, what.c_str(), s.id, t.host_timeout_ms);
-  t.agree(verdict, what, "a range of the plan");
+  else t.agree(verdict, what, "a range of the plan");
   Route r;
   t.agree_local("making a range of the plan", [&] { r = make_route(s.team, q, s.asked, /*any_m=*/true); });
   return s.ranges.emplace(top, std::move(r)).first->second;
