@@ -106,4 +106,9 @@ bool test_drops_signals(int rank) {
   return env_int("TPGEMM_TEST_DROP_SIGNALS_RANK", 0, 1 << 20).value_or(-1) == rank;
 }
 
+bool test_fails_setup(int rank) {
+  if (!test_hooks_compiled()) return false;
+  return env_int("TPGEMM_TEST_FAIL_SETUP_RANK", 0, 1 << 20).value_or(-1) == rank;
+}
+
 }  // namespace tpgemm::comm

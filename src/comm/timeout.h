@@ -31,6 +31,10 @@ class TimeoutMailbox {
 // sends no data, so its peers' bounded waits must end in Error(Timeout) naming it. Always false
 // unless the library was built with TPGEMM_TEST_HOOKS (test builds).
 bool test_drops_signals(int rank);
+// Test hook: whether TPGEMM_TEST_FAIL_SETUP_RANK names `rank`. That rank throws while setting up a
+// symmetric collective, between two of its plan's collective steps, so its peers must stop at
+// the next one naming it. Always false unless built with TPGEMM_TEST_HOOKS.
+bool test_fails_setup(int rank);
 bool test_hooks_compiled();
 
 }  // namespace tpgemm::comm

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 
+#include "comm/start_line.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "core/env.h"
@@ -44,9 +45,11 @@ TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cud
   return t;
 }
 
-// Elapsed ms between two events recorded around `fn` on `stream`, waited for.
-float elapsed_ms(cudaStream_t stream, const std::function<void()>& fn) {
+// Elapsed ms between two events recorded around `fn` on `stream`, waited for; after `line`
+// where given (NOTE [start line]).
+float elapsed_ms(cudaStream_t stream, const std::function<void()>& fn, const comm::StartLine* line = nullptr) {
   const Event start = Event::create(/*timing=*/true), stop = Event::create(/*timing=*/true);
+  if (line) line->enqueue(stream);
   TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream));
   fn();
   TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
@@ -61,7 +64,8 @@ float elapsed_ms(cudaStream_t stream, const std::function<void()>& fn) {
 // microseconds, and as jittery) is in no candidate's time: what a call costs the GPU, which is
 // what it costs a model that runs ahead of its GPUs or replays graphs. Every implementation can
 // be captured (the dist tests replay each from a graph).
-float time_calls(TeamState& t, OpImpl& impl, const Operands& o, cudaStream_t stream, double budget_ms) {
+float time_calls(TeamState& t, OpImpl& impl, const Operands& o, const comm::StartLine& line, cudaStream_t stream,
+                 double budget_ms) {
   const auto call = [&] {
     impl.prologue(o, stream);
     impl.run(o, stream);
@@ -86,7 +90,7 @@ float time_calls(TeamState& t, OpImpl& impl, const Operands& o, cudaStream_t str
   });
   graph.launch(stream);  // warm-up replay
   std::vector<float> ms;
-  for (int r = 0; r < replays; ++r) ms.push_back(elapsed_ms(stream, [&] { graph.launch(stream); }) / per_graph);
+  for (int r = 0; r < replays; ++r) ms.push_back(elapsed_ms(stream, [&] { graph.launch(stream); }, &line) / per_graph);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -112,6 +116,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     stream = Stream::create();
     operands = make_operands(p, t.world, gathered_a, stream.get());
   });
+  const comm::StartLine line(team);
   Measured best;
   float best_ms = -1;
   std::vector<std::string> rows;
@@ -122,7 +127,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
       t.agree_local("building a candidate", [&] { impl = make_impl({team, p, c}); });
       t.barrier();  // start together: a rank's skew is not the candidate's time
       // Agreed on, so that a candidate failing on one rank is skipped by all alike.
-      t.agree_local("timing a candidate", [&] { mine = time_calls(t, *impl, operands.ops, stream.get(), budget); });
+      t.agree_local("timing a candidate", [&] { mine = time_calls(t, *impl, operands.ops, line, stream.get(), budget); });
     } catch (const Error&) {
       if (!t.mailbox->status().ok()) throw;  // the team failed (a device wait timed out), not the candidate
       impl.reset();

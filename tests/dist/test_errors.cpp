@@ -87,24 +87,42 @@ TEST(DistErrors, FusedWithTooFewSmsLeftFailsOnEveryRank) {
             0);
 }
 
-// NOTE [agreement]: rank 1 alone has a junk setting, which it reads between two of the plan's
-// collective steps (before the symmetric collective's own agree): every rank throws, at once, and
-// the team stays usable. Before, rank 0 waited in a collective rank 1 never joined.
+// NOTE [agreement]: rank 1 alone fails (a test hook), between two of the plan's collective steps
+// (before the symmetric collective's own agree): every rank throws, at once, and the team stays
+// usable. Before, rank 0 waited in a collective rank 1 never joined.
 TEST(DistErrors, ARankFailingBetweenTwoCollectiveStepsStopsEveryRank) {
+  TPGEMM_REQUIRE_GPUS(2);
+  EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
+              if (team.rank() == 1) ::setenv("TPGEMM_TEST_FAIL_SETUP_RANK", "1", 1);
+              Status s = caught([&] { AllReducePlan plan(team, 1 << 20, DType::kBF16, AllReduceImpl::kOneShot); });
+              const ErrorCode want = team.rank() == 1 ? ErrorCode::kInternal : ErrorCode::kPeerFailure;
+              RANK_EXPECT(s.code == want && has(s, "TPGEMM_TEST_FAIL_SETUP_RANK") && (team.rank() == 1 || has(s, "rank 1")),
+                          "%s", s.message.c_str());
+              PlanOptions o;
+              o.impl = Impl::kGemmOneShot;
+              s = caught([&] { Plan plan(team, small(Op::kGemmAr), o); });
+              RANK_EXPECT(!s.ok() && has(s, "TPGEMM_TEST_FAIL_SETUP_RANK"), "%s", s.message.c_str());
+              ::unsetenv("TPGEMM_TEST_FAIL_SETUP_RANK");
+              const auto c = testsupport::check_plan(team, small(Op::kGemmAr), o, 1, 7);
+              RANK_EXPECT(c.ok, "after the errors: %s", c.status.message.c_str());
+            }),
+            0);
+}
+
+// A setting that changes what ranks exchange (here the collective's threads per block), set on
+// one rank only: the plans' descriptions differ, so every rank refuses, naming the setting.
+TEST(DistErrors, AProtocolSettingOnOneRankOnlyFailsOnEveryRank) {
   TPGEMM_REQUIRE_GPUS(2);
   EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
               if (team.rank() == 1) ::setenv("TPGEMM_SYMM_THREADS", "abc", 1);
               Status s = caught([&] { AllReducePlan plan(team, 1 << 20, DType::kBF16, AllReduceImpl::kOneShot); });
-              const ErrorCode want = team.rank() == 1 ? ErrorCode::kInvalidArgument : ErrorCode::kPeerFailure;
-              RANK_EXPECT(s.code == want && has(s, "TPGEMM_SYMM_THREADS") && (team.rank() == 1 || has(s, "rank 1")), "%s",
-                          s.message.c_str());
+              RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "TPGEMM_SYMM_THREADS=abc") && has(s, "rank 1"),
+                          "%s", s.message.c_str());
+              ::unsetenv("TPGEMM_SYMM_THREADS");
               PlanOptions o;
               o.impl = Impl::kGemmOneShot;
-              s = caught([&] { Plan plan(team, small(Op::kGemmAr), o); });
-              RANK_EXPECT(!s.ok() && has(s, "TPGEMM_SYMM_THREADS"), "%s", s.message.c_str());
-              ::unsetenv("TPGEMM_SYMM_THREADS");
               const auto c = testsupport::check_plan(team, small(Op::kGemmAr), o, 1, 7);
-              RANK_EXPECT(c.ok, "after the errors: %s", c.status.message.c_str());
+              RANK_EXPECT(c.ok, "after the error: %s", c.status.message.c_str());
             }),
             0);
 }

@@ -65,8 +65,9 @@ all local GPUs.
   --bytes=               one all-reduce size in bytes per rank
   --shapes=FILE          shape file ('op M N K' or 'allreduce BYTES' per line; default: the
                          built-in copy of bench/shapes.txt and bench/allreduce_sizes.txt)
-  --random=N             N shapes per GEMM op drawn at random instead (M, N, K log-uniform;
-                         M < W for gemm_ar too; odd multiples of 8 for N and K)
+  --random=N             N shapes per GEMM op drawn at random instead (the work M*N*K
+                         log-uniform, split among M, N, K at random; M < W for gemm_ar too;
+                         odd multiples of 8 for N and K)
   --seed=S               the draw's seed (default: from the clock; printed and kept in the JSON)
   --tune                 pre-tune: make each shape's auto plan, which times its candidates and
                          keeps the choice in the tuning cache (TPGEMM_TUNE_CACHE), and print what

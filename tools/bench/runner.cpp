@@ -17,6 +17,7 @@
 
 #include "bench/report.h"
 #include "bench/shapes.h"
+#include "comm/start_line.h"
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
@@ -39,7 +40,8 @@ constexpr uint64_t kSeedGemmCore = 5000;
 class Runner {
  public:
   Runner(const BenchConfig& cfg, const Team& team)
-      : cfg_(cfg), team_(team), t_(*team.state()), root_(team.rank() == 0), stream_(Stream::create()) {
+      : cfg_(cfg), team_(team), t_(*team.state()), root_(team.rank() == 0), stream_(Stream::create()),
+        line_(team.state()) {
     cudaDeviceProp prop{};
     TPGEMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, t_.device));
     device_ = strfmt("%d x %s", t_.world, prop.name);
@@ -154,8 +156,10 @@ class Runner {
     return true;
   }
 
-  // `fn` enqueued between two events on the stream, waited for: the time between them in ms.
+  // `fn` enqueued between two events on the stream, after the start line (NOTE [start line]),
+  // waited for: the time between them in ms.
   float event_ms(const Event& start, const Event& stop, const std::function<void()>& fn) {
+    line_.enqueue(stream_.get());
     TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
     fn();
     TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
@@ -538,6 +542,7 @@ class Runner {
   detail::TeamState& t_;
   bool root_;
   Stream stream_;
+  comm::StartLine line_;  // before every timed run
   std::string device_;
   std::vector<ResultRow> rows_;
   bool failed_ = false;

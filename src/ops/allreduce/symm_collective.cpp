@@ -35,6 +35,8 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
   const int64_t chosen = bytes <= small_up_to ? 128 : kAllReduceThreads;
   threads_ = static_cast<int>(env_int("TPGEMM_SYMM_THREADS", 64, kAllReduceThreads).value_or(chosen)) / 32 * 32;
   const int64_t wanted = std::max<int64_t>(1, (vecs + threads_ - 1) / threads_);
+  if (comm::test_fails_setup(t.rank))
+    throw Error(ErrorCode::kInternal, "TPGEMM_TEST_FAIL_SETUP_RANK: this rank fails its symmetric collective's setup");
   // NOTE [collective construction]: local work first, agreed on, then the symmetric buffers.
   t.agree_local("allocating the symmetric collective's local workspace", [&] {
     // Block b waits for block b of each peer, so every block must be resident at once (a
