@@ -131,8 +131,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     if (!hit && tune) {
       try {
         Measured m = measure(team, p, cands, o.return_gathered_a);
-        r.choice = m.choice;
-        r.impl = std::move(m.impl);
+        r.choice = m.choice;  // built below, afresh (NOTE [measured planner])
         r.selection = {PlanSelection::Source::kTuned, m.table, m.tuning_ms};
         if (t.rank == 0) {
           std::vector<std::string> warnings;

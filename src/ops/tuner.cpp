@@ -148,10 +148,9 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     if (best_ms < 0 || slowest * kTie < best_ms) {
       best_ms = slowest;
       best.choice = c;
-      best.impl = std::move(impl);  // the previous best is freed here, on every rank alike
     }
   }
-  if (best.impl == nullptr) throw Error(ErrorCode::kUnsupported, "the planner could build none of its candidates");
+  if (best_ms < 0) throw Error(ErrorCode::kUnsupported, "the planner could build none of its candidates");
   for (size_t i = 0; i < rows.size(); ++i) best.table += (i ? ", " : "") + rows[i];
   best.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return best;

@@ -11,8 +11,11 @@
 // exchange their medians and take each candidate's slowest rank: that is the op's time, since a
 // collective ends with its last rank. Every rank has the same table, so every rank keeps the same
 // winner, the fastest, where an earlier candidate (the baseline is first) wins a tie within 1%:
-// the tuner's own noise never moves a shape off the baseline. The winner is kept as built, the
-// others are freed as soon as they are timed. A candidate that fails to build (memory, say) is
+// the tuner's own noise never moves a shape off the baseline. Each candidate is freed as soon as
+// it is timed, and the plan builds the winner afresh once the tuner's operands are freed too: the
+// instance that was timed (its first calls run on the tuner's stream and graphs, beside the
+// tuner's memory) measured slower per call than a fresh one on calls of a few microseconds
+// (docs/planner.md). Every timed replay starts on all GPUs together (NOTE [start line]). A candidate that fails to build (memory, say) is
 // skipped on every rank alike. What was timed, and how long tuning took, the plan reports
 // (Plan::selection()); the choice goes into the tuning cache (plan/tune_cache.h) for the next
 // process. Where tuning is off (PlanOptions::tune, TPGEMM_TUNE=0) or fails, the rules of
@@ -28,10 +31,9 @@
 namespace tpgemm::detail {
 
 struct Measured {
-  plan::Choice choice;
-  std::unique_ptr<OpImpl> impl;  // the winner, built
-  std::string table;             // "name time, ..." per candidate, the slowest rank's median in ms
-  double tuning_ms = 0;          // wall time of the whole measurement on this rank
+  plan::Choice choice;  // the winner (its instance is not kept: NOTE [measured planner])
+  std::string table;    // "name time, ..." per candidate, the slowest rank's median in ms
+  double tuning_ms = 0;  // wall time of the whole measurement on this rank
 };
 
 // Collective: every rank passes the same problem and candidates. Throws only when the team has
