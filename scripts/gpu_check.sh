@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist python block gemm_core bench random auto_vs_rules bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist python python_install block host_time gemm_core bench random auto_vs_rules bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -60,6 +60,12 @@ find_peers() {
   done
 }
 
+# The Python package into the same build tree (pip, scikit-build-core: the CUDA code built once).
+install_python() {
+  stage python_install 900 python3 -m pip install --no-deps --no-build-isolation . -Cbuild-dir="$BUILD" \
+    -Cbuild.targets=all -Ccmake.define.TPGEMM_BUILD_TESTS=ON
+}
+
 note "tpgemm gpu_check $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname): $GPUS GPU(s); stages: $STAGES"
 for s in $STAGES; do
   case $s in
@@ -71,8 +77,7 @@ for s in $STAGES; do
       stage build 900 cmake --build "$BUILD" -j "$(nproc)" ;;
     python)  # the Python package into the same build tree (pip, scikit-build-core), then its tests:
              # CPU ones and tests/python/dist_check.py under torchrun at each world size that fits
-      stage python_install 900 python3 -m pip install --no-deps --no-build-isolation . -Cbuild-dir="$BUILD" \
-        -Cbuild.targets=all -Ccmake.define.TPGEMM_BUILD_TESTS=ON &&
+      install_python &&
       stage test_python 1500 bash -c "cd '$BUILD' && python3 -m pytest -v -rs -s '$ROOT/tests/python'"
       grep -E "^(host time|dist_check|ops:)|FAIL|passed|failed" "$LOGS/test_python.log" | tee -a "$SUMMARY" > /dev/null ;;
     block)  # the Llama-style block end to end in PyTorch: NCCL + matmul, torch async-TP and tpgemm
@@ -82,6 +87,14 @@ for s in $STAGES; do
         stage "block_W$w" 900 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" bench/torch_block.py \
           ${BLOCK_ARGS:-} --json "$LOGS/block_W$w.json"
         grep -A60 "^summary\|geomean" "$LOGS/block_W$w.log" | tail -60 | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    python_install) install_python ;;  # the package alone (for the block and host_time stages)
+    host_time)  # host microseconds per eager torch call, layer by layer (bench/host_time.py), the GPU held busy
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        stage "host_time_W$w" 300 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" bench/host_time.py \
+          --json "$LOGS/host_time_W$w.json"
+        grep -E " us$" "$LOGS/host_time_W$w.log" | sed "s/^/W=$w /" | tee -a "$SUMMARY" > /dev/null
       done ;;
     test_cpu) stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8 ;;
     test_gpu) stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure ;;

@@ -69,6 +69,10 @@ def _make_team(pg, timeout_ms, host_timeout_ms, call_check):
 
 
 def _entry(group):
+    if isinstance(group, str):  # the per-call path (the ops take group names): one dict lookup
+        e = _teams.get(group)
+        if e is not None:
+            return e
     pg = resolve_group(group)
     e = _teams.get(pg.group_name)
     if e is None:
@@ -110,7 +114,8 @@ def set_impl(op, impl="auto"):
 
 
 def world_size(group):
-    return dist.get_world_size(resolve_group(group))
+    e = _teams.get(group) if isinstance(group, str) else None
+    return e.team.world_size if e is not None else dist.get_world_size(resolve_group(group))
 
 
 # Plans made for a shape's exact token counts before its calls run on shared ranges of M instead.

@@ -145,7 +145,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
         warn(t, not_tuned + "; the planner's rules decide");
       }
     }
-    if (r.impl == nullptr && r.selection.source != PlanSelection::Source::kCached) {
+    if (r.selection.source != PlanSelection::Source::kCached && r.selection.source != PlanSelection::Source::kTuned) {
       r.choice = any_m ? plan::choose_any_m(p, topo, o) : plan::choose(p, topo, o);
       r.selection = {PlanSelection::Source::kFallback, "the rules of plan/choose.cpp: " + not_tuned, 0};
     }

@@ -106,7 +106,7 @@ bool small_m_collective(const GemmProblem& p, const Topology& topo, bool along_n
 }
 
 Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
-  if (small_m_collective(p, topo, along_n, {128, 512}, {64, 256}, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
+  if (small_m_collective(p, topo, along_n, {1, 512}, {1, 256}, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
   const int64_t block = max_block_rows(p.m, topo.world);
   if (block < 256) return Impl::kBaseline;
   const double fill = pipelined_wave_fill(
@@ -117,7 +117,7 @@ Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
 }
 
 Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
-  if (small_m_collective(p, topo, along_n, {64, 512}, {32, 256}, Impl::kGemmReduceScatter))
+  if (small_m_collective(p, topo, along_n, {1, 512}, {1, 256}, Impl::kGemmReduceScatter))
     return Impl::kGemmReduceScatter;
   return max_block_rows(p.m, topo.world) >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
 }

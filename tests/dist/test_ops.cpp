@@ -2,12 +2,16 @@
 // on fresh random data with poisoned outputs, on shapes that are not multiples of any tile;
 // CUDA graph replays; the all-reduce kernels.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -457,6 +461,61 @@ TEST_P(Dist, PlanReportsTheOptionsItResolved) {
                             "auto resolved to %s, %d chunks", std::string(to_string(b.impl)).c_str(), b.chunks_per_rank);
               });
               RANK_EXPECT(s.ok(), "%s", s.message.c_str());
+            }),
+            0);
+}
+
+// auto with tuning: the plan reports every candidate's time and runs the fastest (or an earlier
+// one within the 1% tie), and matches the reference; a second plan of the problem takes the
+// choice from the tuning cache; with tuning off, the rules decide.
+TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              const std::string cache = "/tmp/tpgemm-dist-tune-" + std::to_string(::getpid()) + ".txt";
+              std::remove(cache.c_str());
+              ::setenv("TPGEMM_TUNE_CACHE", cache.c_str(), 1);
+              GemmProblem p;
+              p.op = Op::kAgGemm;
+              p.m = 512 * W, p.n = 1024, p.k = 1024;
+              PlanOptions o;
+              o.tune = PlanOptions::Tune::kOn;
+              const Status s = testsupport::caught([&] {
+                const Plan tuned(team, p, o);
+                const PlanSelection& sel = tuned.selection();
+                const PlanOptions got = tuned.options();
+                std::string name(to_string(got.impl));
+                if (got.impl == Impl::kPipelinedCE || got.impl == Impl::kFused) name += "/" + std::to_string(got.chunks_per_rank);
+                // "name time, name time, ...": the fastest time, and the chosen one's
+                double fastest = 1e30, chosen = -1;
+                std::stringstream table(sel.detail);
+                std::string entry;
+                while (std::getline(table, entry, ',')) {
+                  std::stringstream fields(entry);
+                  std::string n;
+                  double ms = -1;
+                  fields >> n >> ms;
+                  if (ms > 0) fastest = std::min(fastest, ms);
+                  if (ms > 0 && (n == name || n.rfind(name + "/", 0) == 0)) chosen = ms;
+                }
+                RANK_EXPECT(sel.source == PlanSelection::Source::kTuned && chosen > 0 && chosen <= fastest * 1.0101,
+                            "source %s, runs %s, table: %s", std::string(to_string(sel.source)).c_str(), name.c_str(),
+                            sel.detail.c_str());
+                const Plan again(team, p, o);
+                RANK_EXPECT(again.selection().source == PlanSelection::Source::kCached && again.impl() == got.impl,
+                            "second plan: %s, %s", std::string(to_string(again.selection().source)).c_str(),
+                            std::string(to_string(again.impl())).c_str());
+                o.tune = PlanOptions::Tune::kOff;
+                const Plan rules(team, p, o);
+                RANK_EXPECT(rules.selection().source == PlanSelection::Source::kFallback, "tuning off: %s",
+                            std::string(to_string(rules.selection().source)).c_str());
+              });
+              RANK_EXPECT(s.ok(), "%s", s.message.c_str());
+              o.tune = PlanOptions::Tune::kOn;
+              const auto c = check_plan(team, p, o, 1, 91);
+              RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+              ::unsetenv("TPGEMM_TUNE_CACHE");
+              std::remove(cache.c_str());
             }),
             0);
 }
