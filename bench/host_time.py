@@ -55,7 +55,7 @@ def main():
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     W, g = dist.get_world_size(), dist.group.WORLD.group_name
-    M, N, K = args.m, args.n, args.k
+    M, N, K = args.m // W * W, args.n, args.k  # (gemm_rs scatters M: a multiple of W)
     A = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     Wt = torch.randn(N, K, device="cuda", dtype=torch.bfloat16)
     ops = torch.ops.tpgemm
