@@ -111,6 +111,8 @@ def set_impl(op, impl="auto"):
     if op not in ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce"):
         raise InvalidArgument(f"op={op!r}: expected 'ag_gemm', 'gemm_rs', 'gemm_ar' or 'all_reduce'")
     _forced_impl[op] = impl
+    from . import ops  # the calls it worked out name plans of the old impl (NOTE [calls worked out once])
+    ops.forget_calls()
 
 
 def world_size(group):
@@ -218,5 +220,13 @@ def address(t, name):
     return p
 
 
-def stream():
-    return torch.cuda.current_stream().cuda_stream
+# The current stream's handle without making a torch.cuda.Stream object (a few us per call);
+# torch.cuda.current_stream() where this torch lacks it.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def stream(device=None):
+    """The current CUDA stream's handle (of `device`, an index, or the current device)."""
+    if _raw_stream is not None and device is not None:
+        return _raw_stream(device)
+    return torch.cuda.current_stream(device).cuda_stream

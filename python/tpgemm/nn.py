@@ -29,6 +29,23 @@ from ._errors import InvalidArgument
 _tp = torch.ops.tpgemm
 
 
+class _Direct:
+    """tpgemm's op kernels called straight, without torch's dispatcher."""
+    fused_all_gather_matmul = staticmethod(_ops._ag_kernel)
+    fused_matmul_reduce_scatter = staticmethod(_ops._rs_kernel)
+    matmul_all_reduce = staticmethod(_ops._ar_kernel)
+
+
+def _k():
+    """The op kernels: straight in eager mode (the dispatcher is a share of an eager call's host
+    time: bench/host_time.py), the registered torch.ops while torch.compile traces."""
+    return _tp if torch.compiler.is_compiling() else _Direct
+
+
+def _no_grad_needed(x, w):
+    return not torch.is_grad_enabled() or not (x.requires_grad or w.requires_grad)
+
+
 def _group_name(group):
     return T.resolve_group(group).group_name
 
@@ -42,7 +59,7 @@ class _AllGatherLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(x, w, group_name, keep_gathered):
-        xg, (y,) = _tp.fused_all_gather_matmul(x, [w.t()], 0, group_name, return_A=keep_gathered)
+        xg, (y,) = _k().fused_all_gather_matmul(x, [w.t()], 0, group_name, return_A=keep_gathered)
         return y, xg
 
     @staticmethod
@@ -57,7 +74,7 @@ class _AllGatherLinear(torch.autograd.Function):
         w, xg = ctx.saved_tensors
         dx = dw = None
         if ctx.needs_input_grad[0]:
-            dx = _tp.fused_matmul_reduce_scatter(dy.contiguous(), w, "sum", 0, ctx.group_name)
+            dx = _k().fused_matmul_reduce_scatter(dy.contiguous(), w, "sum", 0, ctx.group_name)
         if ctx.needs_input_grad[1]:
             dw = _flat(dy).t() @ _flat(xg)
         return dx, dw, None, None
@@ -78,12 +95,12 @@ class _MatmulReduceScatter(_SavesOperands):
 
     @staticmethod
     def forward(x, w, group_name):
-        return _tp.fused_matmul_reduce_scatter(x, w.t(), "sum", 0, group_name)
+        return _k().fused_matmul_reduce_scatter(x, w.t(), "sum", 0, group_name)
 
     @staticmethod
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
-        dyg, (dx,) = _tp.fused_all_gather_matmul(dy.contiguous(), [w], 0, ctx.group_name,
+        dyg, (dx,) = _k().fused_all_gather_matmul(dy.contiguous(), [w], 0, ctx.group_name,
                                                  return_A=ctx.needs_input_grad[1])
         dw = _flat(dyg).t() @ _flat(x) if ctx.needs_input_grad[1] else None
         return (dx if ctx.needs_input_grad[0] else None), dw, None
@@ -94,7 +111,7 @@ class _MatmulAllReduce(_SavesOperands):
 
     @staticmethod
     def forward(x, w, group_name):
-        return _tp.matmul_all_reduce(x, w.t(), "sum", group_name)
+        return _k().matmul_all_reduce(x, w.t(), "sum", group_name)
 
     @staticmethod
     def backward(ctx, dy):
@@ -114,7 +131,7 @@ class _LinearAllReduceGrad(_SavesOperands):
     @staticmethod
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
-        dx = _tp.matmul_all_reduce(dy.contiguous(), w, "sum", ctx.group_name) if ctx.needs_input_grad[0] else None
+        dx = _k().matmul_all_reduce(dy.contiguous(), w, "sum", ctx.group_name) if ctx.needs_input_grad[0] else None
         dw = _flat(dy).t() @ _flat(x) if ctx.needs_input_grad[1] else None
         return dx, dw, None
 
@@ -172,7 +189,12 @@ class ColumnParallelLinear(_ParallelLinear):
 
 
     def forward(self, x):
-        if self.sequence_parallel:
+        if _no_grad_needed(x, self.weight):  # inference: the op alone, without autograd's bookkeeping
+            # (the plan prepare() makes: A gathered back where the weight may want gradients)
+            y = (_k().fused_all_gather_matmul(x, [self.weight.t()], 0, self.group_name,
+                                              return_A=self.weight.requires_grad)[1][0]
+                 if self.sequence_parallel else x @ self.weight.t())
+        elif self.sequence_parallel:
             y, _ = _AllGatherLinear.apply(x, self.weight, self.group_name, self.weight.requires_grad)
         else:
             y = _LinearAllReduceGrad.apply(x, self.weight, self.group_name)
@@ -202,8 +224,12 @@ class RowParallelLinear(_ParallelLinear):
 
 
     def forward(self, x):
-        fn = _MatmulReduceScatter if self.sequence_parallel else _MatmulAllReduce
-        y = fn.apply(x, self.weight, self.group_name)
+        if _no_grad_needed(x, self.weight):  # inference: the op alone, without autograd's bookkeeping
+            y = (_k().fused_matmul_reduce_scatter(x, self.weight.t(), "sum", 0, self.group_name)
+                 if self.sequence_parallel else _k().matmul_all_reduce(x, self.weight.t(), "sum", self.group_name))
+        else:
+            fn = _MatmulReduceScatter if self.sequence_parallel else _MatmulAllReduce
+            y = fn.apply(x, self.weight, self.group_name)
         return y + self.bias if self.bias is not None else y
 
     def prepare(self, tokens, *, backward=True):

@@ -127,35 +127,90 @@ def _all_reduce_torch(input, reduce_op, group_name):
 
 
 # ---- tpgemm's path ---------------------------------------------------------------------------
+#
+# NOTE [calls worked out once]
+# A model calls an op with the same shapes, strides, dtypes and devices over and over; only the
+# data changes. Everything that follows from those (the argument checks, whether tpgemm serves the
+# call, the plan, the output's shape) is worked out on a call's first appearance and kept under
+# that key, so a later call costs a dictionary lookup, the outputs' allocation, the alignment of
+# its addresses (which the key does not fix) and Plan.run. The key holds everything the checks
+# read, so a call that would fail them never finds a kept entry. set_impl() forgets them.
 
-def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True):
+class _Call:
+    """What a call of one key runs: `plan` (None: torch's path) and the outputs' shapes."""
+    __slots__ = ("plan", "shape", "gathered_shape", "a_rows", "b_copy")
+
+    def __init__(self, plan=None, shape=None, gathered_shape=None, a_rows=False, b_copy=False):
+        self.plan = plan
+        self.shape = shape
+        self.gathered_shape = gathered_shape
+        self.a_rows = a_rows    # A is not contiguous: it is copied into rows each call
+        self.b_copy = b_copy    # B is neither [K, N] nor [N, K] row-major: copied each call
+
+
+TORCH_PATH = _Call()
+_calls = {}
+_MAX_CALLS = 4096  # distinct keys kept (a serving loop's token counts); then they start over
+
+
+def forget_calls():
+    _calls.clear()
+
+
+def _layout(t):
+    return (t.shape, t.stride(), t.dtype, t.device) if isinstance(t, torch.Tensor) else (type(t),)
+
+
+def _kept(key, work_out):
+    c = _calls.get(key)
+    if c is None:
+        c = work_out()
+        if len(_calls) >= _MAX_CALLS:
+            _calls.clear()
+        _calls[key] = c
+    return c
+
+
+def _operands(c, A, B):
+    """A's rows and B as the plan reads them, for call `c`."""
+    return (_rows(A) if c.a_rows else A), (B.contiguous() if c.b_copy else B)
+
+
+def _ag_call(A, Bs, gather_dim, group_name, return_A):
     why = _why_not(A, Bs, [f"Bs[{i}]" for i in range(len(Bs))])
     why = why or ("" if gather_dim % A.dim() == 0 else f"gather_dim={gather_dim}")
     why = why or ("" if Bs else "no B")
     if why:
         _note_fallback("fused_all_gather_matmul", why)
-        return _ag_torch(A, Bs, gather_dim, group_name, return_A)
+        return TORCH_PATH
     W = T.world_size(group_name)
     T.check_tensor(A, "A", device=T.team_device(group_name))
     K, lead = A.shape[-1], tuple(A.shape[:-1])
     B0, layout = _b_operand(Bs[0])
     N, m_local = B0.shape[1], math.prod(lead)
     gathered = return_A or len(Bs) > 1
-    dt = T.DTYPES[A.dtype]
-    p = _plan(group_name, "ag_gemm", m_local * W, N, K, dt, layout, return_gathered_a=gathered)
+    p = _plan(group_name, "ag_gemm", m_local * W, N, K, T.DTYPES[A.dtype], layout, return_gathered_a=gathered)
     if p is None:
-        return _ag_torch(A, Bs, gather_dim, group_name, return_A)
+        return TORCH_PATH
     rows = (lead[0] * W,) + lead[1:]
-    D = torch.empty(rows + (N,), dtype=A.dtype, device=A.device)
-    G = torch.empty(rows + (K,), dtype=A.dtype, device=A.device) if gathered else None
-    A2 = _rows(A)
-    p.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"),
-          T.address(G, "A_gathered") if gathered else 0, T.stream())
+    return _Call(p, rows + (N,), rows + (K,) if gathered else None, not A.is_contiguous(), B0 is not Bs[0])
+
+
+def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True):
+    key = ("ag", group_name, gather_dim, return_A, _layout(A)) + tuple(_layout(B) for B in Bs)
+    c = _kept(key, lambda: _ag_call(A, Bs, gather_dim, group_name, return_A))
+    if c.plan is None:
+        return _ag_torch(A, Bs, gather_dim, group_name, return_A)
+    A2, B0 = _operands(c, A, Bs[0])
+    D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
+    G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device) if c.gathered_shape else None
+    c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"),
+               T.address(G, "A_gathered") if G is not None else 0, T.stream(A.device.index))
     outs = [D] + [torch.matmul(G, B) for B in Bs[1:]]
     return (G if return_A else None), outs
 
 
-def _rs_kernel(A, B, reduce_op, scatter_dim, group_name):
+def _rs_call(A, B, reduce_op, scatter_dim, group_name):
     W = T.world_size(group_name)
     alpha = _alpha(reduce_op, W)
     why = _why_not(A, [B], ["B"])
@@ -163,7 +218,7 @@ def _rs_kernel(A, B, reduce_op, scatter_dim, group_name):
     why = why or ("" if sd in (0, A.dim() - 1) else f"scatter_dim={scatter_dim}")
     if why:
         _note_fallback("fused_matmul_reduce_scatter", why)
-        return _rs_torch(A, B, reduce_op, scatter_dim, group_name)
+        return TORCH_PATH
     T.check_tensor(A, "A", device=T.team_device(group_name))
     K, lead = A.shape[-1], tuple(A.shape[:-1])
     B2, layout = _b_operand(B)
@@ -180,49 +235,77 @@ def _rs_kernel(A, B, reduce_op, scatter_dim, group_name):
         shape, shard = lead + (N // W,), "n"
     p = _plan(group_name, "gemm_rs", M, N, K, T.DTYPES[A.dtype], layout, alpha=alpha, shard_dim=shard)
     if p is None:
+        return TORCH_PATH
+    return _Call(p, shape, None, not A.is_contiguous(), B2 is not B)
+
+
+def _rs_kernel(A, B, reduce_op, scatter_dim, group_name):
+    key = ("rs", group_name, reduce_op, scatter_dim, _layout(A), _layout(B))
+    c = _kept(key, lambda: _rs_call(A, B, reduce_op, scatter_dim, group_name))
+    if c.plan is None:
         return _rs_torch(A, B, reduce_op, scatter_dim, group_name)
-    D = torch.empty(shape, dtype=A.dtype, device=A.device)
-    p.run(T.address(_rows(A), "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream())
+    A2, B2 = _operands(c, A, B)
+    D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
+    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index))
     return D
 
 
-def _ar_kernel(A, B, reduce_op, group_name):
+def _ar_call(A, B, reduce_op, group_name):
     W = T.world_size(group_name)
     alpha = _alpha(reduce_op, W)
     why = _why_not(A, [B], ["B"])
     if why:
         _note_fallback("matmul_all_reduce", why)
-        return _ar_torch(A, B, reduce_op, group_name)
+        return TORCH_PATH
     T.check_tensor(A, "A", device=T.team_device(group_name))
     K, lead = A.shape[-1], tuple(A.shape[:-1])
     B2, layout = _b_operand(B)
     N = B2.shape[1]
     p = _plan(group_name, "gemm_ar", math.prod(lead), N, K, T.DTYPES[A.dtype], layout, alpha=alpha)
     if p is None:
+        return TORCH_PATH
+    return _Call(p, lead + (N,), None, not A.is_contiguous(), B2 is not B)
+
+
+def _ar_kernel(A, B, reduce_op, group_name):
+    key = ("ar", group_name, reduce_op, _layout(A), _layout(B))
+    c = _kept(key, lambda: _ar_call(A, B, reduce_op, group_name))
+    if c.plan is None:
         return _ar_torch(A, B, reduce_op, group_name)
-    D = torch.empty(lead + (N,), dtype=A.dtype, device=A.device)
-    p.run(T.address(_rows(A), "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream())
+    A2, B2 = _operands(c, A, B)
+    D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
+    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index))
     return D
 
 
-def _all_reduce_kernel(input, reduce_op, group_name):
+def _all_reduce_call(input, reduce_op, group_name):
     W = T.world_size(group_name)
     _alpha(reduce_op, W)
     why = f"input is on {input.device}" if input.device.type != "cuda" else ""
     why = why or ("" if input.dtype in T.DTYPES else f"dtype {input.dtype} (tpgemm takes bfloat16 and float16)")
     if why:
         _note_fallback("all_reduce", why)
-        return _all_reduce_torch(input, reduce_op, group_name)
+        return TORCH_PATH
     T.check_tensor(input, "input", device=T.team_device(group_name))
-    x = input.contiguous()
-    out = torch.empty_like(x)
     try:
-        p = T.allreduce_plan(group_name, x.numel(), T.DTYPES[x.dtype])
+        p = T.allreduce_plan(group_name, input.numel(), T.DTYPES[input.dtype])
     except Unsupported as e:
         _note_fallback("all_reduce", str(e))
+        return TORCH_PATH
+    return _Call(p, None, None, not input.is_contiguous(), False)
+
+
+def _all_reduce_kernel(input, reduce_op, group_name):
+    if not isinstance(input, torch.Tensor):
+        raise InvalidArgument(f"input: expected a torch.Tensor, got {type(input).__name__}")
+    key = ("all_reduce", group_name, reduce_op, _layout(input))
+    c = _kept(key, lambda: _all_reduce_call(input, reduce_op, group_name))
+    if c.plan is None:
         return _all_reduce_torch(input, reduce_op, group_name)
-    p.run(T.address(x, "input"), T.address(out, "output"), T.stream())
-    return out.div_(W) if reduce_op == "avg" else out
+    x = input.contiguous() if c.a_rows else input
+    out = torch.empty_like(x)
+    c.plan.run(T.address(x, "input"), T.address(out, "output"), T.stream(input.device.index))
+    return out.div_(T.world_size(group_name)) if reduce_op == "avg" else out
 
 
 # The same kernels take CPU tensors: checked alike, they run torch's own path (tpgemm's kernels

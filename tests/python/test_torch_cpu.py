@@ -91,6 +91,28 @@ def test_bad_operands_name_the_argument(group_name):
         ops.matmul_all_reduce(A, torch.randn(16, 8), "max", group_name)
 
 
+def test_calls_are_worked_out_once_per_layout(group_name):
+    """NOTE [calls worked out once]: a call's checks and choice are kept under its operands'
+    layout; new data of that layout reuses them, another layout is worked out anew, and a layout
+    that fails the checks is never kept (every such call raises)."""
+    tpgemm.ops.forget_calls()
+    A, B = torch.randn(8, 16), torch.randn(16, 24)
+    torch.testing.assert_close(ops.matmul_all_reduce(A, B, "sum", group_name), A @ B)
+    kept = len(tpgemm.ops._calls)
+    A2 = torch.randn(8, 16)
+    torch.testing.assert_close(ops.matmul_all_reduce(A2, B, "sum", group_name), A2 @ B)
+    assert len(tpgemm.ops._calls) == kept
+    A3 = torch.randn(16, 8).t()  # the same shape, other strides
+    torch.testing.assert_close(ops.matmul_all_reduce(A3, B, "sum", group_name), A3 @ B)
+    assert len(tpgemm.ops._calls) == kept + 1
+    for _ in range(2):
+        with pytest.raises(tpgemm.InvalidArgument, match=r"B has shape \(12, 24\)"):
+            ops.matmul_all_reduce(A, torch.randn(12, 24), "sum", group_name)
+    assert len(tpgemm.ops._calls) == kept + 1
+    T.set_impl("gemm_ar", "auto")  # forgets them: their plans were made for the impl before
+    assert len(tpgemm.ops._calls) == 0
+
+
 @pytest.mark.parametrize("sequence_parallel", [True, False])
 def test_modules_match_nn_linear_forward_and_backward(group_name, sequence_parallel):
     torch.manual_seed(1)
