@@ -132,6 +132,43 @@ def test_modules_match_nn_linear_forward_and_backward(group_name, sequence_paral
         torch.testing.assert_close(ours.grad, theirs.grad)
 
 
+@pytest.mark.parametrize("sequence_parallel", [True, False])
+def test_compiled_modules_trace_the_registered_ops(group_name, sequence_parallel):
+    """Eager module calls go to the kernels straight; under torch.compile(fullgraph=True) the
+    modules trace torch.ops.tpgemm, forward and backward, with eager's values; under no_grad the
+    op alone runs."""
+    torch.manual_seed(2)
+    col = ColumnParallelLinear(16, 32, group=group_name, sequence_parallel=sequence_parallel, device="cpu",
+                               dtype=torch.float32)
+    row = RowParallelLinear(32, 16, group=group_name, sequence_parallel=sequence_parallel, device="cpu",
+                            dtype=torch.float32)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        from torch._dynamo.backends.common import aot_autograd
+        return aot_autograd(fw_compiler=lambda g, _: g, bw_compiler=lambda g, _: g)(gm, inputs)
+
+    def block(x):
+        return row(torch.relu(col(x)))
+
+    x = torch.randn(8, 16)
+    x1, x2 = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch._dynamo.reset()
+    y1, y2 = torch.compile(block, fullgraph=True, backend=backend)(x1), block(x2)
+    torch.testing.assert_close(y1, y2)
+    assert any("tpgemm" in str(g.graph) or any("tpgemm" in str(m.graph) for m in g.modules() if hasattr(m, "graph"))
+               for g in graphs)
+    y1.square().sum().backward()
+    g1 = (x1.grad.clone(), col.weight.grad.clone(), row.weight.grad.clone())
+    col.weight.grad = row.weight.grad = None
+    y2.square().sum().backward()
+    for a, b in zip(g1, (x2.grad, col.weight.grad, row.weight.grad)):
+        torch.testing.assert_close(a, b)
+    with torch.no_grad():
+        torch.testing.assert_close(block(x), y2.detach())
+
+
 def test_module_sizes_must_split(group_name, monkeypatch):
     monkeypatch.setattr(T, "world_size", lambda g: 3)
     with pytest.raises(tpgemm.InvalidArgument, match="out_features=32: expected a multiple of the group's size 3"):
