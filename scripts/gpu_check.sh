@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist python python_install block host_time gemm_core bench random auto_vs_rules bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist soak python python_install block host_time gemm_core bench random auto_vs_rules bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -98,6 +98,10 @@ for s in $STAGES; do
       done ;;
     test_cpu) stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8 ;;
     test_gpu) stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure ;;
+    soak)  # the random soak's long run (tests/dist/test_soak.cpp): SOAK_CALLS calls per op at W = 2, 3, 4
+      stage soak 1500 env TPGEMM_SOAK_CALLS="${SOAK_CALLS:-10000}" ${SEED:+TPGEMM_SOAK_SEED="$SEED"} \
+        ctest --test-dir "$BUILD" -R Soak --output-on-failure -V
+      grep -E "^[0-9]+: soak W=" "$LOGS/soak.log" | sed 's/^[0-9]*: //' | tee -a "$SUMMARY" > /dev/null ;;
     test_dist) stage test_dist 1500 ctest --test-dir "$BUILD" -L dist ${DIST_FILTER:+-R "$DIST_FILTER"} --output-on-failure ;;
     gemm_core)  # the Hopper GEMM core alone on one GPU against cuBLASLt, bf16 and fp16, checked;
                 # first the HGMMA count of each of its kernels (cuobjdump -sass, tests/check_hgmma.sh)

@@ -1,0 +1,85 @@
+// Repeatable reductions: the same operands give the same bits of D, call after call and across a
+// plan made again, for every implementation tpgemm runs its own reduction in (the baseline's is
+// NCCL's, which promises no order, and is left out: docs/design.md, "Determinism").
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "core/format.h"
+#include "support/dist_harness.h"
+#include "support/gpu_env.h"
+#include "testing/problem_data.h"
+
+namespace tpgemm {
+namespace {
+
+constexpr int kCalls = 100;
+
+// FNV-1a of D's bytes on the host.
+uint64_t hash_of(const void* d, size_t bytes) {
+  std::vector<uint8_t> host(bytes);
+  TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), d, bytes, cudaMemcpyDeviceToHost));
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : host) h = (h ^ b) * 1099511628211ull;
+  return h;
+}
+
+class Determinism : public ::testing::TestWithParam<int> {};
+
+TEST_P(Determinism, EveryOwnReductionGivesTheSameBitsEveryCallAndEveryPlan) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              Stream stream = Stream::create();
+              const cudaStream_t st = stream.get();
+              struct Case { Op op; Impl impl; int64_t m; };
+              // M in whole 256-row tiles per rank, so that the fused reductions take it too.
+              const int64_t m = 256 * W;
+              const Case cases[] = {{Op::kGemmRs, Impl::kPipelinedCE, m},    {Op::kGemmRs, Impl::kFused, m},
+                                    {Op::kGemmRs, Impl::kGemmReduceScatter, m}, {Op::kGemmAr, Impl::kPipelinedCE, m},
+                                    {Op::kGemmAr, Impl::kGemmOneShot, m},     {Op::kGemmAr, Impl::kGemmTwoShot, m},
+                                    {Op::kGemmAr, Impl::kFused, m},           {Op::kGemmAr, Impl::kFused, 16},
+                                    {Op::kGemmAr, Impl::kAuto, 3}};
+              for (const Case& c : cases) {
+                GemmProblem p;
+                p.op = c.op;
+                p.m = c.m, p.n = 1032, p.k = 776;
+                PlanOptions o;
+                o.impl = c.impl;
+                if (!Plan::can_implement(team, p, o).ok()) continue;
+                const std::string what = describe(p) + " impl=" + std::string(to_string(c.impl));
+                const Status s = testsupport::caught([&] {
+                  testing::RankData data(p, W, team.rank(), 321, st);
+                  const size_t bytes = static_cast<size_t>(operand_sizes(p, W).d) * dtype_size(p.dtype);
+                  uint64_t first = 0;
+                  int differing = 0;
+                  for (int made = 0; made < 2; ++made) {  // the second plan: made again, same operands
+                    Plan plan(team, p, o);
+                    for (int i = 0; i < kCalls; ++i) {
+                      TPGEMM_CUDA_CHECK(cudaMemsetAsync(data.d.get(), 0xff, bytes, st));
+                      plan.run(data.operands(), st);
+                      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                      team.check();
+                      const uint64_t h = hash_of(data.d.get(), bytes);
+                      if (made == 0 && i == 0) first = h;
+                      differing += h != first;
+                    }
+                  }
+                  RANK_EXPECT(differing == 0, "%s: %d of %d calls gave other bits than the first", what.c_str(),
+                              differing, 2 * kCalls);
+                });
+                RANK_EXPECT(s.ok(), "%s: %s", what.c_str(), s.message.c_str());
+              }
+            }),
+            0);
+}
+
+INSTANTIATE_TEST_SUITE_P(W, Determinism, ::testing::Values(2, 4), [](const auto& info) { return "W" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace tpgemm
