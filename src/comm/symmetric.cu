@@ -70,9 +70,13 @@ SymmetricBuffer::SymmetricBuffer(std::shared_ptr<detail::TeamState> team, size_t
 void SymmetricBuffer::release() noexcept {
   if (team_ == nullptr) return;
   if (device_peers_ != nullptr) cudaFree(device_peers_);
-  if (window_ != nullptr) ncclCommWindowDeregister(team_->comm, window_);
+  // Deregistration is a step of every rank; after a failure (NOTE [failed team]) a peer may never
+  // take it. The window then stays registered until the communicator's abort, and its memory is
+  // left to it too (freed under a live registration, the abort would unmap freed memory).
+  const bool failed = team_->has_failed();
+  if (window_ != nullptr && !failed) ncclCommWindowDeregister(team_->comm, window_);
   if (local_ != nullptr && plain_) cudaFree(local_);
-  if (local_ != nullptr && !plain_) ncclMemFree(local_);
+  if (local_ != nullptr && !plain_ && !failed) ncclMemFree(local_);
   device_peers_ = nullptr;
   window_ = nullptr;
   local_ = nullptr;

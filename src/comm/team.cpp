@@ -1,4 +1,5 @@
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
 #include <nccl_device/core.h>  // ncclTeamLsa(): the host side of the device API
 #include <sys/stat.h>
@@ -43,13 +44,23 @@ void copy_str(char (&dst)[N], const std::string& s) {
 
 TeamState::~TeamState() {
   rendezvous.reset();
-  const bool failed = mailbox != nullptr && !mailbox->status().ok();
+  // NOTE [failed team]: after a failed wait a peer may never join a collective teardown, and
+  // NCCL work may still be in flight: abort first, so that the frees below do not wait for it.
+  const bool abort = owns_comm && comm != nullptr && has_failed();
+  if (abort) ncclCommAbort(comm);
   mailbox.reset();
   if (lt != nullptr) cublasLtDestroy(lt);
   if (scratch != nullptr) cudaFree(scratch);
   if (internal_stream != nullptr) cudaStreamDestroy(internal_stream);
-  // After a failed wait a peer may never join a collective teardown: abort instead.
-  if (owns_comm && comm != nullptr) failed ? ncclCommAbort(comm) : ncclCommDestroy(comm);
+  if (owns_comm && comm != nullptr && !abort) ncclCommDestroy(comm);
+}
+
+void TeamState::mark_failed() const {
+  if (failed.exchange(true) || !owns_comm || comm == nullptr) return;
+  // ncclCommRevoke is newer than some NCCL 2.28 builds: looked up, not linked.
+  using Revoke = ncclResult_t (*)(ncclComm_t, int);
+  static const auto revoke = reinterpret_cast<Revoke>(dlsym(RTLD_DEFAULT, "ncclCommRevoke"));
+  if (revoke != nullptr) revoke(comm, 0);
 }
 
 void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
@@ -170,6 +181,7 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
 }
 
 void TeamState::check() const {
+  if (!mailbox->status().ok()) mark_failed();
   mailbox->throw_if_tripped();
   ncclResult_t async = ncclSuccess;
   TPGEMM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
@@ -209,13 +221,15 @@ void TeamState::wait_for_peers(cudaStream_t stream) const {
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) TPGEMM_CUDA_CHECK(e);
     const auto now = std::chrono::steady_clock::now();
-    if (now > deadline)
+    if (now > deadline) {
+      mark_failed();  // the exchange's NCCL all-gather never ends (NOTE [failed team])
       throw Error(ErrorCode::kTimeout,
                   strfmt("rank %d waited %lld ms for its peers to exchange the team's set-up data (a plan, a range of "
                          "M, a barrier) over NCCL: a peer never joined (it crashed, stopped early, or made a different "
                          "tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: destroy it "
                          "and create a new one.",
                          rank, (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()));
+    }
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -83,6 +84,16 @@ struct TeamState {
   uint64_t plans_made = 0;
 
   void barrier() { agreement.barrier("a barrier of the team"); }
+
+  // NOTE [failed team]: once a wait of the team ran out (a peer's host never joined an exchange,
+  // or a device wait tripped), NCCL work of this team may never finish, and a cudaFree behind it
+  // (any buffer's release) would wait for it for good. mark_failed() revokes the communicator
+  // where this team owns it and NCCL offers ncclCommRevoke (its in-flight work stops; later
+  // NCCL calls fail instead of waiting), and from then on teardown skips the collective steps
+  // (window deregistration) and aborts the communicator, first, instead of destroying it.
+  void mark_failed() const;
+  bool has_failed() const { return failed.load() || (mailbox != nullptr && !mailbox->status().ok()); }
+  mutable std::atomic<bool> failed{false};
 
   // Ok if `p` (an operand named `name`) is memory this rank's GPU can use as its own: device
   // memory of its device, or managed memory. A host pointer, or another GPU's memory, would

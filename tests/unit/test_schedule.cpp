@@ -151,8 +151,10 @@ TEST(SimulationCanFail, PartialAsCWithoutAnyOneFlagWaitReadsDataNotYetWritten) {
         o.calls = 1;
         o.max_delay_us = 0;
         o.slow_matmul_rank = x.peer;
-        // The slow rank's 5 ms head start exposes the race unless the waiter's threads are
-        // themselves held up that long (a loaded machine): a few tries, any one must see it.
+        // The slow rank's head start exposes the race unless the waiter's threads are themselves
+        // held up that long (a loaded machine; 5 ms missed it about one run in five on two busy
+        // cores): 20 ms, and a few tries, any one of which must see it.
+        o.slow_matmul_us = 20000;
         std::string err;
         for (int attempt = 0; attempt < 4 && err.find(" reads ") == std::string::npos; ++attempt)
           err = sim::simulate(p, s, o);

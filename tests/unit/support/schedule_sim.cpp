@@ -286,7 +286,7 @@ class Sim {
           if (s.stream != stream) continue;
           int delay = o_.max_delay_us > 0 ? static_cast<int>(rng() % static_cast<uint32_t>(o_.max_delay_us)) : 0;
           if (r == o_.slow_rank) delay += 2000;
-          if (r == o_.slow_matmul_rank && s.kind == StepKind::kGemm) delay += 5000;
+          if (r == o_.slow_matmul_rank && s.kind == StepKind::kGemm) delay += o_.slow_matmul_us;
           if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
           std::unique_lock<std::mutex> lk(mu_);
           if (!error_.empty()) return;

@@ -21,9 +21,10 @@ struct SimOptions {
   uint64_t seed = 1;      // data and delays
   int max_delay_us = 50;  // random delay before each step
   int slow_rank = -1;     // this rank also waits 2 ms before each step (to expose missing syncs)
-  // This rank also waits 5 ms before each matmul only, as a GPU's flags and copies outrun its
-  // matmuls: a peer that does not wait for what those matmuls write reads it too early.
+  // This rank also waits slow_matmul_us before each matmul only, as a GPU's flags and copies
+  // outrun its matmuls: a peer that does not wait for what those matmuls write reads it too early.
   int slow_matmul_rank = -1;
+  int slow_matmul_us = 5000;
   int wait_timeout_ms = 5000;  // a wait longer than this is reported as a deadlock
 };
 
