@@ -287,6 +287,33 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
     });
 }
 
+// NOTE [failed team]: rank 1 leaves after a plan with symmetric windows is made; rank 0's next
+// plan's exchange times out (the host bound), and rank 0 then tears its plan and team down as any
+// caller would, with destructors: within a bound, no free or deregistration waiting for rank 1.
+TEST(DistErrors, ATeamWhoseExchangeTimedOutTearsDownWithoutHanging) {
+  TPGEMM_REQUIRE_GPUS(2);
+  TeamOptions to;
+  to.host_timeout_ms = 3000;
+  to.timeout_ms = 1000;
+  to.call_check = TeamOptions::CallCheck::kLocal;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = testsupport::run_on_ranks(2, [](const Team& team) {
+    PlanOptions o;
+    o.impl = Impl::kGemmOneShot;
+    const Plan with_windows(team, small(Op::kGemmAr), o);
+    if (team.rank() == 1) {
+      std::fflush(stderr);
+      std::_Exit(0);  // gone, without a word
+    }
+    const Status s = caught([&] { Plan next(team, small(Op::kGemmRs)); });
+    // (a Timeout naming the exchange; NCCL may see the lost peer first and say so instead)
+    RANK_EXPECT(s.code == ErrorCode::kTimeout || s.code == ErrorCode::kNcclError, "%s", s.message.c_str());
+    std::fprintf(stderr, "[rank 0] after rank 1 left: %s\n", s.message.c_str());
+  }, to, 90);
+  EXPECT_EQ(rc, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+}
+
 // fused gemm_ar's decode kernel: ranks that would exchange differently refuse on every rank.
 TEST(DistErrors, DecodeExchangesThatDifferAcrossRanksFailOnEveryRank) {
   TPGEMM_REQUIRE_GPUS(2);

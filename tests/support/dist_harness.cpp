@@ -25,11 +25,11 @@ Status caught(const std::function<void()>& fn) {
   return Status::Ok();
 }
 
-int run_on_ranks(int world, const std::function<void(const Team&)>& body, const TeamOptions& options) {
+int run_on_ranks(int world, const std::function<void(const Team&)>& body, const TeamOptions& options, int limit_s) {
   ncclUniqueId id;
   TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
   comm::LauncherOptions lo;
-  lo.timeout_s = 600;  // a hang is a failure, not a stuck CI job
+  lo.timeout_s = limit_s;  // a hang is a failure, not a stuck CI job
   return comm::run_workers(world, [&](int rank) {
     current_rank() = rank;
     rank_failures() = 0;

@@ -13,7 +13,9 @@ namespace tpgemm::testsupport {
 
 // 0 when every rank's body returned 0 and no RANK_EXPECT failed in it. The team checks calls
 // collectively unless `options` names another call_check.
-int run_on_ranks(int world, const std::function<void(const Team&)>& body, const TeamOptions& options = {});
+// `limit_s` bounds the whole run (the launcher stops every rank after it: a hang is a failure).
+int run_on_ranks(int world, const std::function<void(const Team&)>& body, const TeamOptions& options = {},
+                 int limit_s = 600);
 
 int& rank_failures();
 int& current_rank();
