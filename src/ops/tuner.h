@@ -10,8 +10,8 @@
 // time per call kept: the GPU's time, without the host's enqueue or its jitter. The ranks then
 // exchange their medians and take each candidate's slowest rank: that is the op's time, since a
 // collective ends with its last rank. Every rank has the same table, so every rank keeps the same
-// winner, the fastest, where an earlier candidate (the baseline is first) wins a tie within 1%:
-// the tuner's own noise never moves a shape off the baseline. Each candidate is freed as soon as
+// winner, the fastest, where an earlier candidate wins a tie within 1%, and the baseline (the
+// first) within 2%: the tuner's own noise never moves a shape off the baseline. Each candidate is freed as soon as
 // it is timed, and the plan builds the winner afresh once the tuner's operands are freed too: the
 // instance that was timed (its first calls run on the tuner's stream and graphs, beside the
 // tuner's memory) measured slower per call than a fresh one on calls of a few microseconds
