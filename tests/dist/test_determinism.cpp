@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,21 +12,13 @@
 #include "core/format.h"
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
+#include "support/plan_check.h"
 #include "testing/problem_data.h"
 
 namespace tpgemm {
 namespace {
 
 constexpr int kCalls = 100;
-
-// FNV-1a of D's bytes on the host.
-uint64_t hash_of(const void* d, size_t bytes) {
-  std::vector<uint8_t> host(bytes);
-  TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), d, bytes, cudaMemcpyDeviceToHost));
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : host) h = (h ^ b) * 1099511628211ull;
-  return h;
-}
 
 class Determinism : public ::testing::TestWithParam<int> {};
 
@@ -65,7 +56,7 @@ TEST_P(Determinism, EveryOwnReductionGivesTheSameBitsEveryCallAndEveryPlan) {
                       plan.run(data.operands(), st);
                       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                       team.check();
-                      const uint64_t h = hash_of(data.d.get(), bytes);
+                      const uint64_t h = testsupport::hash_device_bytes(data.d.get(), bytes);
                       if (made == 0 && i == 0) first = h;
                       differing += h != first;
                     }

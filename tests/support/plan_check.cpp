@@ -18,10 +18,7 @@ namespace {
 bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, const testing::RankData& data,
                           int64_t d_count) {
   if (p.op != Op::kGemmAr || p.has_c || ran == Impl::kBaseline || team.world_size() == 1) return true;
-  std::vector<uint8_t> host(static_cast<size_t>(d_count) * dtype_size(p.dtype));
-  TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), data.d.get(), host.size(), cudaMemcpyDeviceToHost));
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  for (uint8_t b : host) hash = (hash ^ b) * 1099511628211ull;
+  const uint64_t hash = hash_device_bytes(data.d.get(), static_cast<size_t>(d_count) * dtype_size(p.dtype));
   bool same = true;
   for (const auto& blob : team.state()->allgather(&hash, sizeof(hash), "a hash of D"))
     same = same && std::memcmp(blob.data(), &hash, sizeof(hash)) == 0;
@@ -29,6 +26,14 @@ bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, cons
 }
 
 }  // namespace
+
+uint64_t hash_device_bytes(const void* d, size_t bytes) {
+  std::vector<uint8_t> host(bytes);
+  TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), d, bytes, cudaMemcpyDeviceToHost));
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : host) h = (h ^ b) * 1099511628211ull;
+  return h;
+}
 
 PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& options, int runs, uint64_t seed, bool graph) {
   PlanCheck out;

@@ -33,4 +33,7 @@ PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOpt
 
 std::string describe_check(const GemmProblem& p, const PlanOptions& o, const PlanCheck& c);
 
+// FNV-1a of `bytes` bytes of device memory (copied to the host): equal bits, equal hashes.
+uint64_t hash_device_bytes(const void* d, size_t bytes);
+
 }  // namespace tpgemm::testsupport
