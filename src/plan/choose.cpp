@@ -1,6 +1,7 @@
 #include "plan/choose.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "gemm/sm90_config.h"
@@ -185,13 +186,14 @@ Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOption
 
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m) {
   std::vector<Choice> out;
-  const auto add = [&](Impl impl, int chunks) {
+  const auto add = [&](Impl impl, int chunks, int comm_sms = -1) {
     if (any_m && !takes_any_m(impl)) return;
     if (!impl_supported(p, impl, topo).ok()) return;
     if (options.return_gathered_a && !gathered_a_supported(p, impl).ok()) return;
     PlanOptions o = options;
     o.impl = impl;
     o.chunks_per_rank = options.chunks_per_rank > 0 ? options.chunks_per_rank : chunks;
+    if (options.comm_sms < 0 && comm_sms >= 0) o.comm_sms = comm_sms;
     const Choice c = fill_defaults(p, topo, impl, o);
     for (const Choice& seen : out)
       if (seen.impl == c.impl && seen.chunks == c.chunks && seen.comm_sms == c.comm_sms) return;
@@ -218,6 +220,13 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
   }
   add(Impl::kFused, 0);
   if (p.op == Op::kAgGemm) add(Impl::kFused, 1);
+  // The fused reductions' other knob, the SMs that push and sum tiles beside the GEMM: the other
+  // counts the sweeps ran and checked too (gemm_rs 4 and 8, gemm_ar 8 and 16; docs/planner.md),
+  // since the best on the shared shapes need not be another shape's. Not for the decode kernel,
+  // which has no such split.
+  if (p.op == Op::kGemmRs || (p.op == Op::kGemmAr && !fused_ar_decode(p, topo.world)))
+    for (int sms : p.op == Op::kGemmRs ? std::array<int, 2>{4, 8} : std::array<int, 2>{8, 16})
+      add(Impl::kFused, 0, sms);
   return out;
 }
 
