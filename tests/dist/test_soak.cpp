@@ -1,10 +1,11 @@
 // A random soak: several plans alive at once, of random problems (shape, dtype, layout, batch,
 // alpha, beta and C, shard dimension) and implementations (auto among them), called in a random
 // interleaving, each call on fresh data with D poisoned and checked against the fp32 reference,
-// and plans replaced as it goes. The calls per op default to a bounded run for the dist suite;
+// and plans replaced as it goes (every 25 calls, or a hundred times per op in a long run). The calls per op default to a bounded run for the dist suite;
 // TPGEMM_SOAK_CALLS sets them (the long run: 10000), TPGEMM_SOAK_SEED the draw (printed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -27,7 +28,7 @@ namespace tpgemm {
 namespace {
 
 constexpr int kLivePlans = 6;       // alive at once, called in a random order
-constexpr int kReplaceEvery = 25;   // calls between two plan replacements
+constexpr int kReplacements = 100;  // plan replacements per op at most (every 25 calls or more)
 constexpr int kBoundedCalls = 40;   // per op, without TPGEMM_SOAK_CALLS
 
 const std::vector<Impl>& impls_of(Op op) {
@@ -108,9 +109,10 @@ TEST_P(Soak, InterleavedPlansOfRandomProblemsMatchTheReference) {
                   }
                 };
                 for (Live& slot : live) replace(slot);
+                const int replace_every = std::max(25, calls / kReplacements);
                 for (int c = 0; c < calls; ++c) {
                   Live& slot = live[std::uniform_int_distribution<int>(0, kLivePlans - 1)(rng)];
-                  if (c > 0 && c % kReplaceEvery == 0) replace(live[std::uniform_int_distribution<int>(0, kLivePlans - 1)(rng)]);
+                  if (c > 0 && c % replace_every == 0) replace(live[std::uniform_int_distribution<int>(0, kLivePlans - 1)(rng)]);
                   const uint64_t s = ++data_seed;
                   const int64_t d_count = operand_sizes(slot.p, W).d;
                   slot.data->refill(s, st);
