@@ -1,8 +1,9 @@
 // A random soak: several plans alive at once, of random problems (shape, dtype, layout, batch,
 // alpha, beta and C, shard dimension) and implementations (auto among them), called in a random
 // interleaving, each call on fresh data with D poisoned and checked against the fp32 reference,
-// and plans replaced as it goes (every 25 calls, or a hundred times per op in a long run). The calls per op default to a bounded run for the dist suite;
-// TPGEMM_SOAK_CALLS sets them (the long run: 10000), TPGEMM_SOAK_SEED the draw (printed).
+// and plans replaced as it goes (every 25 calls, at most a hundred times per op). The calls per
+// op default to a bounded run for the dist suite; TPGEMM_SOAK_CALLS sets them (the long run:
+// 10000), TPGEMM_SOAK_SEED the draw (printed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
