@@ -98,10 +98,13 @@ for s in $STAGES; do
       done ;;
     test_cpu) stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8 ;;
     test_gpu) stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure ;;
-    soak)  # the random soak's long run (tests/dist/test_soak.cpp): SOAK_CALLS calls per op at W = 2, 3, 4
-      stage soak 1500 env TPGEMM_SOAK_CALLS="${SOAK_CALLS:-10000}" ${SEED:+TPGEMM_SOAK_SEED="$SEED"} \
-        ctest --test-dir "$BUILD" -R Soak --output-on-failure -V
-      grep -E "^[0-9]+: soak W=" "$LOGS/soak.log" | sed 's/^[0-9]*: //' | tee -a "$SUMMARY" > /dev/null ;;
+    soak)  # the random soak's long run (tests/dist/test_soak.cpp): SOAK_CALLS calls per op, each W of WORLDS
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        stage "soak_W$w" 1500 env TPGEMM_SOAK_CALLS="${SOAK_CALLS:-10000}" ${SEED:+TPGEMM_SOAK_SEED="$SEED"} \
+          ctest --test-dir "$BUILD" -R "Soak.*/W$w\$" --output-on-failure -V
+        grep -E "^[0-9]+: soak W=" "$LOGS/soak_W$w.log" | sed 's/^[0-9]*: //' | tee -a "$SUMMARY" > /dev/null
+      done ;;
     test_dist) stage test_dist 1500 ctest --test-dir "$BUILD" -L dist ${DIST_FILTER:+-R "$DIST_FILTER"} --output-on-failure ;;
     gemm_core)  # the Hopper GEMM core alone on one GPU against cuBLASLt, bf16 and fp16, checked;
                 # first the HGMMA count of each of its kernels (cuobjdump -sass, tests/check_hgmma.sh)
