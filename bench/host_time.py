@@ -1,6 +1,7 @@
 """Host time of one eager call, layer by layer: the torch op (dispatcher and all), the Python
-function behind it, the C++ Plan.run alone, and the torch calls every op makes anyway (an empty
-output, the current stream), beside torch's matmul + NCCL. The GPU is held busy (torch.cuda._sleep)
+function behind it, the C++ Plan.run alone, a RowParallelLinear module (without and with
+autograd), and the torch calls every op makes anyway (an empty output, the current stream),
+beside torch's matmul + NCCL. The GPU is held busy (torch.cuda._sleep)
 while the calls are enqueued, so each figure is the host's own cost, never a wait for the GPU.
 
     python3 -m torch.distributed.run --standalone --nproc-per-node W bench/host_time.py [--json F]
@@ -19,6 +20,7 @@ import torch.distributed as dist  # noqa: E402
 
 import tpgemm.ops  # noqa: E402,F401
 from tpgemm import _torch as T  # noqa: E402
+from tpgemm.nn import RowParallelLinear  # noqa: E402
 from tpgemm.ops import _ar_kernel, _b_operand, _rs_kernel  # noqa: E402
 
 CALLS = 100            # per sample: few enough that the launch queue never fills
@@ -66,6 +68,14 @@ def main():
     a_ptr, b_ptr, d_ptr = A.data_ptr(), B.data_ptr(), D.data_ptr()
     a16 = A[:16]
 
+    row_sp = RowParallelLinear(K * W, N, group=g, sequence_parallel=True)  # its weight: [N, K], this rank's
+    row_ar = RowParallelLinear(K * W, N, group=g, sequence_parallel=False)
+    x = A.clone().requires_grad_()
+
+    def module_no_grad(m, a):
+        with torch.no_grad():
+            return m(a)
+
     def nccl_rs():
         p = A @ Wt.t()
         dist.reduce_scatter_tensor(torch.empty(M // W, N, device="cuda", dtype=A.dtype), p)
@@ -76,6 +86,9 @@ def main():
         ("gemm_rs: Plan.run alone (C++ through nanobind)", lambda: rs_plan.plan.run(a_ptr, b_ptr, 0, d_ptr, 0, stream, M)),
         ("gemm_ar: torch.ops.tpgemm.matmul_all_reduce, M=16", lambda: ops.matmul_all_reduce(a16, Wt.t(), "sum", g)),
         ("gemm_ar: the Python function behind it, M=16", lambda: _ar_kernel(a16, Wt.t(), "sum", g)),
+        ("RowParallelLinear (sequence parallel), no_grad", lambda: module_no_grad(row_sp, A)),
+        ("RowParallelLinear (sequence parallel), with autograd", lambda: row_sp(x)),
+        ("RowParallelLinear (all-reduce), no_grad, M=16", lambda: module_no_grad(row_ar, a16)),
         ("torch.empty + current stream (every op's floor)",
          lambda: (torch.empty(M // W, N, device="cuda", dtype=A.dtype), torch.cuda.current_stream().cuda_stream)),
         ("torch: matmul + dist.reduce_scatter_tensor", nccl_rs),
