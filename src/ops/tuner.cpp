@@ -20,10 +20,6 @@ namespace {
 constexpr int kMinTimed = 3, kMaxTimed = 10, kMaxPerGraph = 20;
 constexpr double kGraphMs = 0.2;
 constexpr int64_t kDefaultBudgetMs = 500;  // for the timed calls of all candidates together
-// An earlier candidate keeps a tie within 1%; the baseline (the first) within 2%: leaving it must
-// pay for the risk, as the planner's timing and a later one of the same plans differed by up to
-// 2% on large shapes (docs/planner.md).
-constexpr double kTie = 1.01, kBaselineTie = 1.02;
 
 // One rank's operands for the problem: random A, B and C, D and the gathered A as outputs.
 struct TuneOperands {
@@ -121,7 +117,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   });
   const comm::StartLine line(team);
   Measured best;
-  float best_ms = -1;
+  std::vector<double> times;  // the slowest rank's, per candidate; -1: failed
   std::vector<std::string> rows;
   for (const plan::Choice& c : candidates) {
     std::unique_ptr<OpImpl> impl;
@@ -143,18 +139,12 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
       const float v = *reinterpret_cast<const float*>(theirs.data());
       slowest = v < 0 || slowest < 0 ? -1 : std::max(slowest, v);
     }
-    if (slowest < 0) {
-      rows.push_back(describe(c) + " -");
-      continue;
-    }
-    rows.push_back(describe(c) + strfmt(" %.4f", slowest));
-    const double tie = best.choice.impl == Impl::kBaseline ? kBaselineTie : kTie;
-    if (best_ms < 0 || slowest * tie < best_ms) {
-      best_ms = slowest;
-      best.choice = c;
-    }
+    times.push_back(slowest);
+    rows.push_back(describe(c) + (slowest < 0 ? std::string(" -") : strfmt(" %.4f", slowest)));
   }
-  if (best_ms < 0) throw Error(ErrorCode::kUnsupported, "the planner could build none of its candidates");
+  const int winner = plan::fastest(candidates, times);
+  if (winner < 0) throw Error(ErrorCode::kUnsupported, "the planner could build none of its candidates");
+  best.choice = candidates[static_cast<size_t>(winner)];
   for (size_t i = 0; i < rows.size(); ++i) best.table += (i ? ", " : "") + rows[i];
   best.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return best;

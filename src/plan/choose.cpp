@@ -230,6 +230,19 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
   return out;
 }
 
+int fastest(const std::vector<Choice>& candidates, const std::vector<double>& ms) {
+  // Leaving the baseline must pay for the risk: the planner's timing and a later one of the same
+  // plans differed by up to 2% on large shapes (docs/planner.md).
+  constexpr double kTie = 1.01, kBaselineTie = 1.02;
+  int best = -1;
+  for (size_t i = 0; i < candidates.size() && i < ms.size(); ++i) {
+    if (ms[i] < 0) continue;
+    const double tie = best >= 0 && candidates[static_cast<size_t>(best)].impl == Impl::kBaseline ? kBaselineTie : kTie;
+    if (best < 0 || ms[i] * tie < ms[static_cast<size_t>(best)]) best = static_cast<int>(i);
+  }
+  return best;
+}
+
 // The all-reduce by message size: one-shot (one store flight, W - 1 copies sent) while latency
 // rules, two-shot (two flights, 2 (W - 1) / W sent) up to where NCCL's ring overtakes it; the
 // bounds come from runs timed back to back and from CUDA graphs (docs/planner.md).

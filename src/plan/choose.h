@@ -33,4 +33,10 @@ Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOption
 // those takes_any_m names. Options the caller fixed (chunks, comm_sms) stay fixed.
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m);
 
+// The winner among `candidates` (in their order) timed at `ms` each (< 0: not built or failed):
+// the fastest, except that an earlier candidate keeps a tie within 1% and the baseline (the
+// first) within 2%, so that timing noise never moves a shape off it (docs/planner.md). -1 if
+// every candidate failed.
+int fastest(const std::vector<Choice>& candidates, const std::vector<double>& ms);
+
 }  // namespace tpgemm::plan

@@ -50,6 +50,20 @@ TEST(Candidates, StartWithTheBaselineAndServeTheProblem) {
   EXPECT_GE(fused, 1);
 }
 
+// The tuner's pick: the fastest, an earlier candidate keeping a tie within 1% and the baseline
+// within 2%; failed candidates (< 0) never win.
+TEST(Fastest, KeepsTiesWithEarlierCandidatesAndTheBaselineLonger) {
+  const std::vector<Choice> c = {{Impl::kBaseline, 1, 2}, {Impl::kAllGatherGemm, 1, 2}, {Impl::kPipelinedCE, 2, 2},
+                                 {Impl::kFused, 1, 2}};
+  EXPECT_EQ(fastest(c, {1.00, 0.985, 0.99, 0.995}), 0);   // 1.5% faster: the baseline stays
+  EXPECT_EQ(fastest(c, {1.00, 0.975, 0.99, 0.995}), 1);   // 2.5% faster: it leaves
+  EXPECT_EQ(fastest(c, {1.00, 0.975, 0.970, 0.99}), 1);   // then 1% between the others: the earlier stays
+  EXPECT_EQ(fastest(c, {1.00, 0.975, 0.960, 0.99}), 2);
+  EXPECT_EQ(fastest(c, {-1, 0.975, -1, 0.99}), 1);        // failed ones are skipped; no baseline: 1%
+  EXPECT_EQ(fastest(c, {-1, 1.0, -1, 0.985}), 3);
+  EXPECT_EQ(fastest(c, {-1, -1, -1, -1}), -1);
+}
+
 TEST(Candidates, KeepTheKnobsTheCallerFixed) {
   PlanOptions o;
   o.chunks_per_rank = 3;
