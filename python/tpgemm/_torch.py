@@ -115,6 +115,12 @@ def set_impl(op, impl="auto"):
     ops.forget_calls()
 
 
+def impl_for(op):
+    """The implementation plans of `op` are made with: set_impl's, else TPGEMM_IMPL's (the GEMM
+    ops; read when a plan is made), else auto."""
+    return _forced_impl.get(op, os.environ.get("TPGEMM_IMPL", "auto") if op != "all_reduce" else "auto")
+
+
 def world_size(group):
     e = _teams.get(group) if isinstance(group, str) else None
     return e.team.world_size if e is not None else dist.get_world_size(resolve_group(group))
@@ -147,7 +153,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     serving loop, packed sequences), one plan per power of two of M serves every M up to it
     (Operands::m), so their number grows with log M, not with M."""
     e = _entry(group)
-    impl = _forced_impl.get(op, os.environ.get("TPGEMM_IMPL", "auto") if op != "all_reduce" else "auto")
+    impl = impl_for(op)
     shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl)
     p = e.plans.get(shape + (m,))
     if p is not None:

@@ -36,10 +36,13 @@ class _Direct:
     matmul_all_reduce = staticmethod(_ops._ar_kernel)
 
 
-def _k():
-    """The op kernels: straight in eager mode (the dispatcher is a share of an eager call's host
-    time: bench/host_time.py), the registered torch.ops while torch.compile traces."""
-    return _tp if torch.compiler.is_compiling() else _Direct
+def _k(x):
+    """The op kernels: straight for a plain tensor in eager mode (the dispatcher is a share of an
+    eager call's host time: bench/host_time.py); the registered torch.ops while torch.compile
+    traces, and for anything a dispatch mode or a tensor subclass (FakeTensor, make_fx) handles."""
+    if torch.compiler.is_compiling():  # (first: what follows is not for tracing)
+        return _tp
+    return _Direct if type(x) is torch.Tensor and torch._C._len_torch_dispatch_stack() == 0 else _tp
 
 
 def _no_grad_needed(x, w):
@@ -59,7 +62,7 @@ class _AllGatherLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(x, w, group_name, keep_gathered):
-        xg, (y,) = _k().fused_all_gather_matmul(x, [w.t()], 0, group_name, return_A=keep_gathered)
+        xg, (y,) = _k(x).fused_all_gather_matmul(x, [w.t()], 0, group_name, return_A=keep_gathered)
         return y, xg
 
     @staticmethod
@@ -74,7 +77,7 @@ class _AllGatherLinear(torch.autograd.Function):
         w, xg = ctx.saved_tensors
         dx = dw = None
         if ctx.needs_input_grad[0]:
-            dx = _k().fused_matmul_reduce_scatter(dy.contiguous(), w, "sum", 0, ctx.group_name)
+            dx = _k(dy).fused_matmul_reduce_scatter(dy.contiguous(), w, "sum", 0, ctx.group_name)
         if ctx.needs_input_grad[1]:
             dw = _flat(dy).t() @ _flat(xg)
         return dx, dw, None, None
@@ -95,12 +98,12 @@ class _MatmulReduceScatter(_SavesOperands):
 
     @staticmethod
     def forward(x, w, group_name):
-        return _k().fused_matmul_reduce_scatter(x, w.t(), "sum", 0, group_name)
+        return _k(x).fused_matmul_reduce_scatter(x, w.t(), "sum", 0, group_name)
 
     @staticmethod
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
-        dyg, (dx,) = _k().fused_all_gather_matmul(dy.contiguous(), [w], 0, ctx.group_name,
+        dyg, (dx,) = _k(dy).fused_all_gather_matmul(dy.contiguous(), [w], 0, ctx.group_name,
                                                  return_A=ctx.needs_input_grad[1])
         dw = _flat(dyg).t() @ _flat(x) if ctx.needs_input_grad[1] else None
         return (dx if ctx.needs_input_grad[0] else None), dw, None
@@ -111,7 +114,7 @@ class _MatmulAllReduce(_SavesOperands):
 
     @staticmethod
     def forward(x, w, group_name):
-        return _k().matmul_all_reduce(x, w.t(), "sum", group_name)
+        return _k(x).matmul_all_reduce(x, w.t(), "sum", group_name)
 
     @staticmethod
     def backward(ctx, dy):
@@ -131,7 +134,7 @@ class _LinearAllReduceGrad(_SavesOperands):
     @staticmethod
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
-        dx = _k().matmul_all_reduce(dy.contiguous(), w, "sum", ctx.group_name) if ctx.needs_input_grad[0] else None
+        dx = _k(dy).matmul_all_reduce(dy.contiguous(), w, "sum", ctx.group_name) if ctx.needs_input_grad[0] else None
         dw = _flat(dy).t() @ _flat(x) if ctx.needs_input_grad[1] else None
         return dx, dw, None
 
@@ -191,7 +194,7 @@ class ColumnParallelLinear(_ParallelLinear):
     def forward(self, x):
         if _no_grad_needed(x, self.weight):  # inference: the op alone, without autograd's bookkeeping
             # (the plan prepare() makes: A gathered back where the weight may want gradients)
-            y = (_k().fused_all_gather_matmul(x, [self.weight.t()], 0, self.group_name,
+            y = (_k(x).fused_all_gather_matmul(x, [self.weight.t()], 0, self.group_name,
                                               return_A=self.weight.requires_grad)[1][0]
                  if self.sequence_parallel else x @ self.weight.t())
         elif self.sequence_parallel:
@@ -225,8 +228,8 @@ class RowParallelLinear(_ParallelLinear):
 
     def forward(self, x):
         if _no_grad_needed(x, self.weight):  # inference: the op alone, without autograd's bookkeeping
-            y = (_k().fused_matmul_reduce_scatter(x, self.weight.t(), "sum", 0, self.group_name)
-                 if self.sequence_parallel else _k().matmul_all_reduce(x, self.weight.t(), "sum", self.group_name))
+            y = (_k(x).fused_matmul_reduce_scatter(x, self.weight.t(), "sum", 0, self.group_name)
+                 if self.sequence_parallel else _k(x).matmul_all_reduce(x, self.weight.t(), "sum", self.group_name))
         else:
             fn = _MatmulReduceScatter if self.sequence_parallel else _MatmulAllReduce
             y = fn.apply(x, self.weight, self.group_name)

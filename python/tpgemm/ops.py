@@ -88,7 +88,7 @@ def _b_operand(B):
 
 def _plan(group_name, op, m, n, k, dtype, layout, **kw):
     """The op's plan, or None where tpgemm answered Unsupported (then the reason is noted)."""
-    key = (group_name, op, m, n, k, dtype, layout, tuple(sorted(kw.items())))
+    key = (group_name, op, m, n, k, dtype, layout, tuple(sorted(kw.items())), T.impl_for(op))
     why = _unsupported_plans.get(key)
     if why is None:
         try:

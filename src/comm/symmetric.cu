@@ -72,11 +72,11 @@ void SymmetricBuffer::release() noexcept {
   if (device_peers_ != nullptr) cudaFree(device_peers_);
   // Deregistration is a step of every rank; after a failure (NOTE [failed team]) a peer may never
   // take it. The window then stays registered until the communicator's abort, and its memory is
-  // left to it too (freed under a live registration, the abort would unmap freed memory).
-  const bool failed = team_->has_failed();
-  if (window_ != nullptr && !failed) ncclCommWindowDeregister(team_->comm, window_);
+  // freed by the team after that (freed under a live registration, the abort would unmap it).
+  const bool orphan = window_ != nullptr && team_->has_failed();
+  if (window_ != nullptr && !orphan) ncclCommWindowDeregister(team_->comm, window_);
   if (local_ != nullptr && plain_) cudaFree(local_);
-  if (local_ != nullptr && !plain_ && !failed) ncclMemFree(local_);
+  if (local_ != nullptr && !plain_) orphan ? team_->orphaned_symmetric.push_back(local_) : (void)ncclMemFree(local_);
   device_peers_ = nullptr;
   window_ = nullptr;
   local_ = nullptr;

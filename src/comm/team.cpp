@@ -48,11 +48,21 @@ TeamState::~TeamState() {
   // NCCL work may still be in flight: abort first, so that the frees below do not wait for it.
   const bool abort = owns_comm && comm != nullptr && has_failed();
   if (abort) ncclCommAbort(comm);
+  for (void* p : orphaned_symmetric) ncclMemFree(p);  // their windows went with the abort
   mailbox.reset();
   if (lt != nullptr) cublasLtDestroy(lt);
   if (scratch != nullptr) cudaFree(scratch);
   if (internal_stream != nullptr) cudaStreamDestroy(internal_stream);
   if (owns_comm && comm != nullptr && !abort) ncclCommDestroy(comm);
+}
+
+Status TeamState::failure() const {
+  const Status tripped = mailbox->status();
+  if (!tripped.ok()) return tripped;
+  if (failed.load())
+    return {ErrorCode::kTimeout, strfmt("rank %d: this team failed earlier (a wait for a peer ran out; the error said "
+                                        "which); it takes no more work: destroy it and create a new one", rank)};
+  return Status::Ok();
 }
 
 void TeamState::mark_failed() const {
@@ -182,7 +192,7 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
 
 void TeamState::check() const {
   if (!mailbox->status().ok()) mark_failed();
-  mailbox->throw_if_tripped();
+  throw_if_error(failure());
   ncclResult_t async = ncclSuccess;
   TPGEMM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
   if (async != ncclSuccess && async != ncclInProgress)

@@ -93,7 +93,13 @@ struct TeamState {
   // (window deregistration) and aborts the communicator, first, instead of destroying it.
   void mark_failed() const;
   bool has_failed() const { return failed.load() || (mailbox != nullptr && !mailbox->status().ok()); }
+  // Ok, or why this team can take no more work: the tripped device wait, or the host wait that
+  // ran out (every later plan and call refuses with it).
+  Status failure() const;
   mutable std::atomic<bool> failed{false};
+  // Symmetric memory of a failed team's buffers, still registered in windows only the abort
+  // releases: freed by ~TeamState after it.
+  std::vector<void*> orphaned_symmetric;
 
   // Ok if `p` (an operand named `name`) is memory this rank's GPU can use as its own: device
   // memory of its device, or managed memory. A host pointer, or another GPU's memory, would

@@ -140,7 +140,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
         }
       } catch (const Error& e) {
         // Every step of measure() is agreed on, so every rank is here alike: the rules decide.
-        if (!t.mailbox->status().ok()) throw;
+        if (t.has_failed()) throw;
         not_tuned = std::string("tuning failed: ") + e.what();
         warn(t, not_tuned + "; the planner's rules decide");
       }
@@ -194,7 +194,7 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   PlanOptions asked = options;
   asked.tune = detail::resolve_tune(options.tune);
   // A failed team is this rank's verdict too: its peers learn it here instead of waiting.
-  Status local = t->mailbox->status();
+  Status local = t->failure();
   if (local.ok()) local = detail::check_locally(*t, problem, options);
   // Ranks compare what they were asked for, and the settings that change a protocol between
   // them; the choice below is a function of it.
@@ -257,7 +257,7 @@ void Plan::prepare(int64_t m) {
   detail::live(state_, "prepare()");
   detail::PlanState& s = *state_;
   TPGEMM_CUDA_CHECK(cudaSetDevice(s.team->device));
-  Status mine = s.team->mailbox->status();
+  Status mine = s.team->failure();
   if (mine.ok()) mine = plan::check_call_m(s.problem, s.team->world, m);
   if (mine.ok() && detail::route_for(s, m) != nullptr) return;  // (every rank: the same ranges)
   detail::make_range(s, m, mine);
@@ -271,7 +271,7 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   if (o.m == 0) o.m = s.problem.m;
   GemmProblem call = s.problem;
   call.m = o.m;
-  Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
+  Status mine = t.failure();  // a failed team stops every rank, not only this one
   if (mine.ok()) mine = plan::check_call_m(s.problem, t.world, o.m);
   if (mine.ok()) mine = plan::validate_operands(call, t.world, o, s.return_gathered_a);
   const std::array<const void*, 5> ptrs = {o.a, o.b, s.problem.has_c ? o.c : nullptr, o.d,

@@ -84,8 +84,13 @@ float time_calls(TeamState& t, OpImpl& impl, const Operands& o, const comm::Star
   // Enough calls per graph to outlast a replay's launch; enough replays to fill the budget.
   const int per_graph = static_cast<int>(std::clamp<double>(std::ceil(kGraphMs / first), 1, kMaxPerGraph));
   const int replays = static_cast<int>(std::clamp<double>(budget / (first * per_graph), kMinTimed, kMaxTimed));
-  const CudaGraph graph = CudaGraph::capture(stream, [&] {
-    for (int i = 0; i < per_graph; ++i) call();
+  // Captured, then agreed on before any replay: a rank whose capture failed must not leave its
+  // peers replaying collective calls (and start-line barriers) alone.
+  CudaGraph graph;
+  t.agree_local("capturing a candidate's calls", [&] {
+    graph = CudaGraph::capture(stream, [&] {
+      for (int i = 0; i < per_graph; ++i) call();
+    });
   });
   graph.launch(stream);  // warm-up replay
   std::vector<float> ms;
@@ -128,7 +133,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
       // Agreed on, so that a candidate failing on one rank is skipped by all alike.
       t.agree_local("timing a candidate", [&] { mine = time_calls(t, *impl, operands.ops, line, stream.get(), budget); });
     } catch (const Error&) {
-      if (!t.mailbox->status().ok()) throw;  // the team failed (a device wait timed out), not the candidate
+      if (t.has_failed()) throw;  // the team failed (a wait for a peer ran out), not the candidate
       impl.reset();
       mine = -1;
     }

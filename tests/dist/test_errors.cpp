@@ -92,6 +92,8 @@ TEST(DistErrors, FusedWithTooFewSmsLeftFailsOnEveryRank) {
 // usable. Before, rank 0 waited in a collective rank 1 never joined.
 TEST(DistErrors, ARankFailingBetweenTwoCollectiveStepsStopsEveryRank) {
   TPGEMM_REQUIRE_GPUS(2);
+  ASSERT_TRUE(comm::test_hooks_compiled()) << "the library was built without TPGEMM_TEST_HOOKS: configure with "
+                                              "-DTPGEMM_TEST_HOOKS=ON (the default with the tests)";
   EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
               if (team.rank() == 1) ::setenv("TPGEMM_TEST_FAIL_SETUP_RANK", "1", 1);
               Status s = caught([&] { AllReducePlan plan(team, 1 << 20, DType::kBF16, AllReduceImpl::kOneShot); });

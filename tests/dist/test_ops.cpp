@@ -466,7 +466,7 @@ TEST_P(Dist, PlanReportsTheOptionsItResolved) {
 }
 
 // auto with tuning: the plan reports every candidate's time and runs the fastest (or an earlier
-// one within the 1% tie), and matches the reference; a second plan of the problem takes the
+// one within plan::fastest's tie), and matches the reference; a second plan of the problem takes the
 // choice from the tuning cache; with tuning off, the rules decide.
 TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
   const int W = GetParam();
@@ -498,7 +498,9 @@ TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
                   if (ms > 0) fastest = std::min(fastest, ms);
                   if (ms > 0 && (n == name || n.rfind(name + "/", 0) == 0)) chosen = ms;
                 }
-                RANK_EXPECT(sel.source == PlanSelection::Source::kTuned && chosen > 0 && chosen <= fastest * 1.0101,
+                // (plan::fastest: ties within 1%, the baseline's within 2%)
+                const double tie = got.impl == Impl::kBaseline ? 1.0201 : 1.0101;
+                RANK_EXPECT(sel.source == PlanSelection::Source::kTuned && chosen > 0 && chosen <= fastest * tie,
                             "source %s, runs %s, table: %s", std::string(to_string(sel.source)).c_str(), name.c_str(),
                             sel.detail.c_str());
                 const Plan again(team, p, o);

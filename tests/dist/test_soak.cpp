@@ -140,7 +140,7 @@ TEST_P(Soak, InterleavedPlansOfRandomProblemsMatchTheReference) {
               if (team.rank() == 0)
                 std::printf("soak W=%d: %lld calls checked, %lld plans made, %lld mismatches\n", W, (long long)checked,
                             (long long)made, (long long)mismatches);
-            }),
+            }, {}, 600 + calls / 10),  // a hang is a failure; a long run gets time in proportion
             0);
 }
 

@@ -169,6 +169,25 @@ def test_compiled_modules_trace_the_registered_ops(group_name, sequence_parallel
         torch.testing.assert_close(block(x), y2.detach())
 
 
+def test_modules_take_the_registered_ops_under_a_dispatch_mode(group_name, monkeypatch):
+    """FakeTensorMode (and make_fx, any dispatch mode) sees torch.ops.tpgemm: the kernels called
+    straight, which read device addresses, are for plain tensors in eager mode only."""
+    import tpgemm.nn as tnn
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a kernel was called straight under a dispatch mode")
+    monkeypatch.setattr(tnn._Direct, "fused_matmul_reduce_scatter", staticmethod(refuse))
+    monkeypatch.setattr(tnn._Direct, "fused_all_gather_matmul", staticmethod(refuse))
+    col = ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.float32)
+    row = RowParallelLinear(32, 16, group=group_name, device="cpu", dtype=torch.float32)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        y = row(torch.relu(col(torch.randn(8, 16))))
+    assert tuple(y.shape) == (8, 16)
+    with pytest.raises(AssertionError, match="called straight"):
+        col(torch.randn(8, 16))  # eager, plain: the straight path
+
+
 def test_module_sizes_must_split(group_name, monkeypatch):
     monkeypatch.setattr(T, "world_size", lambda g: 3)
     with pytest.raises(tpgemm.InvalidArgument, match="out_features=32: expected a multiple of the group's size 3"):

@@ -62,7 +62,7 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   const auto& t = team.state();
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
-  Status local = t->mailbox->status();
+  Status local = t->failure();
   if (local.ok()) local = detail::check_allreduce(*t, count, dtype, impl);
   const std::string descriptor = strfmt("allreduce count=%lld %s impl=%s", (long long)count,
                                         std::string(to_string(dtype)).c_str(), std::string(to_string(impl)).c_str()) +
@@ -99,7 +99,7 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from AllReducePlan");
   detail::AllReduceState& s = *state_;
   detail::TeamState& t = *s.team;
-  Status mine = t.mailbox->status();  // a failed team stops every rank, not only this one
+  Status mine = t.failure();  // a failed team stops every rank, not only this one
   if (mine.ok() && (count < 1 || count > s.count || count % 8 != 0))
     mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce count=%lld: expected a positive multiple of 8 up to the "
                                                 "plan's %lld", (long long)count, (long long)s.count)};
