@@ -91,6 +91,10 @@ int run_workers(int world, const std::function<int(int rank)>& worker, const Lau
       const int code = exit_code(st);
       if (code != 0 && first_failure == 0) {
         first_failure = code;
+        if (!options.stop_peers_on_failure) {
+          std::fprintf(stderr, "tpgemm launcher: rank %zu failed (exit code %d); the others go on\n", i, code);
+          continue;
+        }
         std::fprintf(stderr, "tpgemm launcher: rank %zu failed (exit code %d); stopping the other ranks\n", i, code);
         stop_all(pids, done, options.grace_s);
         return first_failure;

@@ -11,6 +11,10 @@ struct LauncherOptions {
   int timeout_s = 0;
   // After one worker fails, how long the others get to exit on SIGTERM before SIGKILL.
   int grace_s = 5;
+  // Whether one worker's failure stops the others. Off, the others go on as under a launcher that
+  // does not watch its ranks (torchrun's workers, mpirun's): the fault tests use it to see the
+  // survivors end on their own.
+  bool stop_peers_on_failure = true;
 };
 
 // Runs worker(rank) in `world` child processes and waits for all of them. If one fails (a

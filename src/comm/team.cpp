@@ -279,14 +279,72 @@ void set_device_checked(int device, int rank) {
   TPGEMM_CUDA_CHECK(cudaSetDevice(device));
 }
 
+// Polls a non-blocking communicator until its pending work (initialisation, a split, a
+// finalisation) is done: ncclSuccess, an error, or ncclInProgress still at `deadline`.
+ncclResult_t settle(ncclComm_t comm, std::chrono::steady_clock::time_point deadline) {
+  for (int spins = 0;; ++spins) {
+    ncclResult_t state = ncclInProgress;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) return r;
+    if (state != ncclInProgress || std::chrono::steady_clock::now() > deadline) return state;
+    std::this_thread::sleep_for(std::chrono::microseconds(spins < 1000 ? 10 : 1000));
+  }
+}
+
+// NOTE [bounded initialisation]
+// NCCL's initialisation waits for every rank, without bound: a rank that died before it, or was
+// never started, kept the others in it for good. So it runs non-blocking, polled up to the host
+// bound (TeamOptions::host_timeout_ms), and is aborted there with a Timeout. tpgemm's NCCL calls
+// expect blocking semantics (a call returns once enqueued), so the team's communicator is then
+// split off that one, blocking, while every rank is known to be alive, and the first is released.
+ncclComm_t init_comm_bounded(int world, const ncclUniqueId& id, int rank, int64_t timeout_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  ncclConfig_t nonblocking = NCCL_CONFIG_INITIALIZER;
+  nonblocking.blocking = 0;
+  ncclComm_t first = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&first, world, id, rank, &nonblocking);
+  if (r == ncclSuccess || r == ncclInProgress) r = settle(first, deadline);
+  if (r == ncclInProgress) {
+    ncclCommAbort(first);
+    throw Error(ErrorCode::kTimeout,
+                strfmt("rank %d waited %lld ms in NCCL's initialisation for the other %d rank(s): one never joined (it "
+                       "crashed, stopped early, or was never started). TPGEMM_HOST_TIMEOUT_MS bounds this wait.",
+                       rank, (long long)timeout_ms, world - 1));
+  }
+  if (r != ncclSuccess) {
+    if (first != nullptr) ncclCommAbort(first);
+    throw Error(ErrorCode::kNcclError, strfmt("rank %d: NCCL's initialisation failed: %s", rank, ncclGetErrorString(r)));
+  }
+  ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
+  blocking.blocking = 1;
+  ncclComm_t comm = nullptr;
+  r = ncclCommSplit(first, 0, rank, &comm, &blocking);
+  if (r == ncclInProgress) r = settle(first, deadline);
+  if (r == ncclSuccess && comm != nullptr) r = settle(comm, deadline);
+  if (r != ncclSuccess) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    ncclCommAbort(first);
+    throw Error(r == ncclInProgress ? ErrorCode::kTimeout : ErrorCode::kNcclError,
+                strfmt("rank %d: making the team's communicator after NCCL's initialisation: %s", rank,
+                       r == ncclInProgress ? "a peer never joined within TPGEMM_HOST_TIMEOUT_MS" : ncclGetErrorString(r)));
+  }
+  // The first communicator is done with: every rank has it idle; release it locally.
+  ncclCommAbort(first);
+  return comm;
+}
+
 }  // namespace
 
 Team Team::from_unique_id(const ncclUniqueId& id, int rank, int world_size, int device, const TeamOptions& options) {
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d of world size %d: expected 0 <= rank < world size", rank, world_size));
   set_device_checked(device, rank);
-  ncclComm_t comm = nullptr;
-  TPGEMM_NCCL_CHECK(ncclCommInitRank(&comm, world_size, id, rank));
+  // (host_timeout_ms as TeamState::init resolves it, which also checks its range)
+  const int64_t host_timeout_ms =
+      options.host_timeout_ms > 0 ? options.host_timeout_ms
+                                  : env_int("TPGEMM_HOST_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(300000);
+  ncclComm_t comm = init_comm_bounded(world_size, id, rank, host_timeout_ms);
   auto s = std::make_shared<detail::TeamState>();
   s->init(comm, true, options);  // on failure ~TeamState destroys the communicator
   return Team(std::move(s));

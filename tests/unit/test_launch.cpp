@@ -37,6 +37,33 @@ TEST(Launcher, AFailingRankStopsTheOthersPromptly) {
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));
 }
 
+// As under torchrun: a rank killed by a signal leaves the others running; they finish on their
+// own, and the run reports the first failure.
+TEST(Launcher, WithoutStoppingPeersTheOthersFinishOnTheirOwn) {
+  char path[] = "/tmp/tpgemm-launch-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  LauncherOptions o;
+  o.stop_peers_on_failure = false;
+  const int rc = run_workers(2, [&](int rank) {
+    if (rank == 1) ::raise(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // outlives rank 1
+    std::FILE* f = std::fopen(path, "w");
+    std::fputs("survived", f);
+    std::fclose(f);
+    return 0;
+  }, o);
+  EXPECT_EQ(rc, 128 + SIGKILL);
+  char got[16] = {};
+  std::FILE* f = std::fopen(path, "r");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(std::fread(got, 1, sizeof(got) - 1, f), 8u);
+  std::fclose(f);
+  std::remove(path);
+  EXPECT_STREQ(got, "survived");
+}
+
 TEST(Launcher, AnExceptionIsAFailure) {
   EXPECT_EQ(run_workers(2, [](int rank) -> int {
               if (rank == 0) throw Error(ErrorCode::kInvalidArgument, "boom");

@@ -1,0 +1,187 @@
+// The fault matrix: rank 1 of 2 is killed (SIGKILL, no word to anyone) while the team is made,
+// while a plan is built, in the middle of a call of each implementation family, or before
+// teardown, under a launcher that does not watch its ranks (as torchrun's workers run: the
+// survivor is not stopped for it). Rank 0 must end on its own, with an error where it waited for
+// rank 1, within its configured timeout and a stated margin, and its teardown must return.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "comm/launcher.h"
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "core/format.h"
+#include "support/dist_harness.h"
+#include "support/gpu_env.h"
+#include "testing/problem_data.h"
+
+namespace tpgemm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testsupport::caught;
+
+constexpr int64_t kDeviceTimeoutMs = 1000, kHostTimeoutMs = 3000;
+constexpr int kMarginS = 15;  // beyond the timeout that applies: teardown, process start, NCCL
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// What rank 0 saw: the status its step ended with, and how long until it and its teardown returned.
+struct Survivor {
+  bool reported = false;
+  ErrorCode code = ErrorCode::kOk;
+  std::string message;
+  double step_ms = 0, total_ms = 0;
+};
+
+// Runs `step` on both ranks of a team made with short timeouts; `step` gets whether it is the
+// victim and kills it where the case says. Rank 0's outcome comes back through a file.
+Survivor run_case(bool kill_before_team, const std::function<Status(const Team&, bool victim)>& step) {
+  char path[] = "/tmp/tpgemm-fault-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) return {};
+  ::close(fd);
+  ncclUniqueId id;
+  TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
+  comm::LauncherOptions lo;
+  lo.timeout_s = 90;                   // a hang is a failure (a survivor stuck for good)
+  lo.stop_peers_on_failure = false;    // the victim's death must not stop the survivor
+  comm::run_workers(2, [&](int rank) {
+    if (rank == 1 && kill_before_team) ::raise(SIGKILL);
+    const auto t0 = Clock::now();
+    Status s;
+    double step_ms = 0;
+    s = caught([&] {
+      TeamOptions o;
+      o.timeout_ms = kDeviceTimeoutMs;
+      o.host_timeout_ms = kHostTimeoutMs;
+      o.call_check = TeamOptions::CallCheck::kLocal;
+      const Team team = Team::from_unique_id(id, rank, 2, rank, o);
+      const Status inner = step(team, rank == 1);
+      step_ms = ms_since(t0);
+      throw_if_error(inner);
+    });  // the team (and whatever the step left) is torn down here
+    if (step_ms == 0) step_ms = ms_since(t0);
+    if (rank == 0) {
+      std::FILE* f = std::fopen(path, "w");
+      std::fprintf(f, "%d %.1f %.1f\n%s", static_cast<int>(s.code), step_ms, ms_since(t0), s.message.c_str());
+      std::fclose(f);
+    }
+    return 0;
+  }, lo);
+  Survivor out;
+  if (std::FILE* f = std::fopen(path, "r")) {
+    int code = 0;
+    char buf[4096] = {};
+    if (std::fscanf(f, "%d %lf %lf\n", &code, &out.step_ms, &out.total_ms) == 3) {
+      out.reported = true;
+      out.code = static_cast<ErrorCode>(code);
+      out.message.assign(buf, std::fread(buf, 1, sizeof(buf) - 1, f));
+    }
+    std::fclose(f);
+  }
+  std::remove(path);
+  return out;
+}
+
+GemmProblem small(Op op, int64_t m = 256) {
+  GemmProblem p;
+  p.op = op;
+  p.m = m, p.n = 512, p.k = 384;
+  return p;
+}
+
+std::string describe(const Survivor& s) {
+  return strfmt("reported %d, %s after %.0f ms (teardown done at %.0f ms): %s", s.reported ? 1 : 0,
+                std::string(to_string(s.code)).c_str(), s.step_ms, s.total_ms, s.message.c_str());
+}
+
+// (a) Rank 1 dies before the team exists: rank 0's NCCL initialisation must not wait for good.
+TEST(Faults, ARankKilledBeforeTheTeamIsMadeEndsTheSurvivorsInit) {
+  TPGEMM_REQUIRE_GPUS(2);
+  const Survivor s = run_case(true, [](const Team&, bool) { return Status::Ok(); });
+  std::printf("fault (a) team creation: %s\n", describe(s).c_str());
+  EXPECT_TRUE(s.reported && s.code != ErrorCode::kOk) << describe(s);
+  EXPECT_LT(s.total_ms, (kHostTimeoutMs + kMarginS * 1000.0)) << describe(s);
+}
+
+// (b) Rank 1 dies before a plan's set-up exchange: rank 0's exchange times out (the host bound).
+TEST(Faults, ARankKilledWhileAPlanIsBuiltEndsTheSurvivorsPlan) {
+  TPGEMM_REQUIRE_GPUS(2);
+  const Survivor s = run_case(false, [](const Team& team, bool victim) {
+    if (victim) ::raise(SIGKILL);
+    PlanOptions o;
+    o.impl = Impl::kGemmOneShot;
+    return caught([&] { Plan plan(team, small(Op::kGemmAr), o); });
+  });
+  std::printf("fault (b) plan build: %s\n", describe(s).c_str());
+  EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout) << describe(s);
+  EXPECT_LT(s.total_ms, kHostTimeoutMs + kMarginS * 1000.0) << describe(s);
+}
+
+// (c) Rank 1 dies right after enqueueing a call: rank 0's bounded waits end in a Timeout naming
+// it, for every family with waits of tpgemm's own (the baseline's are NCCL's, which wait as
+// NCCL does: README, "Errors").
+TEST(Faults, ARankKilledInACallEndsTheSurvivorsCallNamingIt) {
+  TPGEMM_REQUIRE_GPUS(2);
+  struct Case { Op op; Impl impl; int64_t m; };
+  for (const Case c : {Case{Op::kAgGemm, Impl::kPipelinedCE, 256}, Case{Op::kAgGemm, Impl::kFused, 256},
+                       Case{Op::kAgGemm, Impl::kAllGatherGemm, 256}, Case{Op::kGemmRs, Impl::kGemmReduceScatter, 256},
+                       Case{Op::kGemmRs, Impl::kFused, 512}, Case{Op::kGemmAr, Impl::kGemmOneShot, 64},
+                       Case{Op::kGemmAr, Impl::kFused, 16}}) {
+    const std::string what = std::string(to_string(c.op)) + " " + std::string(to_string(c.impl));
+    const Survivor s = run_case(false, [&](const Team& team, bool victim) {
+      PlanOptions o;
+      o.impl = c.impl;
+      const GemmProblem p = small(c.op, c.m);
+      Plan plan(team, p, o);
+      Stream stream = Stream::create();
+      testing::RankData data(p, 2, team.rank(), 7, stream.get());
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+      team.barrier();
+      plan.run(data.operands(), stream.get());
+      if (victim) ::raise(SIGKILL);
+      return caught([&] {
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+        team.check();
+      });
+    });
+    std::printf("fault (c) %s mid-call: %s\n", what.c_str(), describe(s).c_str());
+    EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout && s.message.find("rank 1") != std::string::npos)
+        << what << ": " << describe(s);
+    EXPECT_LT(s.total_ms, kDeviceTimeoutMs + kMarginS * 1000.0) << what << ": " << describe(s);
+  }
+}
+
+// (d) Rank 1 dies after a good call, before teardown: rank 0's teardown (plan, team) returns.
+TEST(Faults, ARankKilledBeforeTeardownLeavesTheSurvivorsTeardownBounded) {
+  TPGEMM_REQUIRE_GPUS(2);
+  const Survivor s = run_case(false, [](const Team& team, bool victim) {
+    PlanOptions o;
+    o.impl = Impl::kGemmOneShot;
+    const GemmProblem p = small(Op::kGemmAr, 64);
+    Plan plan(team, p, o);
+    Stream stream = Stream::create();
+    testing::RankData data(p, 2, team.rank(), 8, stream.get());
+    plan.run(data.operands(), stream.get());
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    team.barrier();
+    if (victim) ::raise(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1 is gone by now
+    return Status::Ok();
+  });
+  std::printf("fault (d) teardown: %s\n", describe(s).c_str());
+  EXPECT_TRUE(s.reported) << describe(s);
+  EXPECT_LT(s.total_ms, kMarginS * 1000.0) << describe(s);
+}
+
+}  // namespace
+}  // namespace tpgemm
