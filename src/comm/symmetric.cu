@@ -70,13 +70,11 @@ SymmetricBuffer::SymmetricBuffer(std::shared_ptr<detail::TeamState> team, size_t
 void SymmetricBuffer::release() noexcept {
   if (team_ == nullptr) return;
   if (device_peers_ != nullptr) cudaFree(device_peers_);
-  // Deregistration is a step of every rank; after a failure (NOTE [failed team]) a peer may never
-  // take it. The window then stays registered until the communicator's abort, and its memory is
-  // freed by the team after that (freed under a live registration, the abort would unmap it).
-  const bool orphan = window_ != nullptr && team_->has_failed();
-  if (window_ != nullptr && !orphan) ncclCommWindowDeregister(team_->comm, window_);
+  // Deregistration is local to each rank (NCCL 2.28); after a failure (NOTE [failed team]) the
+  // communicator may be gone (aborted, null): then there is nothing left to deregister from.
+  if (window_ != nullptr && team_->comm != nullptr) ncclCommWindowDeregister(team_->comm, window_);
   if (local_ != nullptr && plain_) cudaFree(local_);
-  if (local_ != nullptr && !plain_) orphan ? team_->orphaned_symmetric.push_back(local_) : (void)ncclMemFree(local_);
+  if (local_ != nullptr && !plain_) ncclMemFree(local_);
   device_peers_ = nullptr;
   window_ = nullptr;
   local_ = nullptr;

@@ -48,7 +48,6 @@ TeamState::~TeamState() {
   // NCCL work may still be in flight: abort first, so that the frees below do not wait for it.
   const bool abort = owns_comm && comm != nullptr && has_failed();
   if (abort) ncclCommAbort(comm);
-  for (void* p : orphaned_symmetric) ncclMemFree(p);  // their windows went with the abort
   mailbox.reset();
   if (lt != nullptr) cublasLtDestroy(lt);
   if (scratch != nullptr) cudaFree(scratch);
@@ -65,12 +64,29 @@ Status TeamState::failure() const {
   return Status::Ok();
 }
 
+namespace {
+
+// ncclCommRevoke from the libnccl this process runs (2.28.9 has it, 2.28.3 not): looked up in
+// the library that holds ncclCommAbort, which may have been loaded privately (PyTorch's).
+using RevokeFn = ncclResult_t (*)(ncclComm_t, int);
+RevokeFn find_revoke() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ncclCommAbort), &info) == 0 || info.dli_fname == nullptr) return nullptr;
+  void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) return nullptr;
+  auto* fn = reinterpret_cast<RevokeFn>(dlsym(lib, "ncclCommRevoke"));
+  dlclose(lib);  // (RTLD_NOLOAD took a reference of a library that stays loaded)
+  return fn;
+}
+
+}  // namespace
+
 void TeamState::mark_failed() const {
   if (failed.exchange(true) || !owns_comm || comm == nullptr) return;
-  // ncclCommRevoke is newer than some NCCL 2.28 builds: looked up, not linked.
-  using Revoke = ncclResult_t (*)(ncclComm_t, int);
-  static const auto revoke = reinterpret_cast<Revoke>(dlsym(RTLD_DEFAULT, "ncclCommRevoke"));
-  if (revoke != nullptr) revoke(comm, 0);
+  static const RevokeFn revoke = find_revoke();
+  if (revoke != nullptr && revoke(comm, 0) == ncclSuccess) return;
+  ncclCommAbort(comm);  // no revoke: abort now, or a free would wait behind the stuck work
+  comm = nullptr;
 }
 
 void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
@@ -298,8 +314,13 @@ ncclResult_t settle(ncclComm_t comm, std::chrono::steady_clock::time_point deadl
 // expect blocking semantics (a call returns once enqueued), so the team's communicator is then
 // split off that one, blocking, while every rank is known to be alive, and the first is released.
 ncclComm_t init_comm_bounded(int world, const ncclUniqueId& id, int rank, int64_t timeout_ms) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  // NCCL_COMM_BLOCKING overrides the configs below: set to 1 it would make the wait unbounded
+  // again, to 0 the team's communicator non-blocking, which tpgemm's calls do not expect.
+  if (const auto v = env_string("NCCL_COMM_BLOCKING"))
+    throw Error(ErrorCode::kInvalidArgument,
+                strfmt("rank %d: NCCL_COMM_BLOCKING=%s: tpgemm sets NCCL's blocking mode itself (its initialisation "
+                       "non-blocking and bounded, its communicator blocking); unset it", rank, v->c_str()));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   ncclConfig_t nonblocking = NCCL_CONFIG_INITIALIZER;
   nonblocking.blocking = 0;
   ncclComm_t first = nullptr;
@@ -318,19 +339,24 @@ ncclComm_t init_comm_bounded(int world, const ncclUniqueId& id, int rank, int64_
   }
   ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
   blocking.blocking = 1;
+  blocking.splitShare = 0;  // its own resources: releasing the first one leaves it whole
   ncclComm_t comm = nullptr;
+  // (a bound of its own: every rank is known to have joined, so this is NCCL's own time)
+  const auto split_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   r = ncclCommSplit(first, 0, rank, &comm, &blocking);
-  if (r == ncclInProgress) r = settle(first, deadline);
-  if (r == ncclSuccess && comm != nullptr) r = settle(comm, deadline);
+  if (r == ncclInProgress) r = settle(first, split_deadline);  // (comm is written when the split ends)
+  if (r == ncclSuccess && comm != nullptr) r = settle(comm, split_deadline);
   if (r != ncclSuccess) {
+    ncclCommAbort(first);  // first: it waits for the split's job, which writes comm
     if (comm != nullptr) ncclCommAbort(comm);
-    ncclCommAbort(first);
     throw Error(r == ncclInProgress ? ErrorCode::kTimeout : ErrorCode::kNcclError,
                 strfmt("rank %d: making the team's communicator after NCCL's initialisation: %s", rank,
                        r == ncclInProgress ? "a peer never joined within TPGEMM_HOST_TIMEOUT_MS" : ncclGetErrorString(r)));
   }
-  // The first communicator is done with: every rank has it idle; release it locally.
-  ncclCommAbort(first);
+  // The first communicator is done with: released locally (destroying a non-blocking
+  // communicator runs synchronously, and unlike an abort it raises no flag a shared resource
+  // might carry over to the team's).
+  ncclCommDestroy(first);
   return comm;
 }
 

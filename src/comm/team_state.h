@@ -22,7 +22,7 @@
 namespace tpgemm::detail {
 
 struct TeamState {
-  ncclComm_t comm = nullptr;
+  mutable ncclComm_t comm = nullptr;  // (null after an abort of a failed team: NOTE [failed team])
   bool owns_comm = false;
   int rank = 0;
   int world = 1;
@@ -87,19 +87,18 @@ struct TeamState {
 
   // NOTE [failed team]: once a wait of the team ran out (a peer's host never joined an exchange,
   // or a device wait tripped), NCCL work of this team may never finish, and a cudaFree behind it
-  // (any buffer's release) would wait for it for good. mark_failed() revokes the communicator
-  // where this team owns it and NCCL offers ncclCommRevoke (its in-flight work stops; later
-  // NCCL calls fail instead of waiting), and from then on teardown skips the collective steps
-  // (window deregistration) and aborts the communicator, first, instead of destroying it.
+  // (any buffer's release) would wait for it for good. mark_failed() stops that work where this
+  // team owns the communicator: ncclCommRevoke where the process's NCCL has it (its in-flight
+  // work stops, the communicator stays valid, later NCCL calls fail instead of waiting), else
+  // ncclCommAbort at once (the team's comm is then null: later NCCL calls fail on it). Window
+  // deregistration is local to each rank in NCCL 2.28, so teardown still takes it; after a
+  // failure it aborts the communicator first instead of destroying it.
   void mark_failed() const;
   bool has_failed() const { return failed.load() || (mailbox != nullptr && !mailbox->status().ok()); }
   // Ok, or why this team can take no more work: the tripped device wait, or the host wait that
   // ran out (every later plan and call refuses with it).
   Status failure() const;
   mutable std::atomic<bool> failed{false};
-  // Symmetric memory of a failed team's buffers, still registered in windows only the abort
-  // releases: freed by ~TeamState after it.
-  std::vector<void*> orphaned_symmetric;
 
   // Ok if `p` (an operand named `name`) is memory this rank's GPU can use as its own: device
   // memory of its device, or managed memory. A host pointer, or another GPU's memory, would

@@ -295,7 +295,7 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
 TEST(DistErrors, ATeamWhoseExchangeTimedOutTearsDownWithoutHanging) {
   TPGEMM_REQUIRE_GPUS(2);
   TeamOptions to;
-  to.host_timeout_ms = 3000;
+  to.host_timeout_ms = 8000;  // (the team's creation too: two NCCL initialisations)
   to.timeout_ms = 1000;
   to.call_check = TeamOptions::CallCheck::kLocal;
   const auto t0 = std::chrono::steady_clock::now();

@@ -27,7 +27,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using testsupport::caught;
 
-constexpr int64_t kDeviceTimeoutMs = 1000, kHostTimeoutMs = 3000;
+// The host bound covers the team's creation too (two NCCL initialisations: NOTE [bounded
+// initialisation]), so it leaves room for them.
+constexpr int64_t kDeviceTimeoutMs = 1000, kHostTimeoutMs = 8000;
 constexpr int kMarginS = 15;  // beyond the timeout that applies: teardown, process start, NCCL
 
 double ms_since(Clock::time_point t0) {
@@ -123,13 +125,14 @@ TEST(Faults, ARankKilledWhileAPlanIsBuiltEndsTheSurvivorsPlan) {
     return caught([&] { Plan plan(team, small(Op::kGemmAr), o); });
   });
   std::printf("fault (b) plan build: %s\n", describe(s).c_str());
-  EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout) << describe(s);
+  EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout && s.message.find("set-up data") != std::string::npos)
+      << describe(s);
   EXPECT_LT(s.total_ms, kHostTimeoutMs + kMarginS * 1000.0) << describe(s);
 }
 
-// (c) Rank 1 dies right after enqueueing a call: rank 0's bounded waits end in a Timeout naming
-// it, for every family with waits of tpgemm's own (the baseline's are NCCL's, which wait as
-// NCCL does: README, "Errors").
+// (c) Rank 1 dies at the call (before its part runs: a process takes longer to die than these
+// calls take to run): rank 0's bounded waits end in a Timeout naming it, for every family with
+// waits of tpgemm's own (the baseline's are NCCL's, which wait as NCCL does: README, "Errors").
 TEST(Faults, ARankKilledInACallEndsTheSurvivorsCallNamingIt) {
   TPGEMM_REQUIRE_GPUS(2);
   struct Case { Op op; Impl impl; int64_t m; };
@@ -147,8 +150,8 @@ TEST(Faults, ARankKilledInACallEndsTheSurvivorsCallNamingIt) {
       testing::RankData data(p, 2, team.rank(), 7, stream.get());
       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
       team.barrier();
-      plan.run(data.operands(), stream.get());
       if (victim) ::raise(SIGKILL);
+      plan.run(data.operands(), stream.get());
       return caught([&] {
         TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
         team.check();
