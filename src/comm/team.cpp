@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <fstream>
@@ -314,12 +315,18 @@ ncclResult_t settle(ncclComm_t comm, std::chrono::steady_clock::time_point deadl
 // expect blocking semantics (a call returns once enqueued), so the team's communicator is then
 // split off that one, blocking, while every rank is known to be alive, and the first is released.
 ncclComm_t init_comm_bounded(int world, const ncclUniqueId& id, int rank, int64_t timeout_ms) {
-  // NCCL_COMM_BLOCKING overrides the configs below: set to 1 it would make the wait unbounded
-  // again, to 0 the team's communicator non-blocking, which tpgemm's calls do not expect.
-  if (const auto v = env_string("NCCL_COMM_BLOCKING"))
-    throw Error(ErrorCode::kInvalidArgument,
-                strfmt("rank %d: NCCL_COMM_BLOCKING=%s: tpgemm sets NCCL's blocking mode itself (its initialisation "
-                       "non-blocking and bounded, its communicator blocking); unset it", rank, v->c_str()));
+  // NCCL_COMM_BLOCKING overrides the configs below: 0 would make the team's communicator
+  // non-blocking, which tpgemm's calls do not expect; 1 makes the initialisation blocking again,
+  // without the bound (said once, on rank 0).
+  if (const auto v = env_string("NCCL_COMM_BLOCKING")) {
+    if (*v == "0")
+      throw Error(ErrorCode::kInvalidArgument,
+                  strfmt("rank %d: NCCL_COMM_BLOCKING=0 would make the team's NCCL communicator non-blocking, which "
+                         "tpgemm's calls do not expect; unset it (tpgemm bounds NCCL's initialisation itself)", rank));
+    if (rank == 0)
+      std::fprintf(stderr, "tpgemm: warning: NCCL_COMM_BLOCKING=%s: NCCL's initialisation blocks, without "
+                   "TPGEMM_HOST_TIMEOUT_MS's bound; unset it to have the bound\n", v->c_str());
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   ncclConfig_t nonblocking = NCCL_CONFIG_INITIALIZER;
   nonblocking.blocking = 0;
