@@ -143,4 +143,17 @@ class CudaGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+// The work `enqueue` puts on `stream`, between two timing events, waited for: the time between
+// them in ms.
+inline float time_between(cudaStream_t stream, const Event& start, const Event& stop,
+                          const std::function<void()>& enqueue) {
+  TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+  enqueue();
+  TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+  TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return ms;
+}
+
 }  // namespace tpgemm

@@ -49,13 +49,7 @@ TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cud
 float elapsed_ms(cudaStream_t stream, const std::function<void()>& fn, const comm::StartLine* line = nullptr) {
   const Event start = Event::create(/*timing=*/true), stop = Event::create(/*timing=*/true);
   if (line) line->enqueue(stream);
-  TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream));
-  fn();
-  TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-  TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-  float ms = 0;
-  TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return ms;
+  return time_between(stream, start, stop, fn);
 }
 
 // The GPU time of one call (ms): the median over replays of a CUDA graph of back-to-back calls,

@@ -160,13 +160,7 @@ class Runner {
   // waited for: the time between them in ms.
   float event_ms(const Event& start, const Event& stop, const std::function<void()>& fn) {
     line_.enqueue(stream_.get());
-    TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream_.get()));
-    fn();
-    TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream_.get()));
-    TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-    float ms = 0;
-    TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-    return ms;
+    return time_between(stream_.get(), start, stop, fn);
   }
   // The median of one rank's times, maximum over ranks (collective).
   double median_over_ranks(std::vector<float> ts) {
