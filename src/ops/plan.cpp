@@ -154,7 +154,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   // collective steps, so a failure inside make_impl is either every rank's or caught here by
   // the one rank it happened on; either way all ranks meet in this last agree, which also
   // means every rank's workspace is ready before any call can touch it.
-  if (r.impl == nullptr) t.agree_local("building the plan", [&] { r.impl = make_impl({team, p, r.choice}); });
+  t.agree_local("building the plan", [&] { r.impl = make_impl({team, p, r.choice}); });
   return r;
 }
 

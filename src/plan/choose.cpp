@@ -94,20 +94,15 @@ double pipelined_wave_fill(const GemmProblem& p, int64_t block, int chunks, int 
 }
 
 // allgather_gemm / gemm_reducescatter, the symmetric collective behind one matmul: measured
-// faster than pipelined_ce and the baseline, along M, on rank blocks of [first, end) rows, at
-// W=2 and at W=4 (W=3 and W > 4 follow W=4, unmeasured).
-struct BlockRows {
-  int64_t first, end;
-};
-bool small_m_collective(const GemmProblem& p, const Topology& topo, bool along_n, BlockRows at_w2, BlockRows at_w4,
-                        Impl impl) {
-  const int64_t block = max_block_rows(p.m, topo.world);
-  const BlockRows r = topo.world == 2 ? at_w2 : at_w4;
-  return topo.world >= 2 && !along_n && block >= r.first && block < r.end && impl_supported(p, impl, topo).ok();
+// faster than pipelined_ce and the baseline, along M, on rank blocks of fewer than 512 rows at
+// W=2 and 256 at W=4, down to one row (W=3 and W > 4 follow W=4, unmeasured).
+bool small_m_collective(const GemmProblem& p, const Topology& topo, bool along_n, Impl impl) {
+  const int64_t below = topo.world == 2 ? 512 : 256;
+  return topo.world >= 2 && !along_n && max_block_rows(p.m, topo.world) < below && impl_supported(p, impl, topo).ok();
 }
 
 Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
-  if (small_m_collective(p, topo, along_n, {1, 512}, {1, 256}, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
+  if (small_m_collective(p, topo, along_n, Impl::kAllGatherGemm)) return Impl::kAllGatherGemm;
   const int64_t block = max_block_rows(p.m, topo.world);
   if (block < 256) return Impl::kBaseline;
   const double fill = pipelined_wave_fill(
@@ -118,8 +113,7 @@ Impl choose_ag_gemm(const GemmProblem& p, const Topology& topo, bool along_n) {
 }
 
 Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
-  if (small_m_collective(p, topo, along_n, {1, 512}, {1, 256}, Impl::kGemmReduceScatter))
-    return Impl::kGemmReduceScatter;
+  if (small_m_collective(p, topo, along_n, Impl::kGemmReduceScatter)) return Impl::kGemmReduceScatter;
   return max_block_rows(p.m, topo.world) >= 256 ? Impl::kPipelinedCE : Impl::kBaseline;
 }
 
