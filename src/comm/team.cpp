@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +40,17 @@ std::string host_identity() {
 template <size_t N>
 void copy_str(char (&dst)[N], const std::string& s) {
   std::snprintf(dst, N, "%s", s.c_str());
+}
+
+// At most 2^40 ms (35 years): the device's wait counts nanoseconds in 64 bits, which a larger
+// bound would overflow into a tiny one.
+constexpr int64_t kMaxTimeoutMs = int64_t(1) << 40;
+
+// TeamOptions::host_timeout_ms, else TPGEMM_HOST_TIMEOUT_MS, else 300 s (its range is checked
+// with the team's other settings, TeamState::init).
+int64_t resolve_host_timeout_ms(const TeamOptions& options) {
+  return options.host_timeout_ms > 0 ? options.host_timeout_ms
+                                     : env_int("TPGEMM_HOST_TIMEOUT_MS", 1, kMaxTimeoutMs).value_or(300000);
 }
 
 }  // namespace
@@ -115,9 +127,6 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
                   strfmt("tpgemm was built with NCCL %d.%d headers but libnccl reports version code %d: NCCL's device "
                          "ABI changes between minor versions, so use a libnccl %d.%d.x", NCCL_MAJOR, NCCL_MINOR,
                          version, NCCL_MAJOR, NCCL_MINOR));
-    // At most 2^40 ms (35 years): the device's wait counts nanoseconds in 64 bits, which a larger
-    // bound would overflow into a tiny one.
-    constexpr int64_t kMaxTimeoutMs = int64_t(1) << 40;
     if (options.timeout_ms < 0 || options.host_timeout_ms < 0 || options.timeout_ms > kMaxTimeoutMs ||
         options.host_timeout_ms > kMaxTimeoutMs)
       throw Error(ErrorCode::kInvalidArgument,
@@ -125,10 +134,8 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
                          "default) or a positive number of milliseconds up to 2^40",
                          (long long)options.timeout_ms, (long long)options.host_timeout_ms));
     timeout_ms =
-        options.timeout_ms > 0 ? options.timeout_ms : env_int("TPGEMM_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(5000);
-    host_timeout_ms = options.host_timeout_ms > 0
-                          ? options.host_timeout_ms
-                          : env_int("TPGEMM_HOST_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(300000);
+        options.timeout_ms > 0 ? options.timeout_ms : env_int("TPGEMM_TIMEOUT_MS", 1, kMaxTimeoutMs).value_or(5000);
+    host_timeout_ms = resolve_host_timeout_ms(options);
     collective_calls = resolve_call_check(options.call_check) == TeamOptions::CallCheck::kCollective;
     const ncclTeam_t lsa = ncclTeamLsa(comm);
     lsa_size = lsa.nRanks > 0 ? lsa.nRanks : 1;
@@ -373,10 +380,8 @@ Team Team::from_unique_id(const ncclUniqueId& id, int rank, int world_size, int 
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d of world size %d: expected 0 <= rank < world size", rank, world_size));
   set_device_checked(device, rank);
-  // (host_timeout_ms as TeamState::init resolves it, which also checks its range)
-  const int64_t host_timeout_ms =
-      options.host_timeout_ms > 0 ? options.host_timeout_ms
-                                  : env_int("TPGEMM_HOST_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(300000);
+  // (an out-of-range option is refused by TeamState::init, agreed across ranks; until then capped)
+  const int64_t host_timeout_ms = std::min(detail::resolve_host_timeout_ms(options), detail::kMaxTimeoutMs);
   ncclComm_t comm = init_comm_bounded(world_size, id, rank, host_timeout_ms);
   auto s = std::make_shared<detail::TeamState>();
   s->init(comm, true, options);  // on failure ~TeamState destroys the communicator
