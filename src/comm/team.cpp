@@ -1,5 +1,4 @@
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <nccl.h>
 #include <nccl_device/core.h>  // ncclTeamLsa(): the host side of the device API
 #include <sys/stat.h>
@@ -64,6 +63,7 @@ TeamState::~TeamState() {
   mailbox.reset();
   if (lt != nullptr) cublasLtDestroy(lt);
   if (scratch != nullptr) cudaFree(scratch);
+  if (host_scratch != nullptr) cudaFreeHost(host_scratch);
   if (internal_stream != nullptr) cudaStreamDestroy(internal_stream);
   if (owns_comm && comm != nullptr && !abort) ncclCommDestroy(comm);
 }
@@ -77,28 +77,11 @@ Status TeamState::failure() const {
   return Status::Ok();
 }
 
-namespace {
-
-// ncclCommRevoke from the libnccl this process runs (2.28.9 has it, 2.28.3 not): looked up in
-// the library that holds ncclCommAbort, which may have been loaded privately (PyTorch's).
-using RevokeFn = ncclResult_t (*)(ncclComm_t, int);
-RevokeFn find_revoke() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&ncclCommAbort), &info) == 0 || info.dli_fname == nullptr) return nullptr;
-  void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) return nullptr;
-  auto* fn = reinterpret_cast<RevokeFn>(dlsym(lib, "ncclCommRevoke"));
-  dlclose(lib);  // (RTLD_NOLOAD took a reference of a library that stays loaded)
-  return fn;
-}
-
-}  // namespace
-
 void TeamState::mark_failed() const {
   if (failed.exchange(true) || !owns_comm || comm == nullptr) return;
-  static const RevokeFn revoke = find_revoke();
-  if (revoke != nullptr && revoke(comm, 0) == ncclSuccess) return;
-  ncclCommAbort(comm);  // no revoke: abort now, or a free would wait behind the stuck work
+  // Not ncclCommRevoke: it raises the abort flag only for as long as it drains NCCL's own
+  // streams, so a kernel on the caller's stream that polls the flag later spins on for good.
+  ncclCommAbort(comm);
   comm = nullptr;
 }
 
@@ -155,14 +138,20 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
   // NCCL's all-gather (NCCL's own bounds, if any, apply).
   if (current != device) TPGEMM_CUDA_CHECK(cudaSetDevice(device));
   TPGEMM_CUDA_CHECK(cudaStreamCreateWithFlags(&internal_stream, cudaStreamNonBlocking));
-  TPGEMM_CUDA_CHECK(cudaMalloc(&scratch, comm::Agreement::kSlot * static_cast<size_t>(world + 1)));
+  const size_t staging = comm::Agreement::kSlot * static_cast<size_t>(world + 1);
+  TPGEMM_CUDA_CHECK(cudaMalloc(&scratch, staging));
+  TPGEMM_CUDA_CHECK(cudaMallocHost(&host_scratch, staging));
   agreement = comm::Agreement(rank, world, [this](const uint8_t* mine, uint8_t* all, size_t slot) {
-    uint8_t* send = scratch + slot * static_cast<size_t>(world);
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(send, mine, slot, cudaMemcpyHostToDevice, internal_stream));
+    const size_t gathered = slot * static_cast<size_t>(world);
+    // Both copies go through pinned memory, so that neither blocks the host: the bound is
+    // wait_for_peers', whatever the peers do.
+    std::memcpy(host_scratch + gathered, mine, slot);
+    uint8_t* send = scratch + gathered;
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(send, host_scratch + gathered, slot, cudaMemcpyHostToDevice, internal_stream));
     TPGEMM_NCCL_CHECK(ncclAllGather(send, scratch, slot, ncclUint8, comm, internal_stream));
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(all, scratch, slot * static_cast<size_t>(world), cudaMemcpyDeviceToHost,
-                                      internal_stream));
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(host_scratch, scratch, gathered, cudaMemcpyDeviceToHost, internal_stream));
     wait_for_peers(internal_stream);
+    std::memcpy(all, host_scratch, gathered);
   });
   try {
     // The per-call check is part of the protocol: a rank waiting for verdicts a peer never posts
@@ -357,12 +346,18 @@ ncclComm_t init_comm_bounded(int world, const ncclUniqueId& id, int rank, int64_
   ncclComm_t comm = nullptr;
   // (a bound of its own: every rank is known to have joined, so this is NCCL's own time)
   const auto split_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // A split off a non-blocking communicator runs as the parent's pending work: NCCL returns
+  // ncclSuccess as soon as it is queued, and writes `comm` from its own thread when it ends. So
+  // the parent is polled whatever the split returned, and `comm` read only after that.
   r = ncclCommSplit(first, 0, rank, &comm, &blocking);
-  if (r == ncclInProgress) r = settle(first, split_deadline);  // (comm is written when the split ends)
-  if (r == ncclSuccess && comm != nullptr) r = settle(comm, split_deadline);
+  if (r == ncclSuccess || r == ncclInProgress) r = settle(first, split_deadline);
+  ncclComm_t made = __atomic_load_n(&comm, __ATOMIC_ACQUIRE);
+  if (r == ncclSuccess && made == nullptr) r = ncclInternalError;
+  if (r == ncclSuccess) r = settle(made, split_deadline);
   if (r != ncclSuccess) {
     ncclCommAbort(first);  // first: it waits for the split's job, which writes comm
-    if (comm != nullptr) ncclCommAbort(comm);
+    made = __atomic_load_n(&comm, __ATOMIC_ACQUIRE);
+    if (made != nullptr) ncclCommAbort(made);
     throw Error(r == ncclInProgress ? ErrorCode::kTimeout : ErrorCode::kNcclError,
                 strfmt("rank %d: making the team's communicator after NCCL's initialisation: %s", rank,
                        r == ncclInProgress ? "a peer never joined within TPGEMM_HOST_TIMEOUT_MS" : ncclGetErrorString(r)));
@@ -371,7 +366,7 @@ ncclComm_t init_comm_bounded(int world, const ncclUniqueId& id, int rank, int64_
   // communicator runs synchronously, and unlike an abort it raises no flag a shared resource
   // might carry over to the team's).
   ncclCommDestroy(first);
-  return comm;
+  return made;
 }
 
 }  // namespace

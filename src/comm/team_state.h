@@ -39,6 +39,9 @@ struct TeamState {
   cublasLtHandle_t lt = nullptr;
   cudaStream_t internal_stream = nullptr;  // team-internal collectives (plan creation, barriers)
   uint8_t* scratch = nullptr;              // device staging for those collectives
+  // Pinned host staging for them: a copy into pageable memory returns only once it is done, so
+  // it would wait, unbounded, for an all-gather a dead peer never joins (NOTE [failed team]).
+  uint8_t* host_scratch = nullptr;
   std::unique_ptr<comm::TimeoutMailbox> mailbox;
   std::unique_ptr<comm::HostRendezvous> rendezvous;  // null when the ranks span several hosts
   comm::Agreement agreement;  // plan and team set-up (NOTE [agreement]), over NCCL on internal_stream
@@ -88,11 +91,9 @@ struct TeamState {
   // NOTE [failed team]: once a wait of the team ran out (a peer's host never joined an exchange,
   // or a device wait tripped), NCCL work of this team may never finish, and a cudaFree behind it
   // (any buffer's release) would wait for it for good. mark_failed() stops that work where this
-  // team owns the communicator: ncclCommRevoke where the process's NCCL has it (its in-flight
-  // work stops, the communicator stays valid, later NCCL calls fail instead of waiting), else
-  // ncclCommAbort at once (the team's comm is then null: later NCCL calls fail on it). Window
-  // deregistration is local to each rank in NCCL 2.28, so teardown still takes it; after a
-  // failure it aborts the communicator first instead of destroying it.
+  // team owns the communicator: ncclCommAbort at once (its kernels see the abort flag and end;
+  // the team's comm is then null, so windows have nothing left to deregister from and later
+  // plans and calls refuse with failure()).
   void mark_failed() const;
   bool has_failed() const { return failed.load() || (mailbox != nullptr && !mailbox->status().ok()); }
   // Ok, or why this team can take no more work: the tripped device wait, or the host wait that
