@@ -8,13 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 #include <fstream>
 
 #include "comm/bootstrap.h"
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/env.h"
+#include "core/poll.h"
 #include "gemm/sm90_gemm.h"
 #include "tpgemm/team.h"
 
@@ -70,7 +70,10 @@ TeamState::~TeamState() {
 
 Status TeamState::failure() const {
   const Status tripped = mailbox->status();
-  if (!tripped.ok()) return tripped;
+  if (!tripped.ok()) {
+    mark_failed();  // whoever sees the trip first stops the team's stuck work (NOTE [failed team])
+    return tripped;
+  }
   if (failed.load())
     return {ErrorCode::kTimeout, strfmt("rank %d: this team failed earlier (a wait for a peer ran out; the error said "
                                         "which); it takes no more work: destroy it and create a new one", rank)};
@@ -204,7 +207,6 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
 }
 
 void TeamState::check() const {
-  if (!mailbox->status().ok()) mark_failed();
   throw_if_error(failure());
   ncclResult_t async = ncclSuccess;
   TPGEMM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
@@ -236,25 +238,23 @@ void TeamState::zero_now(void* p, size_t bytes) const {
 }
 
 void TeamState::wait_for_peers(cudaStream_t stream) const {
-  // Spin for the short exchanges (tens of microseconds), then poll at a gentler pace.
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + std::chrono::milliseconds(host_timeout_ms);
-  for (int spins = 0;; ++spins) {
-    const cudaError_t e = cudaStreamQuery(stream);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) TPGEMM_CUDA_CHECK(e);
-    const auto now = std::chrono::steady_clock::now();
-    if (now > deadline) {
-      mark_failed();  // the exchange's NCCL all-gather never ends (NOTE [failed team])
-      throw Error(ErrorCode::kTimeout,
-                  strfmt("rank %d waited %lld ms for its peers to exchange the team's set-up data (a plan, a range of "
-                         "M, a barrier) over NCCL: a peer never joined (it crashed, stopped early, or made a different "
-                         "tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: destroy it "
-                         "and create a new one.",
-                         rank, (long long)std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()));
-    }
-    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  cudaError_t e = cudaErrorNotReady;
+  if (poll_until(start + std::chrono::milliseconds(host_timeout_ms), [&] {
+        e = cudaStreamQuery(stream);
+        return e != cudaErrorNotReady;
+      })) {
+    TPGEMM_CUDA_CHECK(e);
+    return;
   }
+  mark_failed();  // the exchange's NCCL all-gather never ends (NOTE [failed team])
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  throw Error(ErrorCode::kTimeout,
+              strfmt("rank %d waited %lld ms for its peers to exchange the team's set-up data (a plan, a range of "
+                     "M, a barrier) over NCCL: a peer never joined (it crashed, stopped early, or made a different "
+                     "tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: destroy it "
+                     "and create a new one.",
+                     rank, (long long)waited.count()));
 }
 
 void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {
@@ -295,13 +295,12 @@ void set_device_checked(int device, int rank) {
 // Polls a non-blocking communicator until its pending work (initialisation, a split, a
 // finalisation) is done: ncclSuccess, an error, or ncclInProgress still at `deadline`.
 ncclResult_t settle(ncclComm_t comm, std::chrono::steady_clock::time_point deadline) {
-  for (int spins = 0;; ++spins) {
-    ncclResult_t state = ncclInProgress;
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess) return r;
-    if (state != ncclInProgress || std::chrono::steady_clock::now() > deadline) return state;
-    std::this_thread::sleep_for(std::chrono::microseconds(spins < 1000 ? 10 : 1000));
-  }
+  ncclResult_t r = ncclSuccess, state = ncclInProgress;
+  poll_until(deadline, [&] {
+    r = ncclCommGetAsyncError(comm, &state);
+    return r != ncclSuccess || state != ncclInProgress;
+  });
+  return r != ncclSuccess ? r : state;
 }
 
 // NOTE [bounded initialisation]
