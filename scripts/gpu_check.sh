@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist soak python python_install block host_time gemm_core bench random auto_vs_rules bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time gemm_core bench random auto_vs_rules bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -230,6 +230,22 @@ for s in $STAGES; do
           stage "sweep_${op}_W$w" 300 "$BUILD/tpgemm-bench" --gpus "$w" --op "$op" --shapes "$shapes" --check \
             --json "$LOGS/sweep_${op}_W$w.json"
           rows_to_summary "sweep_${op}_W$w" "^$op"
+        done
+      done ;;
+    sanitize)  # compute-sanitizer's memcheck, racecheck and synccheck over the gpu tests (one GPU) and
+               # a dist subset at W=2 with every kernel family: fused ag_gemm / gemm_rs / gemm_ar, the
+               # decode kernel, pipelined_ce, the symmetric collectives (SANITIZE_GPU / SANITIZE_DIST:
+               # gtest filters). Every rank runs under the tool (--target-processes all).
+      gpu_filter=${SANITIZE_GPU:-"*"}
+      dist_filter=${SANITIZE_DIST:-"W/Dist.FusedDecodeGemmAllReduceMatchesTheReference/W2:W/Dist.AllReduceKernelsMatchTheSum/W2:W/Dist.PipelinedChunkingsAndCarveOutsMatchTheReference/W2:W/Dist.FusedReductionsOverSeveralWavesMatchTheReference/W2:W/Dist.FusedAgGemmOverSeveralWavesAndPiecesMatchesTheReference/W2"}
+      for tool in memcheck racecheck synccheck; do
+        stage "sanitize_gpu_$tool" 900 compute-sanitizer --tool "$tool" --error-exitcode 99 --target-processes all \
+          "$BUILD/tests/tpgemm_gpu_tests" --gtest_filter="$gpu_filter"
+        [ "$GPUS" -ge 2 ] && stage "sanitize_dist_$tool" 900 compute-sanitizer --tool "$tool" --error-exitcode 99 \
+          --target-processes all "$BUILD/tests/tpgemm_dist_tests" --gtest_filter="$dist_filter"
+        for f in "$LOGS/sanitize_gpu_$tool.log" "$LOGS/sanitize_dist_$tool.log"; do
+          [ -f "$f" ] && grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED) " "$f" | sed "s|^|$(basename "$f" .log) |" |
+            tee -a "$SUMMARY" > /dev/null
         done
       done ;;
     peers)
