@@ -153,7 +153,8 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(send, host_scratch + gathered, slot, cudaMemcpyHostToDevice, internal_stream));
     TPGEMM_NCCL_CHECK(ncclAllGather(send, scratch, slot, ncclUint8, comm, internal_stream));
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(host_scratch, scratch, gathered, cudaMemcpyDeviceToHost, internal_stream));
-    wait_for_peers(internal_stream);
+    wait_for_peers(internal_stream,
+                   "its peers to exchange the team's set-up data (a plan, a range of M, a barrier) over NCCL");
     std::memcpy(all, host_scratch, gathered);
   });
   try {
@@ -237,7 +238,7 @@ void TeamState::zero_now(void* p, size_t bytes) const {
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(internal_stream));
 }
 
-void TeamState::wait_for_peers(cudaStream_t stream) const {
+void TeamState::wait_for_peers(cudaStream_t stream, const char* what) const {
   const auto start = std::chrono::steady_clock::now();
   cudaError_t e = cudaErrorNotReady;
   if (poll_until(start + std::chrono::milliseconds(host_timeout_ms), [&] {
@@ -247,14 +248,13 @@ void TeamState::wait_for_peers(cudaStream_t stream) const {
     TPGEMM_CUDA_CHECK(e);
     return;
   }
-  mark_failed();  // the exchange's NCCL all-gather never ends (NOTE [failed team])
+  mark_failed();  // the stream's collective work never ends (NOTE [failed team])
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
   throw Error(ErrorCode::kTimeout,
-              strfmt("rank %d waited %lld ms for its peers to exchange the team's set-up data (a plan, a range of "
-                     "M, a barrier) over NCCL: a peer never joined (it crashed, stopped early, or made a different "
-                     "tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: destroy it "
-                     "and create a new one.",
-                     rank, (long long)waited.count()));
+              strfmt("rank %d waited %lld ms for %s: a peer never joined (it crashed, stopped early, or made a "
+                     "different tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: "
+                     "destroy it and create a new one.",
+                     rank, (long long)waited.count(), what));
 }
 
 void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {

@@ -79,9 +79,10 @@ struct TeamState {
   // The per-call check of NOTE [collective argument check]: `plan` is the calling plan's id. Local
   // (throws `mine` if bad) unless the team checks calls collectively.
   void agree_call(const Status& mine, const char* what, uint64_t plan);
-  // Waits for `stream` (the agreement's NCCL all-gather on internal_stream) at most
-  // host_timeout_ms: a peer that never joins the exchange is a Timeout, not a hang.
-  void wait_for_peers(cudaStream_t stream) const;
+  // Waits for `stream`'s work, which waits for the peers (the agreement's NCCL all-gather, the
+  // planner's timed calls), at most host_timeout_ms: a peer that never joins is a Timeout naming
+  // `what` ("rank 0 waited N ms for <what>: ..."), and the team is marked failed, not a hang.
+  void wait_for_peers(cudaStream_t stream, const char* what) const;
   // Plans made on this team so far (failed ones too): every rank makes the same ones in the same
   // order, so a plan's number is the same on every rank, and names it in the per-call check.
   uint64_t plans_made = 0;

@@ -144,13 +144,15 @@ class CudaGraph {
 };
 
 // The work `enqueue` puts on `stream`, between two timing events, waited for: the time between
-// them in ms.
+// them in ms. `wait`, where given, waits for the stream instead of the stop event (a bounded
+// wait, for work that waits on other ranks).
 inline float time_between(cudaStream_t stream, const Event& start, const Event& stop,
-                          const std::function<void()>& enqueue) {
+                          const std::function<void()>& enqueue, const std::function<void()>& wait = nullptr) {
   TPGEMM_CUDA_CHECK(cudaEventRecord(start.get(), stream));
   enqueue();
   TPGEMM_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-  TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  if (wait) wait();
+  else TPGEMM_CUDA_CHECK(cudaEventSynchronize(stop.get()));
   float ms = 0;
   TPGEMM_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
   return ms;

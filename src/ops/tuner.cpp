@@ -44,12 +44,16 @@ TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cud
   return t;
 }
 
-// Elapsed ms between two events recorded around `fn` on `stream`, waited for; after `line`
-// where given (NOTE [start line]).
-float elapsed_ms(cudaStream_t stream, const std::function<void()>& fn, const comm::StartLine* line = nullptr) {
+// Elapsed ms between two events recorded around `fn` on `stream` (the planner's own), waited
+// for within the team's host bound (the calls wait on the other ranks); after `line` where given
+// (NOTE [start line]).
+float elapsed_ms(const TeamState& t, cudaStream_t stream, const std::function<void()>& fn,
+                 const comm::StartLine* line = nullptr) {
   const Event start = Event::create(/*timing=*/true), stop = Event::create(/*timing=*/true);
   if (line) line->enqueue(stream);
-  return time_between(stream, start, stop, fn);
+  return time_between(stream, start, stop, fn, [&] {
+    t.wait_for_peers(stream, "the planner's timed calls of a candidate (every rank runs them)");
+  });
 }
 
 // The GPU time of one call (ms): the median over replays of a CUDA graph of back-to-back calls,
@@ -66,7 +70,7 @@ float time_calls(TeamState& t, OpImpl& impl, const Operands& o, const comm::Star
   call();  // warm-up: first-use costs (cuBLASLt's kernels loading, matmul plans, peer mappings touched)
   // Every rank must make the same number of calls (each is collective): the counts follow from
   // rank 0's budget and the slowest rank's first call, the same numbers everywhere.
-  double sizing[2] = {std::max(elapsed_ms(stream, call), 1e-3f), budget_ms};
+  double sizing[2] = {std::max(elapsed_ms(t, stream, call), 1e-3f), budget_ms};
   const auto all = t.allgather(sizing, sizeof(sizing), "the planner's first timings");
   double first = 0, budget = 0;
   for (size_t r = 0; r < all.size(); ++r) {
@@ -88,7 +92,8 @@ float time_calls(TeamState& t, OpImpl& impl, const Operands& o, const comm::Star
   });
   graph.launch(stream);  // warm-up replay
   std::vector<float> ms;
-  for (int r = 0; r < replays; ++r) ms.push_back(elapsed_ms(stream, [&] { graph.launch(stream); }, &line) / per_graph);
+  for (int r = 0; r < replays; ++r)
+    ms.push_back(elapsed_ms(t, stream, [&] { graph.launch(stream); }, &line) / per_graph);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
