@@ -8,7 +8,8 @@
 
 namespace tpgemm {
 
-enum class DType : int { kBF16 = 0, kFP16 = 1 };
+// kFP32 is an output type only (GemmProblem::out_dtype): A and B are bf16 or fp16.
+enum class DType : int { kBF16 = 0, kFP16 = 1, kFP32 = 2 };
 
 // How B is stored (always row-major, packed):
 //   kKN: [K, N], as in D = A @ B.
@@ -80,7 +81,10 @@ struct GemmProblem {
   int64_t n = 0;  // columns of D (this rank's columns for ag_gemm along M; with kN always the global N)
   int64_t k = 0;  // inner dimension this rank multiplies (its shard for gemm_rs / gemm_ar)
   int64_t l = 1;  // batch count
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;  // of A and B
+  // Of D and C; unset: dtype. kFP32 keeps the fp32 accumulation in D, and the sums of gemm_rs and
+  // gemm_ar add fp32 partials (the baseline's; the other implementations write D in dtype).
+  std::optional<DType> out_dtype;
   BLayout b_layout = BLayout::kNK;
   float alpha = 1.0f;
   float beta = 0.0f;
@@ -89,6 +93,9 @@ struct GemmProblem {
 };
 
 std::string describe(const GemmProblem& p);  // "ag_gemm M=4096 N=8192 K=8192 L=1 bf16 B=nk" (+ " shard=n")
+
+// The type of D and C: out_dtype where given, else dtype.
+inline DType d_dtype(const GemmProblem& p) { return p.out_dtype.value_or(p.dtype); }
 
 // Device pointers of one call. `c` is read only when the problem has_c.
 struct Operands {

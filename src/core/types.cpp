@@ -17,7 +17,14 @@ std::optional<E> lookup(const std::array<std::pair<std::string_view, E>, N>& tab
 
 }  // namespace
 
-std::string_view to_string(DType v) { return v == DType::kBF16 ? "bf16" : v == DType::kFP16 ? "fp16" : "?"; }
+std::string_view to_string(DType v) {
+  switch (v) {
+    case DType::kBF16: return "bf16";
+    case DType::kFP16: return "fp16";
+    case DType::kFP32: return "fp32";
+  }
+  return "?";
+}
 std::string_view to_string(BLayout v) { return v == BLayout::kKN ? "kn" : v == BLayout::kNK ? "nk" : "?"; }
 
 std::string_view to_string(ShardDim v) { return v == ShardDim::kM ? "m" : v == ShardDim::kN ? "n" : "?"; }
@@ -59,8 +66,12 @@ std::string_view to_string(AllReduceImpl v) {
 }
 
 std::optional<DType> parse_dtype(std::string_view s) {
-  static constexpr std::array<std::pair<std::string_view, DType>, 4> t{
-      {{"bf16", DType::kBF16}, {"bfloat16", DType::kBF16}, {"fp16", DType::kFP16}, {"float16", DType::kFP16}}};
+  static constexpr std::array<std::pair<std::string_view, DType>, 6> t{{{"bf16", DType::kBF16},
+                                                                        {"bfloat16", DType::kBF16},
+                                                                        {"fp16", DType::kFP16},
+                                                                        {"float16", DType::kFP16},
+                                                                        {"fp32", DType::kFP32},
+                                                                        {"float32", DType::kFP32}}};
   return lookup(t, s);
 }
 
@@ -108,7 +119,7 @@ std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s) {
   return lookup(t, s);
 }
 
-size_t dtype_size(DType) { return 2; }  // both supported dtypes are 16-bit
+size_t dtype_size(DType v) { return v == DType::kFP32 ? 4 : 2; }
 
 std::string describe(const GemmProblem& p) {
   std::string s = strfmt("%s M=%lld N=%lld K=%lld L=%lld %s B=%s", std::string(to_string(p.op)).c_str(),
@@ -116,6 +127,7 @@ std::string describe(const GemmProblem& p) {
                          std::string(to_string(p.dtype)).c_str(), std::string(to_string(p.b_layout)).c_str());
   if (p.alpha != 1.0f || p.beta != 0.0f || p.has_c) s += strfmt(" alpha=%g beta=%g%s", p.alpha, p.beta, p.has_c ? " +C" : "");
   if (p.shard_dim != ShardDim::kM) s += strfmt(" shard=%s", std::string(to_string(p.shard_dim)).c_str());
+  if (d_dtype(p) != p.dtype) s += strfmt(" out=%s", std::string(to_string(d_dtype(p))).c_str());
   return s;
 }
 

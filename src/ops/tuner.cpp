@@ -29,16 +29,16 @@ struct TuneOperands {
 
 TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cudaStream_t stream) {
   const OperandSizes n = operand_sizes(p, world);
-  const size_t es = dtype_size(p.dtype);
+  const size_t es = dtype_size(p.dtype), ds = dtype_size(d_dtype(p));
   TuneOperands t;
   t.a = DeviceBuffer(static_cast<size_t>(n.a) * es);
   t.b = DeviceBuffer(static_cast<size_t>(n.b) * es);
-  if (p.has_c) t.c = DeviceBuffer(static_cast<size_t>(n.c) * es);
-  t.d = DeviceBuffer(static_cast<size_t>(n.d) * es);
+  if (p.has_c) t.c = DeviceBuffer(static_cast<size_t>(n.c) * ds);
+  t.d = DeviceBuffer(static_cast<size_t>(n.d) * ds);
   if (gathered_a) t.a_gathered = DeviceBuffer(static_cast<size_t>(p.l * p.m * p.k) * es);
   ops::fill_random(t.a.get(), p.dtype, 1, 1, n.a, 0, 1, 0x7a11, stream);
   ops::fill_random(t.b.get(), p.dtype, 1, 1, n.b, 0, 1, 0x7a12, stream);
-  if (p.has_c) ops::fill_random(t.c.get(), p.dtype, 1, 1, n.c, 0, 1, 0x7a13, stream);
+  if (p.has_c) ops::fill_random(t.c.get(), d_dtype(p), 1, 1, n.c, 0, 1, 0x7a13, stream);
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
   t.ops = {t.a.get(), t.b.get(), t.c.get(), t.d.get(), t.a_gathered.get(), p.m};
   return t;

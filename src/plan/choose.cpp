@@ -157,6 +157,9 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
     case Op::kGemmAr: impl = choose_gemm_ar(q, topo, options.chunks_per_rank); break;  // (along M only: q is p)
   }
   if (along_n && impl == Impl::kFused) impl = Impl::kPipelinedCE;
+  // The rules above pick by shape; what the problem rules out besides (an output type of its
+  // own, say) leaves the baseline.
+  if (!impl_supported(p, impl, topo).ok()) impl = Impl::kBaseline;
   return fill_defaults(p, topo, impl, options);
 }
 

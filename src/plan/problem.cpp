@@ -69,7 +69,16 @@ Status validate_problem(const GemmProblem& p, int world) {
   if (p.op != Op::kAgGemm && p.op != Op::kGemmRs && p.op != Op::kGemmAr)
     return unsupported(strfmt("op %d: expected ag_gemm, gemm_rs or gemm_ar", static_cast<int>(p.op)));
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
-    return unsupported(strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(p.dtype)));
+    return unsupported(p.dtype == DType::kFP32
+                           ? std::string("dtype fp32: expected bf16 or fp16 for A and B (fp32 is an output type: "
+                                         "out_dtype=fp32)")
+                           : strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(p.dtype)));
+  if (d_dtype(p) != p.dtype && d_dtype(p) != DType::kFP32) {
+    const std::string out(to_string(d_dtype(p))), in(to_string(p.dtype));
+    return unsupported(strfmt("out_dtype %s with dtype %s: expected out_dtype %s (the input type) or fp32",
+                              out == "?" ? strfmt("%d", static_cast<int>(d_dtype(p))).c_str() : out.c_str(), in.c_str(),
+                              in.c_str()));
+  }
   if (p.b_layout != BLayout::kKN && p.b_layout != BLayout::kNK)
     return unsupported(strfmt("B layout %d: expected kn ([K,N] row-major) or nk ([N,K] row-major)",
                               static_cast<int>(p.b_layout)));
@@ -130,9 +139,9 @@ int64_t range_top(const GemmProblem& p, int world, int64_t m) {
 
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a) {
   const OperandSizes n = operand_sizes(p, world);
-  const int64_t es = static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t es = static_cast<int64_t>(dtype_size(p.dtype)), ds = static_cast<int64_t>(dtype_size(d_dtype(p)));
   struct Arg { const char* name; const void* ptr; int64_t bytes; };
-  const Arg args[] = {{"A", ops.a, n.a * es}, {"B", ops.b, n.b * es}, {"C", ops.c, n.c * es}, {"D", ops.d, n.d * es}};
+  const Arg args[] = {{"A", ops.a, n.a * es}, {"B", ops.b, n.b * es}, {"C", ops.c, n.c * ds}, {"D", ops.d, n.d * ds}};
   for (const Arg& a : args) {
     if (a.name[0] == 'C' && !p.has_c) continue;
     if (a.ptr == nullptr) return invalid(strfmt("%s is null: expected a device pointer to %lld bytes", a.name, (long long)a.bytes));
@@ -199,6 +208,10 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   if (impl != Impl::kAuto && impl != Impl::kBaseline && topo.world > kMaxSymmetricWorld)
     return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
                               name.c_str(), kMaxSymmetricWorld, topo.world));
+  if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline)
+    return unsupported(strfmt("impl %s writes D in the input type (%s), and out_dtype=%s; use impl=baseline or auto",
+                              name.c_str(), std::string(to_string(p.dtype)).c_str(),
+                              std::string(to_string(d_dtype(p))).c_str()));
   switch (impl) {
     case Impl::kAuto:
     case Impl::kBaseline: return Status::Ok();

@@ -28,7 +28,7 @@ void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, c
 
 void fill_c(void* c, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
   const int64_t rows = plan::d_rows(p, world), cols = plan::d_cols(p, world);
-  fill_random(c, p.dtype, p.l, rows, cols, 0, rows, seed_of(seed, kC, rank), stream);
+  fill_random(c, d_dtype(p), p.l, rows, cols, 0, rows, seed_of(seed, kC, rank), stream);
 }
 
 RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cudaStream_t stream)
@@ -36,8 +36,8 @@ RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cuda
   const OperandSizes s = operand_sizes(p, world);
   a = DeviceBuffer(bytes_of(s.a, p.dtype));
   b = DeviceBuffer(bytes_of(s.b, p.dtype));
-  c = DeviceBuffer(bytes_of(s.c, p.dtype));
-  d = DeviceBuffer(bytes_of(s.d, p.dtype));
+  c = DeviceBuffer(bytes_of(s.c, d_dtype(p)));
+  d = DeviceBuffer(bytes_of(s.d, d_dtype(p)));
   refill(seed, stream);
 }
 
@@ -95,9 +95,9 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     mine = std::move(part);
   }
   if (p.has_c && p.beta != 0.0f) {
-    DeviceBuffer c(bytes_of(p.l * rows * cols, p.dtype));
+    DeviceBuffer c(bytes_of(p.l * rows * cols, d_dtype(p)));
     fill_c(c.get(), p, world, rank, seed, stream);
-    reference_add(mine.as<float>(), c.get(), p.beta, p.l * rows * cols, p.dtype, stream);
+    reference_add(mine.as<float>(), c.get(), p.beta, p.l * rows * cols, d_dtype(p), stream);
   }
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the temporaries die here
   return mine;
@@ -105,7 +105,7 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
 
 Diff compare_d(const void* d, const DeviceBuffer& expected, const GemmProblem& p, int world, cudaStream_t stream) {
   const int64_t n = operand_sizes(p, world).d;
-  return compare(d, p.dtype, expected.as<float>(), 1, n, n, n, 0, stream);
+  return compare(d, d_dtype(p), expected.as<float>(), 1, n, n, n, 0, stream);
 }
 
 }  // namespace tpgemm::testing

@@ -19,6 +19,8 @@ template <>
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <>
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float to_float(float v) { return v; }
 
 __global__ void poison_kernel(uint16_t* p, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) p[i] = 0xFFFF;
@@ -88,8 +90,9 @@ void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, in
   ops::fill_random(p, dtype, l, rows, cols, row_offset, total_rows, seed, stream);
 }
 
-void poison(void* p, int64_t count, DType, cudaStream_t stream) {
-  poison_kernel<<<grid_for(count), 256, 0, stream>>>(static_cast<uint16_t*>(p), count);
+void poison(void* p, int64_t count, DType dtype, cudaStream_t stream) {
+  const int64_t halves = count * static_cast<int64_t>(dtype_size(dtype)) / 2;  // all ones: NaN in fp32 too
+  poison_kernel<<<grid_for(halves), 256, 0, stream>>>(static_cast<uint16_t*>(p), halves);
   TPGEMM_CHECK_LAUNCH();
 }
 
@@ -120,7 +123,9 @@ void reference_gemm(const void* a, const void* b, const void* c, float* ref, int
 }
 
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream) {
-  if (dtype == DType::kBF16)
+  if (dtype == DType::kFP32)
+    add_c_kernel<<<grid_for(count), 256, 0, stream>>>(ref, static_cast<const float*>(x), beta, count);
+  else if (dtype == DType::kBF16)
     add_c_kernel<<<grid_for(count), 256, 0, stream>>>(ref, static_cast<const __nv_bfloat16*>(x), beta, count);
   else
     add_c_kernel<<<grid_for(count), 256, 0, stream>>>(ref, static_cast<const __half*>(x), beta, count);
@@ -134,7 +139,10 @@ Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t 
   auto* sums = acc.as<double>();
   auto* bad = reinterpret_cast<unsigned long long*>(sums + 2);
   const int grid = grid_for(l * span);
-  if (dtype == DType::kBF16)
+  if (dtype == DType::kFP32)
+    diff_kernel<<<grid, 256, 0, stream>>>(static_cast<const float*>(out), ref, l, span, out_stride, ref_stride,
+                                          ref_offset, sums, bad);
+  else if (dtype == DType::kBF16)
     diff_kernel<<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(out), ref, l, span, out_stride, ref_stride,
                                           ref_offset, sums, bad);
   else
@@ -153,6 +161,9 @@ Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t 
   return d;
 }
 
-double default_eps(DType dtype) { return dtype == DType::kBF16 ? 1e-2 : 2e-3; }
+double default_eps(DType dtype) {
+  // fp32 outputs: only the order of the fp32 sums differs from the reference's.
+  return dtype == DType::kBF16 ? 1e-2 : dtype == DType::kFP16 ? 2e-3 : 1e-4;
+}
 
 }  // namespace tpgemm::testing

@@ -19,7 +19,7 @@ namespace tpgemm::testing {
 void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, int64_t row_offset, int64_t total_rows,
                  uint64_t seed, cudaStream_t stream);
 
-// Every element becomes NaN (0xFFFF in both bf16 and fp16): anything left unwritten fails a check.
+// Every element becomes NaN (all bits set, in bf16, fp16 and fp32): anything left unwritten fails a check.
 void poison(void* p, int64_t count, DType dtype, cudaStream_t stream);
 
 // ref[b][i][j] (fp32, [l][m][n]) += alpha * sum_k A[b][i][k] * B[b] (B as `layout`), plus
@@ -30,7 +30,7 @@ void reference_gemm(const void* a, const void* b, const void* c, float* ref, int
                     DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
                     cudaStream_t stream);
 
-// ref[i] += beta * x[i] for i < count (x in dtype).
+// ref[i] += beta * x[i] for i < count (x in dtype: bf16, fp16 or fp32).
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream);
 
 struct Diff {
@@ -45,7 +45,8 @@ struct Diff {
 Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t span, int64_t out_stride,
              int64_t ref_stride, int64_t ref_offset, cudaStream_t stream);
 
-// The default tolerance of a check per dtype (outputs are rounded to 16 bits).
+// The default tolerance of a check per output type (bf16 and fp16 outputs are rounded to 16
+// bits; fp32 ones only summed in another order).
 double default_eps(DType dtype);
 
 }  // namespace tpgemm::testing

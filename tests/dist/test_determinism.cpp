@@ -47,7 +47,7 @@ TEST_P(Determinism, EveryOwnReductionGivesTheSameBitsEveryCallAndEveryPlan) {
                 const std::string what = describe(p) + " impl=" + std::string(to_string(c.impl));
                 const Status s = testsupport::caught([&] {
                   testing::RankData data(p, W, team.rank(), 321, st);
-                  const size_t bytes = static_cast<size_t>(operand_sizes(p, W).d) * dtype_size(p.dtype);
+                  const size_t bytes = static_cast<size_t>(operand_sizes(p, W).d) * dtype_size(d_dtype(p));
                   uint64_t first = 0;
                   int differing = 0;
                   for (int made = 0; made < 2; ++made) {  // the second plan: made again, same operands

@@ -163,7 +163,7 @@ TEST(DistErrors, ABadPointerOnOneRankStopsEveryRankAndWritesNothing) {
                     Plan plan(team, p, o);
                     testing::RankData data(p, team.world_size(), team.rank(), 3, stream.get());
                     const int64_t n = operand_sizes(p, team.world_size()).d;
-                    testing::poison(data.d.get(), n, p.dtype, stream.get());
+                    testing::poison(data.d.get(), n, d_dtype(p), stream.get());
                     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
                     Operands ops = data.operands();
                     const int bad = kind + 1;

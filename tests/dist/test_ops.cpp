@@ -83,6 +83,46 @@ TEST_P(Dist, EveryOpDtypeLayoutAndImplementationMatchesTheReference) {
             0);
 }
 
+// D in fp32 for bf16 and fp16 inputs (GemmProblem::out_dtype), the partials summed in fp32: the
+// baseline and auto (which routes to it), with and without C, along M and N, in a CUDA graph, and
+// calls of fewer rows; every other implementation refuses on every rank, naming out_dtype.
+TEST_P(Dist, AnFp32OutputMatchesTheReferenceAndOnlyTheBaselineTakesIt) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 5000;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (DType dt : {DType::kBF16, DType::kFP16})
+                  for (int variant : {0, 1})
+                    for (bool along_n : {false, true}) {
+                      if (along_n && op == Op::kGemmAr) continue;
+                      GemmProblem p = problem(op, W, dt, variant ? BLayout::kKN : BLayout::kNK, variant);
+                      p.out_dtype = DType::kFP32;
+                      if (along_n) p.shard_dim = ShardDim::kN, p.m = 203, p.n = W * 136;
+                      for (Impl impl : {Impl::kBaseline, Impl::kAuto}) {
+                        PlanOptions o;
+                        o.impl = impl;
+                        const auto c = check_plan(team, p, o, 2, seed += 10, /*graph=*/variant == 1);
+                        RANK_EXPECT(c.ok && c.ran == Impl::kBaseline, "%s", describe_check(p, o, c).c_str());
+                      }
+                      for (Impl impl : impls_for(op)) {
+                        if (impl == Impl::kBaseline || impl == Impl::kAuto) continue;
+                        PlanOptions o;
+                        o.impl = impl;
+                        const Status s = Plan::can_implement(team, p, o);
+                        RANK_EXPECT(s.code == ErrorCode::kUnsupported && s.message.find("out_dtype") != std::string::npos,
+                                    "%s impl=%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(),
+                                    s.message.c_str());
+                      }
+                    }
+              GemmProblem ar = problem(Op::kGemmAr, W, DType::kBF16, BLayout::kNK, 1);
+              ar.out_dtype = DType::kFP32;
+              const auto c = testsupport::check_calls_of_m(team, ar, PlanOptions{}, {ar.m, 37, 1, ar.m}, seed += 100);
+              RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(ar, PlanOptions{}, c).c_str());
+            }),
+            0);
+}
+
 // Operands::m: one plan, made for the largest M, serves calls of fewer rows, each checked against
 // the reference of its own M with nothing of D beyond it written; the gemm_ar plan from one row
 // (fewer than the ranks) up, in a CUDA graph too. The implementations that take any M by name,
@@ -136,7 +176,7 @@ TEST_P(Dist, CallsOfAnUnservableMFailOnEveryRank) {
               const auto expect_error = [&](Plan& plan, int64_t m, ErrorCode code, const char* says) {
                 Stream stream = Stream::create();
                 testing::RankData data(p, W, team.rank(), 9, stream.get());
-                testing::poison(data.d.get(), operand_sizes(p, W).d, p.dtype, stream.get());
+                testing::poison(data.d.get(), operand_sizes(p, W).d, d_dtype(p), stream.get());
                 Operands o = data.operands();
                 o.m = m;
                 const Status s = testsupport::caught([&] { plan.run(o, stream.get()); });
@@ -146,7 +186,7 @@ TEST_P(Dist, CallsOfAnUnservableMFailOnEveryRank) {
                 const int64_t count = operand_sizes(p, W).d;  // D: still all poison (NaN)
                 DeviceBuffer zeros(static_cast<size_t>(count) * sizeof(float));
                 TPGEMM_CUDA_CHECK(cudaMemsetAsync(zeros.get(), 0, zeros.bytes(), stream.get()));
-                const testing::Diff d = testing::compare(data.d.get(), p.dtype, zeros.as<float>(), 1, count, count, count, 0, stream.get());
+                const testing::Diff d = testing::compare(data.d.get(), d_dtype(p), zeros.as<float>(), 1, count, count, count, 0, stream.get());
                 RANK_EXPECT(d.nonfinite == count, "M=%lld: the failed call wrote %lld elements of D", (long long)m,
                             (long long)(count - d.nonfinite));
               };
@@ -358,13 +398,13 @@ TEST_P(Dist, FusedDecodeBackToBackCallsMatchTheReference) {
                   Plan plan(team, p, o);
                   testing::RankData data(p, team.world_size(), team.rank(), 2100, stream.get());
                   const int64_t d_count = operand_sizes(p, team.world_size()).d;
-                  const size_t d_bytes = static_cast<size_t>(d_count) * dtype_size(p.dtype);
+                  const size_t d_bytes = static_cast<size_t>(d_count) * dtype_size(d_dtype(p));
                   constexpr int kCalls = 6;
                   std::vector<DeviceBuffer> kept;
                   for (int i = 0; i < kCalls; ++i) {
                     kept.emplace_back(d_bytes);
                     data.refill(2100 + i, stream.get());
-                    testing::poison(data.d.get(), d_count, p.dtype, stream.get());
+                    testing::poison(data.d.get(), d_count, d_dtype(p), stream.get());
                     if (team.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
                     plan.run(data.operands(), stream.get());
                     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(kept.back().get(), data.d.get(), d_bytes, cudaMemcpyDeviceToDevice,
@@ -376,7 +416,7 @@ TEST_P(Dist, FusedDecodeBackToBackCallsMatchTheReference) {
                     const DeviceBuffer want = testing::expected_d(p, team.world_size(), team.rank(), 2100 + i,
                                                                   testing::RefEngine::kNaive, team.state()->lt, stream.get());
                     const testing::Diff d = testing::compare_d(kept[i].get(), want, p, team.world_size(), stream.get());
-                    RANK_EXPECT(d.passes(testing::default_eps(p.dtype)), "two-shot=%s, call %d of %d: rel_err %.2e, %lld non-finite",
+                    RANK_EXPECT(d.passes(testing::default_eps(d_dtype(p))), "two-shot=%s, call %d of %d: rel_err %.2e, %lld non-finite",
                                 two_shot, i, kCalls, d.rel_err, static_cast<long long>(d.nonfinite));
                   }
                 });
@@ -586,7 +626,7 @@ TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
                   const int64_t d_count = operand_sizes(p, W).d;
                   for (int call = 0; call < kCalls; ++call) {
                     data.push_back(std::make_unique<testing::RankData>(p, W, team.rank(), 3000 + call, st));
-                    testing::poison(data.back()->d.get(), d_count, p.dtype, st);
+                    testing::poison(data.back()->d.get(), d_count, d_dtype(p), st);
                   }
                   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                   team.barrier();
@@ -597,7 +637,7 @@ TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
                     const DeviceBuffer want = testing::expected_d(p, W, team.rank(), 3000 + call, testing::RefEngine::kNaive,
                                                                   team.state()->lt, st);
                     const testing::Diff d = testing::compare_d(data[call]->d.get(), want, p, W, st);
-                    RANK_EXPECT(d.passes(testing::default_eps(p.dtype)), "%s %s call %d: rel_err %.2e, %lld non-finite",
+                    RANK_EXPECT(d.passes(testing::default_eps(d_dtype(p))), "%s %s call %d: rel_err %.2e, %lld non-finite",
                                 describe(p).c_str(), std::string(to_string(impl)).c_str(), call, d.rel_err,
                                 (long long)d.nonfinite);
                   }

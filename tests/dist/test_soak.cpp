@@ -117,7 +117,7 @@ TEST_P(Soak, InterleavedPlansOfRandomProblemsMatchTheReference) {
                   const uint64_t s = ++data_seed;
                   const int64_t d_count = operand_sizes(slot.p, W).d;
                   slot.data->refill(s, st);
-                  testing::poison(slot.data->d.get(), d_count, slot.p.dtype, st);
+                  testing::poison(slot.data->d.get(), d_count, d_dtype(slot.p), st);
                   const Status run = testsupport::caught([&] { slot.plan->run(slot.data->operands(), st); });
                   RANK_EXPECT(run.ok(), "call %d, %s impl=%s: %s", c, describe(slot.p).c_str(),
                               std::string(to_string(slot.impl)).c_str(), run.message.c_str());
@@ -128,7 +128,7 @@ TEST_P(Soak, InterleavedPlansOfRandomProblemsMatchTheReference) {
                                                                 team.state()->lt, st);
                   const testing::Diff d = testing::compare_d(slot.data->d.get(), want, slot.p, W, st);
                   ++checked;
-                  if (!d.passes(testing::default_eps(slot.p.dtype))) {
+                  if (!d.passes(testing::default_eps(d_dtype(slot.p)))) {
                     ++mismatches;
                     RANK_EXPECT(false, "call %d (TPGEMM_SOAK_SEED=%llu), %s impl=%s ran %s: rel_err %.3g, %lld non-finite",
                                 c, (unsigned long long)seed, describe(slot.p).c_str(),

@@ -95,6 +95,36 @@ def check_ops(g, W, r):
     log(f"ops: {len(failures)} failure(s) so far")
 
 
+def check_fp32_output(g, W, r):
+    """A plan with out_dtype='fp32' (the baseline; auto takes it): bf16 A and B, fp32 D, the partial
+    sums reduced in fp32, against an fp32 reference; the other implementations refuse by name."""
+    team = T.team_for_group(g)
+    stream = T.stream(torch.cuda.current_device())
+    cases = (("gemm_ar", (3, 1024, 512)), ("gemm_ar", (256 * W, 2048, 1024)), ("gemm_rs", (256 * W, 2048, 1024)),
+             ("ag_gemm", (256 * W, 2048, 1024)))
+    for op, (m, n, k) in cases:
+        for impl in ("baseline", "auto"):
+            plan = tpgemm._C.Plan(team, op, m, n, k, dtype="bf16", out_dtype="fp32", impl=impl)
+            a_rows = m // W if op == "ag_gemm" else m
+            A, w = randn(a_rows, k), randn(n, k)
+            if op == "ag_gemm":
+                ref = gather(A).float() @ w.float().t()
+            else:
+                ref = sum(a.float() @ b.float().t() for a, b in zip(gather(A[None]), gather(w[None])))
+                if op == "gemm_rs":
+                    ref = ref.chunk(W, dim=0)[r]
+            D = torch.full(ref.shape, float("nan"), dtype=torch.float32, device="cuda")
+            plan.run(T.address(A, "A"), T.address(w, "B"), 0, T.address(D, "D"), 0, stream)
+            torch.cuda.synchronize()
+            e = rel(D, ref)
+            check(plan.impl == "baseline" and e < 1e-4,
+                  f"{op} out fp32 {impl} {m}x{n}x{k}: ran {plan.impl}, rel err {e:.2e}")
+    code, msg = tpgemm._C.Plan.can_implement(team, "gemm_rs", 256 * W, 2048, 1024, impl="pipelined_ce",
+                                             out_dtype="fp32")
+    check(code == "Unsupported" and "out_dtype" in msg, f"pipelined_ce with out_dtype fp32: {code} {msg}")
+    log(f"fp32 output: {len(failures)} failure(s) so far")
+
+
 def check_against_torch(g, W):
     import torch.distributed._symmetric_memory as symm
     try:
@@ -225,7 +255,8 @@ def main():
     W, r, g = dist.get_world_size(), dist.get_rank(), dist.group.WORLD.group_name
     torch.manual_seed(100 + r)
     log(f"tpgemm dist_check: W={W}, torch {torch.__version__}, NCCL {tpgemm.nccl_version()}")
-    for fn in (lambda: check_ops(g, W, r), lambda: check_against_torch(g, W), lambda: check_modules(W, r),
+    for fn in (lambda: check_ops(g, W, r), lambda: check_fp32_output(g, W, r), lambda: check_against_torch(g, W),
+               lambda: check_modules(W, r),
                lambda: check_compile_and_graphs(W, r), lambda: check_bad_input(g, W, r), lambda: host_time_per_call(g, W)):
         try:
             fn()

@@ -18,7 +18,7 @@ namespace {
 bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, const testing::RankData& data,
                           int64_t d_count) {
   if (p.op != Op::kGemmAr || p.has_c || ran == Impl::kBaseline || team.world_size() == 1) return true;
-  const uint64_t hash = hash_device_bytes(data.d.get(), static_cast<size_t>(d_count) * dtype_size(p.dtype));
+  const uint64_t hash = hash_device_bytes(data.d.get(), static_cast<size_t>(d_count) * dtype_size(d_dtype(p)));
   bool same = true;
   for (const auto& blob : team.state()->allgather(&hash, sizeof(hash), "a hash of D"))
     same = same && std::memcmp(blob.data(), &hash, sizeof(hash)) == 0;
@@ -49,7 +49,7 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
     for (int i = 0; i < runs; ++i) {
       const uint64_t s = seed + static_cast<uint64_t>(i);
       data.refill(s, stream.get());
-      testing::poison(data.d.get(), d_count, p.dtype, stream.get());
+      testing::poison(data.d.get(), d_count, d_dtype(p), stream.get());
       if (graph) replay.launch(stream.get());
       else plan.run(data.operands(), stream.get());
       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
@@ -60,7 +60,7 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
       out.worst_rel_err = std::max(out.worst_rel_err, d.rel_err);
       out.nonfinite += d.nonfinite;
       out.same_d_on_every_rank = out.same_d_on_every_rank && same_d_on_every_rank(team, p, out.ran, data, d_count);
-      out.ok = out.ok && d.passes(testing::default_eps(p.dtype)) && out.same_d_on_every_rank;
+      out.ok = out.ok && d.passes(testing::default_eps(d_dtype(p))) && out.same_d_on_every_rank;
     }
   } catch (const Error& e) {
     out.status = {e.code(), e.what()};
@@ -79,7 +79,7 @@ PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOpt
     Plan plan(team, p, options);
     out.ran = plan.impl();
     const int64_t d_max = operand_sizes(p, W).d;
-    DeviceBuffer d(static_cast<size_t>(d_max) * dtype_size(p.dtype));
+    DeviceBuffer d(static_cast<size_t>(d_max) * dtype_size(d_dtype(p)));
     out.ok = true;
     for (size_t i = 0; i < ms.size(); ++i) {
       GemmProblem q = p;
@@ -89,7 +89,7 @@ PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOpt
       Operands o = data.operands();
       o.d = d.get();
       o.m = q.m;
-      testing::poison(d.get(), d_max, p.dtype, st);
+      testing::poison(d.get(), d_max, d_dtype(p), st);
       if (graph) {
         plan.prepare(q.m);
         const CudaGraph replay = CudaGraph::capture(st, [&] { plan.run(o, st); });
@@ -106,13 +106,13 @@ PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOpt
       const testing::Diff diff = testing::compare_d(d.get(), want, q, W, st);
       out.worst_rel_err = std::max(out.worst_rel_err, diff.rel_err);
       out.nonfinite += diff.nonfinite;
-      bool ok = diff.passes(testing::default_eps(p.dtype));
+      bool ok = diff.passes(testing::default_eps(d_dtype(p)));
       if (d_count < d_max) {  // the rest of D: still all poison (NaN), compared with zeros
         const int64_t rest = d_max - d_count;
         DeviceBuffer zeros(static_cast<size_t>(rest) * sizeof(float));
         TPGEMM_CUDA_CHECK(cudaMemsetAsync(zeros.get(), 0, zeros.bytes(), st));
-        const char* tail = d.as<char>() + d_count * static_cast<int64_t>(dtype_size(p.dtype));
-        const testing::Diff t = testing::compare(tail, p.dtype, zeros.as<float>(), 1, rest, rest, rest, 0, st);
+        const char* tail = d.as<char>() + d_count * static_cast<int64_t>(dtype_size(d_dtype(p)));
+        const testing::Diff t = testing::compare(tail, d_dtype(p), zeros.as<float>(), 1, rest, rest, rest, 0, st);
         if (t.nonfinite != rest) {
           ok = false;
           out.status = {ErrorCode::kInternal, strfmt("M=%lld wrote %lld elements of D beyond its own %lld", (long long)q.m,

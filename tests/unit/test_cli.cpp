@@ -67,6 +67,8 @@ TEST(Cli, CutlassStyleFlagsBothSpellings) {
   ASSERT_EQ(c.impls.size(), 1u);
   EXPECT_EQ(c.impls[0], Impl::kPipelinedCE);
   EXPECT_EQ(c.dtype, DType::kFP16);
+  EXPECT_FALSE(c.out_dtype.has_value());
+  EXPECT_EQ(parse({"--out-dtype=fp32"}).out_dtype, DType::kFP32);
   EXPECT_EQ(c.b_layout, BLayout::kKN);
   EXPECT_EQ(c.gpus, 2);
   EXPECT_TRUE(c.check);
@@ -108,6 +110,8 @@ TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--m=0", "--n=8", "--k=8"}, "--m=0: expected an integer");
   expect_rejected({"--m=64"}, "go together");
   expect_rejected({"--dtype=fp8"}, "--dtype=fp8: expected bf16 or fp16");
+  expect_rejected({"--dtype=fp32"}, "--dtype=fp32: expected bf16 or fp16");
+  expect_rejected({"--out-dtype=fp64"}, "--out-dtype=fp64: expected bf16, fp16 or fp32");
   expect_rejected({"--op=matmul"}, "--op=matmul: expected");
   expect_rejected({"--impl=fastest"}, "--impl=fastest");
   expect_rejected({"--gpus=0"}, "--gpus=0");

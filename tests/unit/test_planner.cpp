@@ -80,6 +80,18 @@ TEST(Candidates, OnlyTheBaselineWithoutNvlinkPeers) {
   EXPECT_EQ(c[0].impl, Impl::kBaseline);
 }
 
+TEST(Candidates, OnlyTheBaselineForAnOutputTypeOfItsOwn) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+    GemmProblem p = problem(op, 16384, 8192, 8192);
+    p.out_dtype = DType::kFP32;
+    for (bool any_m : {false, true}) {
+      const std::vector<Choice> all = candidates(p, Topology{4, true}, {}, any_m);
+      ASSERT_EQ(all.size(), 1u) << describe(p);
+      EXPECT_EQ(all[0].impl, Impl::kBaseline);
+    }
+  }
+}
+
 TEST(Candidates, ReturningTheGatheredAKeepsThoseThatCan) {
   PlanOptions o;
   o.return_gathered_a = true;

@@ -195,6 +195,48 @@ TEST(ValidateProblem, NamesArgumentValueAndExpectation) {
   expect_error(validate_problem(batches, 1), ErrorCode::kInvalidArgument, {"L=70000"});
 }
 
+// D in fp32 for bf16 / fp16 inputs (GemmProblem::out_dtype): the baseline writes it, the rest refuse.
+TEST(OutDtype, Fp32DIsTheBaselinesAndSizedInFourBytes) {
+  EXPECT_EQ(parse_dtype("fp32"), DType::kFP32);
+  EXPECT_EQ(parse_dtype("float32"), DType::kFP32);
+  EXPECT_EQ(dtype_size(DType::kFP32), 4u);
+  GemmProblem p = ag(64, 64, 64);
+  EXPECT_EQ(d_dtype(p), DType::kBF16) << "unset: the input type";
+  EXPECT_EQ(describe(p).find("out="), std::string::npos);
+  p.out_dtype = DType::kFP32;
+  EXPECT_EQ(d_dtype(p), DType::kFP32);
+  EXPECT_NE(describe(p).find("out=fp32"), std::string::npos) << describe(p);
+  EXPECT_TRUE(validate_problem(p, 2).ok());
+  GemmProblem same = p;
+  same.out_dtype = DType::kBF16;
+  EXPECT_TRUE(validate_problem(same, 2).ok()) << "the input type, named";
+  GemmProblem other = p;
+  other.out_dtype = DType::kFP16;
+  expect_error(validate_problem(other, 2), ErrorCode::kUnsupported, {"out_dtype fp16", "dtype bf16", "or fp32"});
+  GemmProblem fp32_in = ag(64, 64, 64);
+  fp32_in.dtype = DType::kFP32;
+  expect_error(validate_problem(fp32_in, 2), ErrorCode::kUnsupported, {"dtype fp32", "bf16 or fp16", "out_dtype=fp32"});
+  // D and C are sized in D's type: ag_gemm's D of 64 x 64 is 8 KiB in bf16, 16 KiB in fp32.
+  alignas(256) static char mem[1 << 20];
+  Operands ok{mem, mem + 65536, nullptr, mem + 131072};
+  EXPECT_TRUE(validate_operands(p, 2, ok).ok());
+  Operands before_b = ok;
+  before_b.d = mem + 65536 - 12 * 1024;
+  EXPECT_TRUE(validate_operands(ag(64, 64, 64), 2, before_b).ok()) << "a bf16 D ends 4 KiB before B";
+  expect_error(validate_operands(p, 2, before_b), ErrorCode::kInvalidArgument, {"overlaps B"});
+  const Topology topo{4, true};
+  for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
+    expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"out_dtype=fp32", "baseline"});
+  EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int64_t m : {64, 4096, 65536}) {
+      GemmProblem q = ag(m, 8192, 8192);
+      q.op = op;
+      q.out_dtype = DType::kFP32;
+      EXPECT_EQ(choose(q, topo, {}).impl, Impl::kBaseline) << describe(q);
+    }
+}
+
 TEST(ValidateOperands, NullMisalignedAndOverlapping) {
   GemmProblem p = ag(64, 64, 64);
   alignas(256) static char mem[1 << 20];

@@ -80,6 +80,8 @@ all local GPUs.
                          --iterations, the median batch's mean; graph: the same batches captured in
                          a CUDA graph and replayed (the GPU's time alone, as the planner times)
   --dtype=bf16|fp16      (default bf16)
+  --out-dtype=fp32       D (and C) in fp32, the partial sums reduced in fp32 (default: --dtype);
+                         implementations that write D in the input type are skipped
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
                          columns gathered, D's columns scattered; rows named ag_gemm_n, gemm_rs_n)
@@ -152,8 +154,12 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     else if (flag == "--json") c.json = value;
     else if (flag == "--dtype") {
       const auto d = parse_dtype(value);
-      if (!d) throw bad(flag, value, "bf16 or fp16");
+      if (!d || *d == DType::kFP32) throw bad(flag, value, "bf16 or fp16");
       c.dtype = *d;
+    } else if (flag == "--out-dtype") {
+      const auto d = parse_dtype(value);
+      if (!d) throw bad(flag, value, "bf16, fp16 or fp32");
+      c.out_dtype = *d;
     } else if (flag == "--shard") {
       const auto d = parse_shard_dim(value);
       if (!d) throw bad(flag, value, "m or n");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct BenchConfig {
   std::vector<Impl> impls;      // GEMM implementations (--impl); empty = every one that applies
   std::vector<AllReduceImpl> allreduce_impls;  // likewise for the all-reduce
   DType dtype = DType::kBF16;
+  std::optional<DType> out_dtype;  // --out-dtype: D's type (GemmProblem::out_dtype); unset: dtype
   BLayout b_layout = BLayout::kNK;
   ShardDim shard_dim = ShardDim::kM;  // ag_gemm / gemm_rs; gemm_ar always kM
   // One shape from the flags (all of m, n, k given), else the shape file.

@@ -233,6 +233,7 @@ class Runner {
     p.k = s.k;
     p.l = cfg_.l;
     p.dtype = cfg_.dtype;
+    p.out_dtype = cfg_.out_dtype;
     p.b_layout = cfg_.b_layout;
     p.alpha = cfg_.alpha;
     p.beta = cfg_.beta;
@@ -332,6 +333,7 @@ class Runner {
     base.world = t_.world;
     base.m = p.m, base.n = p.n, base.k = p.k, base.l = p.l;
     base.dtype = std::string(to_string(p.dtype));
+    base.out_dtype = std::string(to_string(d_dtype(p)));
     const Status valid = Plan::can_implement(team_, p, {});
     if (!valid.ok()) {
       base.impl = std::string(1, '-');  // (not = "-": g++ 12 -Wrestrict false positive, GCC PR 105651)
@@ -376,7 +378,7 @@ class Runner {
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
       measure(row, fn, [&](bool* ok) {
-        return check_once(g.d.get(), operand_sizes(p, t_.world).d, p.dtype, fn,
+        return check_once(g.d.get(), operand_sizes(p, t_.world).d, d_dtype(p), fn,
                           [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, ok);
       });
       if (impl == Impl::kBaseline) base.baseline_ms = row.baseline_ms = row.ms;
@@ -450,20 +452,23 @@ class Runner {
   void time_parts(const testing::RankData& g, ResultRow& base) {
     const GemmProblem& p = g.p;
     const int W = t_.world;
-    const size_t es = dtype_size(p.dtype);
+    const size_t es = dtype_size(p.dtype), ds = dtype_size(d_dtype(p));
     const cudaStream_t st = stream_.get();
     // ag_gemm gathers A (along N: B) before its matmul; values of the gathered part do not matter.
     const bool gather_b = p.op == Op::kAgGemm && p.shard_dim == ShardDim::kN;
-    DeviceBuffer a_full(static_cast<size_t>(p.l * p.m * p.k) * es), d_full(static_cast<size_t>(p.l * p.m * p.n) * es);
+    DeviceBuffer a_full(static_cast<size_t>(p.l * p.m * p.k) * es), d_full(static_cast<size_t>(p.l * p.m * p.n) * ds);
     DeviceBuffer b_full(gather_b ? static_cast<size_t>(p.l * p.k * p.n) * es : 0);
     DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
     const bool gather_a = p.op == Op::kAgGemm && !gather_b;
     const void* a = gather_a ? a_full.get() : g.a.get();
     const void* b = gather_b ? b_full.get() : g.b.get();
     if (gather_a) testing::fill_random(a_full.get(), p.dtype, p.l, p.m, p.k, 0, p.m, kSeed, st);
-    const gemm::LtMatmul mm(t_.lt, gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout));
+    gemm::MatmulShape shape = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
+    shape.out_fp32 = d_dtype(p) == DType::kFP32;
+    const gemm::LtMatmul mm(t_.lt, shape);
     base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st); });
-    const ncclDataType_t type = ops::nccl_type(p.dtype);
+    // ag_gemm gathers the input type; gemm_rs and gemm_ar reduce D's.
+    const ncclDataType_t type = ops::nccl_type(p.op == Op::kAgGemm ? p.dtype : d_dtype(p));
     base.comm_ms = time_ms([&] {
       if (gather_b)
         TPGEMM_NCCL_CHECK(ncclAllGather(g.b.get(), b_full.get(), static_cast<size_t>(operand_sizes(p, W).b), type, t_.comm, st));

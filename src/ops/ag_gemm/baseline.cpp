@@ -26,6 +26,7 @@ class AgGemmBaseline final : public OpImpl {
   void run(const Operands& o, cudaStream_t stream) override {
     const GemmProblem p = call_problem(p_, o);
     const int64_t W = team_->world, es = static_cast<int64_t>(dtype_size(p.dtype));
+    const int64_t ds = static_cast<int64_t>(dtype_size(d_dtype(p)));
     const int64_t shard = (along_n_ ? p.n : p.m) / W * p.k;  // elements per batch entry
     // With one batch entry the gathered layout is A's own [M, K]: gather straight into the
     // caller's A_gathered when it wants one (PlanOptions::return_gathered_a).
@@ -36,7 +37,7 @@ class AgGemmBaseline final : public OpImpl {
     const gemm::LtMatmul& matmul = matmuls_.get(shape(p));
     for (int64_t w = 0; w < (one_matmul_ ? 1 : W); ++w) {
       const char* block = g + w * p.l * shard * es;
-      const int64_t d_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * p.n) * es;
+      const int64_t d_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * p.n) * ds;
       const char* c = o.c ? static_cast<const char*>(o.c) + d_off : nullptr;
       matmul.run(along_n_ ? o.a : block, along_n_ ? block : o.b, c, static_cast<char*>(o.d) + d_off, p.alpha, p.beta,
                  workspace_.get(), stream);
@@ -62,6 +63,7 @@ class AgGemmBaseline final : public OpImpl {
     }
     s.stride_c = s.stride_d = p.m * p.n;
     s.has_c = p.has_c;
+    s.out_fp32 = d_dtype(p) == DType::kFP32;
     return s;
   }
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <type_traits>
 
 #include "core/check.h"
 #include "ops/common/elementwise.h"
@@ -16,12 +17,22 @@ __global__ void add_scaled_kernel(T* d, const T* c, float beta, int64_t l, int64
   for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < total; v += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = v / per_batch;
     const int64_t i0 = b * batch_elems + first + (v - b * per_batch) * 8;
-    float acc[8], x[8];
-    load8(d + i0, acc);
-    load8(c + i0, x);
+    if constexpr (std::is_same_v<T, float>) {  // an fp32 D (GemmProblem::out_dtype): two float4 a vector
 #pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] += beta * x[i];
-    store8(d + i0, acc);
+      for (int h = 0; h < 2; ++h) {
+        float4 acc = reinterpret_cast<const float4*>(d + i0)[h];
+        const float4 x = reinterpret_cast<const float4*>(c + i0)[h];
+        acc.x += beta * x.x, acc.y += beta * x.y, acc.z += beta * x.z, acc.w += beta * x.w;
+        reinterpret_cast<float4*>(d + i0)[h] = acc;
+      }
+    } else {
+      float acc[8], x[8];
+      load8(d + i0, acc);
+      load8(c + i0, x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] += beta * x[i];
+      store8(d + i0, acc);
+    }
   }
 }
 
@@ -31,7 +42,10 @@ void launch_add_scaled(void* d, const void* c, float beta, int64_t l, int64_t pe
   if (vecs == 0) return;
   const int threads = 256;
   const int blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((vecs + threads - 1) / threads, num_sms * 8)));
-  if (dtype == DType::kBF16)
+  if (dtype == DType::kFP32)
+    add_scaled_kernel<<<blocks, threads, 0, stream>>>(static_cast<float*>(d), static_cast<const float*>(c), beta, l,
+                                                       per_batch, batch_elems, first);
+  else if (dtype == DType::kBF16)
     add_scaled_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(d), static_cast<const __nv_bfloat16*>(c),
                                                        beta, l, per_batch, batch_elems, first);
   else

@@ -21,12 +21,17 @@ class GemmArBaseline final : public OpImpl {
     const GemmProblem p = call_problem(p_, o);
     matmuls_.get(shape(p)).run(o.a, o.b, nullptr, o.d, p.alpha, 0.0f, workspace_.get(), stream);
     const int64_t count = p.l * p.m * p.n;
-    TPGEMM_NCCL_CHECK(ncclAllReduce(o.d, o.d, static_cast<size_t>(count), ops::nccl_type(p.dtype), ncclSum, team_->comm, stream));
-    if (p.has_c && p.beta != 0.0f) ops::add_scaled(o.d, o.c, p.beta, count, p.dtype, team_->num_sms, stream);
+    const DType dt = d_dtype(p);  // the partials', summed in it
+    TPGEMM_NCCL_CHECK(ncclAllReduce(o.d, o.d, static_cast<size_t>(count), ops::nccl_type(dt), ncclSum, team_->comm, stream));
+    if (p.has_c && p.beta != 0.0f) ops::add_scaled(o.d, o.c, p.beta, count, dt, team_->num_sms, stream);
   }
 
  private:
-  static gemm::MatmulShape shape(const GemmProblem& p) { return gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout); }
+  static gemm::MatmulShape shape(const GemmProblem& p) {
+    gemm::MatmulShape s = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
+    s.out_fp32 = d_dtype(p) == DType::kFP32;
+    return s;
+  }
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;

@@ -16,16 +16,17 @@ class GemmRsBaseline final : public OpImpl {
       : team_(ctx.team),
         p_(ctx.problem),
         blocks_(team_->lt, p_, team_->world),
-        partial_(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype)),
+        partial_(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(d_dtype(p_))),
         workspace_(gemm::LtMatmul::kWorkspaceBytes) {}
 
   void run(const Operands& o, cudaStream_t stream) override {
     // ncclReduceScatter hands rank r the r-th contiguous piece: PartialBlocks' layout.
     const int64_t count = blocks_.block_elems(o.m);
     blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream, o.m);
-    TPGEMM_NCCL_CHECK(ncclReduceScatter(partial_.get(), o.d, static_cast<size_t>(count), ops::nccl_type(p_.dtype),
-                                        ncclSum, team_->comm, stream));
-    if (p_.has_c && p_.beta != 0.0f) ops::add_scaled(o.d, o.c, p_.beta, count, p_.dtype, team_->num_sms, stream);
+    const DType dt = d_dtype(p_);  // the partials', summed in it
+    TPGEMM_NCCL_CHECK(ncclReduceScatter(partial_.get(), o.d, static_cast<size_t>(count), ops::nccl_type(dt), ncclSum,
+                                        team_->comm, stream));
+    if (p_.has_c && p_.beta != 0.0f) ops::add_scaled(o.d, o.c, p_.beta, count, dt, team_->num_sms, stream);
   }
 
  private:
