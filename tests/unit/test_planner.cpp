@@ -197,6 +197,9 @@ TEST(TuneKey, NamesEverythingTheTimeDependsOn) {
   EXPECT_NE(tune_key(other, p, false, false), k);
   EXPECT_NE(tune_key(ctx, p, true, false), k);
   EXPECT_NE(tune_key(ctx, p, false, true), k);
+  GemmProblem fp32_d = p;
+  fp32_d.out_dtype = DType::kFP32;
+  EXPECT_NE(tune_key(ctx, fp32_d, false, false), k);
 }
 
 TEST(RandomShapes, AreValidAndReproducible) {
