@@ -19,6 +19,7 @@
 #include "core/format.h"
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
+#include "support/plan_check.h"
 #include "testing/problem_data.h"
 
 namespace tpgemm {
@@ -42,11 +43,14 @@ struct Survivor {
   ErrorCode code = ErrorCode::kOk;
   std::string message;
   double step_ms = 0, total_ms = 0;
+  ErrorCode after = ErrorCode::kOk;  // what rank 0's `after` returned, once its team was gone
 };
 
 // Runs `step` on both ranks of a team made with short timeouts; `step` gets whether it is the
-// victim and kills it where the case says. Rank 0's outcome comes back through a file.
-Survivor run_case(bool kill_before_team, const std::function<Status(const Team&, bool victim)>& step) {
+// victim and kills it where the case says. Rank 0 then runs `after`, where given, in the same
+// process. Rank 0's outcome comes back through a file.
+Survivor run_case(bool kill_before_team, const std::function<Status(const Team&, bool victim)>& step,
+                  const std::function<Status()>& after = nullptr) {
   char path[] = "/tmp/tpgemm-fault-XXXXXX";
   const int fd = ::mkstemp(path);
   if (fd < 0) return {};
@@ -73,19 +77,24 @@ Survivor run_case(bool kill_before_team, const std::function<Status(const Team&,
     });  // the team (and whatever the step left) is torn down here
     if (step_ms == 0) step_ms = ms_since(t0);
     if (rank == 0) {
+      const double total_ms = ms_since(t0);
+      const Status a = after ? after() : Status::Ok();
+      if (!a.ok()) std::fprintf(stderr, "[rank 0] after the fault: %s\n", a.message.c_str());
       std::FILE* f = std::fopen(path, "w");
-      std::fprintf(f, "%d %.1f %.1f\n%s", static_cast<int>(s.code), step_ms, ms_since(t0), s.message.c_str());
+      std::fprintf(f, "%d %.1f %.1f %d\n%s", static_cast<int>(s.code), step_ms, total_ms, static_cast<int>(a.code),
+                   s.message.c_str());
       std::fclose(f);
     }
     return 0;
   }, lo);
   Survivor out;
   if (std::FILE* f = std::fopen(path, "r")) {
-    int code = 0;
+    int code = 0, after = 0;
     char buf[4096] = {};
-    if (std::fscanf(f, "%d %lf %lf\n", &code, &out.step_ms, &out.total_ms) == 3) {
+    if (std::fscanf(f, "%d %lf %lf %d\n", &code, &out.step_ms, &out.total_ms, &after) == 4) {
       out.reported = true;
       out.code = static_cast<ErrorCode>(code);
+      out.after = static_cast<ErrorCode>(after);
       out.message.assign(buf, std::fread(buf, 1, sizeof(buf) - 1, f));
     }
     std::fclose(f);
@@ -162,6 +171,45 @@ TEST(Faults, ARankKilledInACallEndsTheSurvivorsCallNamingIt) {
         << what << ": " << describe(s);
     EXPECT_LT(s.total_ms, kDeviceTimeoutMs + kMarginS * 1000.0) << what << ": " << describe(s);
   }
+}
+
+// After (c), the survivor's process is still good for tpgemm: a new team (of one: its peer is
+// gone) is made and runs a checked plan. NCCL itself allows a new communicator after an abort.
+TEST(Faults, ASurvivorMakesANewTeamAfterItsTeamFailed) {
+  TPGEMM_REQUIRE_GPUS(2);
+  const Survivor s = run_case(
+      false,
+      [](const Team& team, bool victim) {
+        PlanOptions o;
+        o.impl = Impl::kGemmOneShot;
+        const GemmProblem p = small(Op::kGemmAr, 64);
+        Plan plan(team, p, o);
+        Stream stream = Stream::create();
+        testing::RankData data(p, 2, team.rank(), 9, stream.get());
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+        team.barrier();
+        if (victim) ::raise(SIGKILL);
+        plan.run(data.operands(), stream.get());
+        return caught([&] {
+          TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+          team.check();
+        });
+      },
+      [] {
+        return caught([] {
+          ncclUniqueId id;
+          TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
+          const Team solo = Team::from_unique_id(id, 0, 1, 0);
+          for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+            const auto c = testsupport::check_plan(solo, small(op), PlanOptions{}, 1, 11);
+            if (!c.ok) throw Error(ErrorCode::kInternal, testsupport::describe_check(small(op), PlanOptions{}, c));
+          }
+        });
+      });
+  std::printf("fault (c) then a new team: %s; the new team: %s\n", describe(s).c_str(),
+              std::string(to_string(s.after)).c_str());
+  EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout) << describe(s);
+  EXPECT_EQ(s.after, ErrorCode::kOk) << describe(s);
 }
 
 // (d) Rank 1 dies after a good call, before teardown: rank 0's teardown (plan, team) returns.
