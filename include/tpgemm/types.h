@@ -8,8 +8,9 @@
 
 namespace tpgemm {
 
-// kFP32 is an output type only (GemmProblem::out_dtype): A and B are bf16 or fp16.
-enum class DType : int { kBF16 = 0, kFP16 = 1, kFP32 = 2 };
+// kFP32 is an output type only (GemmProblem::out_dtype). kE4M3 (FP8, e4m3fn) is an input type
+// only: A and B with one fp32 scale each (Operands::a_scale, b_scale), D in bf16, fp16 or fp32.
+enum class DType : int { kBF16 = 0, kFP16 = 1, kFP32 = 2, kE4M3 = 3 };
 
 // How B is stored (always row-major, packed):
 //   kKN: [K, N], as in D = A @ B.
@@ -81,9 +82,10 @@ struct GemmProblem {
   int64_t n = 0;  // columns of D (this rank's columns for ag_gemm along M; with kN always the global N)
   int64_t k = 0;  // inner dimension this rank multiplies (its shard for gemm_rs / gemm_ar)
   int64_t l = 1;  // batch count
-  DType dtype = DType::kBF16;  // of A and B
-  // Of D and C; unset: dtype. kFP32 keeps the fp32 accumulation in D, and the sums of gemm_rs and
-  // gemm_ar add fp32 partials (the baseline's; the other implementations write D in dtype).
+  DType dtype = DType::kBF16;  // of A and B: bf16, fp16 or e4m3 (e4m3: the baseline only, B as kNK)
+  // Of D and C; unset: dtype (e4m3 needs one: bf16, fp16 or fp32). kFP32 keeps the fp32
+  // accumulation in D, and the sums of gemm_rs and gemm_ar add fp32 partials (the baseline's; the
+  // other implementations write D in dtype). Partial sums are never reduced in FP8.
   std::optional<DType> out_dtype;
   BLayout b_layout = BLayout::kNK;
   float alpha = 1.0f;
@@ -111,6 +113,11 @@ struct Operands {
   // (operand_sizes of the problem with this M). A call below the plan's M runs an implementation
   // made for a range of M (Plan::prepare), the one the planner chose for that range.
   int64_t m = 0;
+  // dtype e4m3 (and only then): device pointers to one fp32 each, the dequantisation scales of
+  // this rank's A and B (A's values are a_scale x its e4m3 elements). D = alpha x a_scale x
+  // b_scale x A B + beta x C. Ranks' scales may differ: ag_gemm gathers them with the shards.
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
 };
 
 struct PlanOptions {

@@ -28,7 +28,7 @@ T parsed(std::optional<T> v, const char* arg, const std::string& s, const char* 
   return *v;
 }
 
-DType dtype_arg(const std::string& s) { return parsed(parse_dtype(s), "dtype", s, "bf16 or fp16"); }
+DType dtype_arg(const std::string& s) { return parsed(parse_dtype(s), "dtype", s, "bf16, fp16 or e4m3"); }
 
 TeamOptions team_options(int64_t timeout_ms, int64_t host_timeout_ms, const std::string& call_check) {
   TeamOptions o;
@@ -194,11 +194,11 @@ NB_MODULE(_C, m) {
           nb::arg("chunks_per_rank") = 0, nb::arg("comm_sms") = -1, nb::arg("return_gathered_a") = false,
           nb::arg("out_dtype") = "",
           "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `out_dtype`: D's "
-          "and C's type ('fp32' for bf16 / fp16 inputs; '': dtype).")
+          "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for e4m3; '': dtype).")
       .def(
           "run",
           [](Plan& self, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, uintptr_t a_gathered, uintptr_t stream,
-             int64_t m_) {
+             int64_t m_, uintptr_t a_scale, uintptr_t b_scale) {
             Operands o;
             o.a = ptr(a);
             o.b = ptr(b);
@@ -206,12 +206,14 @@ NB_MODULE(_C, m) {
             o.d = ptr(d);
             o.a_gathered = ptr(a_gathered);
             o.m = m_;
+            o.a_scale = static_cast<const float*>(ptr(a_scale));
+            o.b_scale = static_cast<const float*>(ptr(b_scale));
             self.run(o, stream_of(stream));
           },
           nb::arg("a"), nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("a_gathered"), nb::arg("stream"),
-          nb::arg("m") = 0, nb::call_guard<nb::gil_scoped_release>(),
+          nb::arg("m") = 0, nb::arg("a_scale") = 0, nb::arg("b_scale") = 0, nb::call_guard<nb::gil_scoped_release>(),
           "Enqueues the op on `stream` (device addresses as ints; 0 for an absent C or A_gathered); `m`: this "
-          "call's M, at most the plan's (0: the plan's).")
+          "call's M, at most the plan's (0: the plan's); `a_scale`, `b_scale`: e4m3 A and B's fp32 scales.")
       .def("prepare", &Plan::prepare, nb::arg("m"), nb::call_guard<nb::gil_scoped_release>(),
            "Collective: makes the implementation the calls of `m` rows run, outside any CUDA-graph capture.")
       .def_prop_ro("selection",

@@ -22,6 +22,7 @@ std::string_view to_string(DType v) {
     case DType::kBF16: return "bf16";
     case DType::kFP16: return "fp16";
     case DType::kFP32: return "fp32";
+    case DType::kE4M3: return "e4m3";
   }
   return "?";
 }
@@ -66,12 +67,14 @@ std::string_view to_string(AllReduceImpl v) {
 }
 
 std::optional<DType> parse_dtype(std::string_view s) {
-  static constexpr std::array<std::pair<std::string_view, DType>, 6> t{{{"bf16", DType::kBF16},
+  static constexpr std::array<std::pair<std::string_view, DType>, 8> t{{{"bf16", DType::kBF16},
                                                                         {"bfloat16", DType::kBF16},
                                                                         {"fp16", DType::kFP16},
                                                                         {"float16", DType::kFP16},
                                                                         {"fp32", DType::kFP32},
-                                                                        {"float32", DType::kFP32}}};
+                                                                        {"float32", DType::kFP32},
+                                                                        {"e4m3", DType::kE4M3},
+                                                                        {"float8_e4m3fn", DType::kE4M3}}};
   return lookup(t, s);
 }
 
@@ -119,7 +122,7 @@ std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s) {
   return lookup(t, s);
 }
 
-size_t dtype_size(DType v) { return v == DType::kFP32 ? 4 : 2; }
+size_t dtype_size(DType v) { return v == DType::kFP32 ? 4 : v == DType::kE4M3 ? 1 : 2; }
 
 std::string describe(const GemmProblem& p) {
   std::string s = strfmt("%s M=%lld N=%lld K=%lld L=%lld %s B=%s", std::string(to_string(p.op)).c_str(),

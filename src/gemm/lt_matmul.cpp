@@ -7,7 +7,15 @@
 namespace tpgemm::gemm {
 namespace {
 
-cudaDataType_t cuda_type(DType t) { return t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F; }
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kFP16: return CUDA_R_16F;
+    case DType::kFP32: return CUDA_R_32F;
+    case DType::kE4M3: return CUDA_R_8F_E4M3;
+  }
+  throw Error(ErrorCode::kUnsupported, strfmt("dtype %d: cuBLASLt has no such type", static_cast<int>(t)));
+}
 
 cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
                                    int64_t stride) {
@@ -56,7 +64,7 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(hand
       const int32_t sms = s.sm_count;
       TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
     }
-    const cudaDataType_t in = cuda_type(s.dtype), out = s.out_fp32 ? CUDA_R_32F : in;
+    const cudaDataType_t in = cuda_type(s.dtype), out = cuda_type(out_type(s));
     a_ = s.b_layout == BLayout::kNK ? make_layout(in, s.k, s.n, s.ldb, s.batch, s.stride_b)
                                     : make_layout(in, s.n, s.k, s.ldb, s.batch, s.stride_b);
     b_ = make_layout(in, s.k, s.m, s.lda, s.batch, s.stride_a);
@@ -89,12 +97,20 @@ cublasLtMatmulAlgo_t LtMatmul::best_algo(uint32_t alignment) const {
                 strfmt("cuBLASLt has no algorithm for D[%lld x %lld] = A[%lld x %lld] * B (%s, B %s, batch %lld, out %s, "
                        "%u-byte aligned operands): status %d", (long long)s.m, (long long)s.n, (long long)s.m,
                        (long long)s.k, std::string(to_string(s.dtype)).c_str(), std::string(to_string(s.b_layout)).c_str(),
-                       (long long)s.batch, s.out_fp32 ? "fp32" : "input type", alignment, static_cast<int>(st)));
+                       (long long)s.batch, std::string(to_string(out_type(s))).c_str(), alignment, static_cast<int>(st)));
   return result.algo;
 }
 
 void LtMatmul::run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
-                   cudaStream_t stream) const {
+                   cudaStream_t stream, const float* a_scale, const float* b_scale) const {
+  if (shape_.dtype == DType::kE4M3) {
+    if (a_scale == nullptr || b_scale == nullptr)
+      throw Error(ErrorCode::kInvalidArgument, "an e4m3 matmul needs a_scale and b_scale (device pointers to one fp32)");
+    // Our A is cuBLASLt's B and our B its A (NOTE [row-major through cuBLASLt]); the pointers are
+    // read when the matmul runs, so a CUDA graph captures them like the operands.
+    TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+    TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+  }
   const float beta_used = shape_.has_c ? beta : 0.0f;
   const void* c_used = shape_.has_c ? c : d;
   const auto bits = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c_used) |

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tpgemm/types.h"
@@ -18,13 +19,15 @@ struct MatmulShape {
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;  // row strides in elements
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_d = 0;  // between batch entries, in elements
-  DType dtype = DType::kBF16;  // of A and B (and of C and D unless out_fp32)
+  DType dtype = DType::kBF16;  // of A and B: bf16, fp16 or e4m3 (e4m3: B as kNK, scales at run)
   BLayout b_layout = BLayout::kNK;
-  bool out_fp32 = false;  // C and D in fp32 (reference checks)
+  std::optional<DType> out_dtype;  // of C and D: unset = dtype (fp32 for the reference checks)
   bool has_c = false;
   int sm_count = 0;  // > 0: ask cuBLASLt to use at most this many SMs (leaves the rest to communication)
   bool operator==(const MatmulShape&) const = default;
 };
+
+inline DType out_type(const MatmulShape& s) { return s.out_dtype.value_or(s.dtype); }
 
 // Packed row-major operands: ld = row length, batch strides = matrix sizes.
 MatmulShape packed_shape(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, BLayout b_layout);
@@ -41,9 +44,11 @@ class LtMatmul {
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
 
-  // `workspace` holds kWorkspaceBytes and is not used concurrently by another stream.
+  // `workspace` holds kWorkspaceBytes and is not used concurrently by another stream. e4m3
+  // operands take `a_scale` and `b_scale`: device pointers to one fp32 each, multiplied into
+  // alpha on the GPU (D = alpha a_scale b_scale A B + beta C).
   void run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
-           cudaStream_t stream) const;
+           cudaStream_t stream, const float* a_scale = nullptr, const float* b_scale = nullptr) const;
   const MatmulShape& shape() const { return shape_; }
 
  private:

@@ -49,7 +49,9 @@ std::string config_names() {
 Status check_shape(const MatmulShape& s) {
   auto no = [](ErrorCode code, const std::string& msg) { return Status{code, "sm90 GEMM core: " + msg}; };
   const auto ll = [](int64_t v) { return static_cast<long long>(v); };
-  if (s.out_fp32) return no(ErrorCode::kUnsupported, "fp32 output is not supported (D is written in the input type)");
+  if (out_type(s) != s.dtype)
+    return no(ErrorCode::kUnsupported, strfmt("an output type of its own (%s) is not supported: D is written in the "
+                                              "input type", std::string(to_string(out_type(s))).c_str()));
   if (s.dtype != DType::kBF16 && s.dtype != DType::kFP16)
     return no(ErrorCode::kUnsupported, strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(s.dtype)));
   if (s.b_layout != BLayout::kNK && s.b_layout != BLayout::kKN)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "core/format.h"
 
@@ -68,17 +69,29 @@ Status validate_problem(const GemmProblem& p, int world) {
   if (world < 1) return invalid(strfmt("world size %d: expected at least 1 rank", world));
   if (p.op != Op::kAgGemm && p.op != Op::kGemmRs && p.op != Op::kGemmAr)
     return unsupported(strfmt("op %d: expected ag_gemm, gemm_rs or gemm_ar", static_cast<int>(p.op)));
-  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16)
+  const bool fp8 = p.dtype == DType::kE4M3;
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16 && !fp8)
     return unsupported(p.dtype == DType::kFP32
-                           ? std::string("dtype fp32: expected bf16 or fp16 for A and B (fp32 is an output type: "
-                                         "out_dtype=fp32)")
-                           : strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(p.dtype)));
-  if (d_dtype(p) != p.dtype && d_dtype(p) != DType::kFP32) {
-    const std::string out(to_string(d_dtype(p))), in(to_string(p.dtype));
+                           ? std::string("dtype fp32: expected bf16, fp16 or e4m3 for A and B (fp32 is an output "
+                                         "type: out_dtype=fp32)")
+                           : strfmt("dtype %d: expected bf16, fp16 or e4m3", static_cast<int>(p.dtype)));
+  const DType out = d_dtype(p);
+  const std::string out_name = to_string(out) == "?" ? strfmt("%d", static_cast<int>(out)) : std::string(to_string(out));
+  if (fp8 && out != DType::kBF16 && out != DType::kFP16 && out != DType::kFP32)
+    return unsupported(strfmt("dtype e4m3 with out_dtype %s: expected out_dtype bf16, fp16 or fp32 (D is never FP8; "
+                              "set out_dtype)",
+                              p.out_dtype ? out_name.c_str() : "unset"));
+  if (!fp8 && out != p.dtype && out != DType::kFP32) {
+    const std::string in(to_string(p.dtype));
     return unsupported(strfmt("out_dtype %s with dtype %s: expected out_dtype %s (the input type) or fp32",
-                              out == "?" ? strfmt("%d", static_cast<int>(d_dtype(p))).c_str() : out.c_str(), in.c_str(),
-                              in.c_str()));
+                              out_name.c_str(), in.c_str(), in.c_str()));
   }
+  // cuBLASLt's FP8 matmul takes B as [N, K] ("TN", NOTE [row-major through cuBLASLt]) and rows of
+  // A and B of a multiple of 16 elements.
+  if (fp8 && p.b_layout != BLayout::kNK)
+    return unsupported("dtype e4m3 with b_layout=kn: FP8 matmuls take B as [N, K] row-major; expected b_layout=nk");
+  if (fp8 && p.k % 16 != 0)
+    return unsupported(strfmt("K=%lld with dtype e4m3: expected a multiple of 16 (FP8 rows of A and B)", (long long)p.k));
   if (p.b_layout != BLayout::kKN && p.b_layout != BLayout::kNK)
     return unsupported(strfmt("B layout %d: expected kn ([K,N] row-major) or nk ([N,K] row-major)",
                               static_cast<int>(p.b_layout)));
@@ -149,6 +162,21 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops, b
       return invalid(strfmt("%s=%p is not 16-byte aligned: tpgemm's kernels and cuBLASLt need 16-byte aligned operands",
                             a.name, a.ptr));
   }
+  if (p.dtype == DType::kE4M3) {
+    for (const auto& [name, scale] : {std::pair<const char*, const float*>{"a_scale", ops.a_scale}, {"b_scale", ops.b_scale}}) {
+      if (scale == nullptr)
+        return invalid(strfmt("%s is null: dtype e4m3 needs a device pointer to one fp32 scale per operand", name));
+      if (reinterpret_cast<uintptr_t>(scale) % 4 != 0)
+        return invalid(strfmt("%s=%p is not 4-byte aligned: expected a device pointer to an fp32", name,
+                              static_cast<const void*>(scale)));
+      if (overlaps(ops.d, args[3].bytes, scale, sizeof(float)))
+        return invalid(strfmt("D=%p (%lld bytes) overlaps %s=%p: the output must not alias an input", ops.d,
+                              (long long)args[3].bytes, name, static_cast<const void*>(scale)));
+    }
+  } else if (ops.a_scale != nullptr || ops.b_scale != nullptr) {
+    return invalid(strfmt("a_scale or b_scale given with dtype %s: scales apply to e4m3 operands only; pass null",
+                          std::string(to_string(p.dtype)).c_str()));
+  }
   for (const Arg& a : {args[0], args[1], args[2]}) {
     if (a.name[0] == 'C' && !p.has_c) continue;
     if (a.name[0] == 'C' && a.ptr == ops.d) {
@@ -208,6 +236,9 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   if (impl != Impl::kAuto && impl != Impl::kBaseline && topo.world > kMaxSymmetricWorld)
     return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
                               name.c_str(), kMaxSymmetricWorld, topo.world));
+  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline)
+    return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3; use impl=baseline or auto",
+                              name.c_str()));
   if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline)
     return unsupported(strfmt("impl %s writes D in the input type (%s), and out_dtype=%s; use impl=baseline or auto",
                               name.c_str(), std::string(to_string(p.dtype)).c_str(),

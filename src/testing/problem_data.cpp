@@ -1,5 +1,7 @@
 #include "testing/problem_data.h"
 
+#include <vector>
+
 #include "core/check.h"
 #include "plan/problem.h"
 
@@ -12,6 +14,14 @@ size_t bytes_of(int64_t count, DType t) { return static_cast<size_t>(count) * dt
 }  // namespace
 
 bool gathers_a(const GemmProblem& p) { return p.op == Op::kAgGemm && p.shard_dim == ShardDim::kM; }
+
+float a_scale_of(const GemmProblem& p, int rank, uint64_t seed) {
+  return p.dtype == DType::kE4M3 ? 0.25f * static_cast<float>(1 + (seed + static_cast<uint64_t>(rank)) % 4) : 1.0f;
+}
+
+float b_scale_of(const GemmProblem& p, int rank, uint64_t seed) {
+  return p.dtype == DType::kE4M3 ? 0.5f * static_cast<float>(1 + (seed + 2 * static_cast<uint64_t>(rank)) % 3) : 1.0f;
+}
 
 void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
   if (gathers_a(p))
@@ -38,6 +48,7 @@ RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cuda
   b = DeviceBuffer(bytes_of(s.b, p.dtype));
   c = DeviceBuffer(bytes_of(s.c, d_dtype(p)));
   d = DeviceBuffer(bytes_of(s.d, d_dtype(p)));
+  if (p.dtype == DType::kE4M3) scales = DeviceBuffer(2 * sizeof(float));
   refill(seed, stream);
 }
 
@@ -45,6 +56,17 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
   fill_a(a.get(), p, world, rank, seed, stream);
   fill_b(b.get(), p, world, rank, seed, stream);
   if (p.has_c) fill_c(c.get(), p, world, rank, seed, stream);
+  if (p.dtype == DType::kE4M3) {
+    const float s[2] = {a_scale_of(p, rank, seed), b_scale_of(p, rank, seed)};
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(scales.get(), s, sizeof(s), cudaMemcpyHostToDevice, stream));
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (s is on this stack)
+  }
+}
+
+Operands RankData::operands() const {
+  Operands o{a.get(), b.get(), c.get(), d.get()};
+  if (p.dtype == DType::kE4M3) o.a_scale = scales.as<float>(), o.b_scale = scales.as<float>() + 1;
+  return o;
 }
 
 DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed, RefEngine engine, cublasLtHandle_t lt,
@@ -54,11 +76,20 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
   DeviceBuffer a(bytes_of(p.l * p.m * p.k, p.dtype)), b(bytes_of(p.l * p.k * p.n, p.dtype));
   const bool along_n = p.shard_dim == ShardDim::kN;
   if (gathers_a(p)) {
-    // The gathered A is the global matrix: generate it whole.
+    // The gathered A is the global matrix: generate it whole. e4m3: each rank's rows carry that
+    // rank's scale.
     fill_random(a.get(), p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, 0), stream);
     fill_b(b.get(), p, world, rank, seed, stream);
-    reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout, p.alpha, 0.0f,
-                   engine, lt, stream);
+    DeviceBuffer row_scale;
+    if (p.dtype == DType::kE4M3) {
+      std::vector<float> rows(static_cast<size_t>(p.m));
+      for (int64_t i = 0; i < p.m; ++i) rows[static_cast<size_t>(i)] = a_scale_of(p, static_cast<int>(i / (p.m / world)), seed);
+      row_scale = DeviceBuffer(rows.size() * sizeof(float));
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(row_scale.get(), rows.data(), row_scale.bytes(), cudaMemcpyHostToDevice, stream));
+    }
+    reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout,
+                   p.alpha * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream, row_scale.as<float>());
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (rows and row_scale die here)
   } else if (p.op == Op::kAgGemm) {
     // Along N: my A times every rank's block of B's columns, each placed at its columns of D.
     const int64_t nw = p.n / world;
@@ -67,8 +98,8 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     for (int q = 0; q < world; ++q) {
       fill_b(b.get(), p, world, q, seed, stream);
       TPGEMM_CUDA_CHECK(cudaMemsetAsync(block.get(), 0, block.bytes(), stream));
-      reference_gemm(a.get(), b.get(), nullptr, block.as<float>(), p.m, nw, p.k, p.l, p.dtype, p.b_layout, p.alpha, 0.0f,
-                     engine, lt, stream);
+      reference_gemm(a.get(), b.get(), nullptr, block.as<float>(), p.m, nw, p.k, p.l, p.dtype, p.b_layout,
+                     p.alpha * a_scale_of(p, rank, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream);
       TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(full.as<float>() + q * nw, p.n * sizeof(float), block.get(), nw * sizeof(float),
                                           nw * sizeof(float), p.l * p.m, cudaMemcpyDeviceToDevice, stream));
     }
@@ -76,8 +107,8 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     for (int q = 0; q < world; ++q) {
       fill_a(a.get(), p, world, q, seed, stream);
       fill_b(b.get(), p, world, q, seed, stream);
-      reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout, p.alpha, 0.0f,
-                     engine, lt, stream);
+      reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout,
+                     p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream);
     }
   }
   DeviceBuffer mine = std::move(full);

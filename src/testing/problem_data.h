@@ -22,13 +22,19 @@ namespace tpgemm::testing {
 // Operands of one rank, allocated and filled.
 struct RankData {
   RankData(const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
-  void refill(uint64_t seed, cudaStream_t stream);  // new A, B and C; D untouched
-  Operands operands() const { return {a.get(), b.get(), c.get(), d.get()}; }
+  void refill(uint64_t seed, cudaStream_t stream);  // new A, B and C (and e4m3 scales); D untouched
+  Operands operands() const;
 
   GemmProblem p;
   int world, rank;
   DeviceBuffer a, b, c, d;
+  DeviceBuffer scales;  // e4m3: this rank's a_scale and b_scale
 };
+
+// The scales of rank `rank`'s e4m3 A and B for `seed` (1 for other types): a few values, exact in
+// fp32 and different across ranks, so that a gathered operand's blocks differ in scale.
+float a_scale_of(const GemmProblem& p, int rank, uint64_t seed);
+float b_scale_of(const GemmProblem& p, int rank, uint64_t seed);
 
 void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
 void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);

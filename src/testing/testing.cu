@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +22,8 @@ template <>
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 template <>
 __device__ __forceinline__ float to_float(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_float(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
 
 __global__ void poison_kernel(uint16_t* p, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) p[i] = 0xFFFF;
@@ -28,7 +31,7 @@ __global__ void poison_kernel(uint16_t* p, int64_t n) {
 
 template <typename T>
 __global__ void naive_gemm_kernel(const T* a, const T* b, const T* c, float* ref, int64_t m, int64_t n, int64_t k,
-                                  bool b_nk, float alpha, float beta) {
+                                  bool b_nk, float alpha, float beta, const float* row_scale) {
   const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t i = blockIdx.y * int64_t(blockDim.y) + threadIdx.y;
   const int64_t batch = blockIdx.z;
@@ -41,6 +44,7 @@ __global__ void naive_gemm_kernel(const T* a, const T* b, const T* c, float* ref
     acc += to_float(ab[i * k + kk]) * bv;
   }
   const int64_t o = (batch * m + i) * n + j;
+  if (row_scale != nullptr) acc *= row_scale[i];
   float v = ref[o] + alpha * acc;
   if (c != nullptr) v += beta * to_float(c[o]);
   ref[o] = v;
@@ -98,26 +102,42 @@ void poison(void* p, int64_t count, DType dtype, cudaStream_t stream) {
 
 void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
                     DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
-                    cudaStream_t stream) {
-  if (engine == RefEngine::kNaive) {
+                    cudaStream_t stream, const float* row_scale) {
+  if (dtype == DType::kE4M3 && c != nullptr)
+    throw Error(ErrorCode::kInvalidArgument, "reference_gemm: e4m3 A and B take no C here (add it with reference_add)");
+  if (engine == RefEngine::kNaive || row_scale != nullptr) {
     const dim3 block(16, 16), grid(static_cast<unsigned>((n + 15) / 16), static_cast<unsigned>((m + 15) / 16),
                                    static_cast<unsigned>(l));
     const bool nk = layout == BLayout::kNK;
     if (dtype == DType::kBF16)
       naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b),
-                                                    static_cast<const __nv_bfloat16*>(c), ref, m, n, k, nk, alpha, beta);
+                                                    static_cast<const __nv_bfloat16*>(c), ref, m, n, k, nk, alpha, beta,
+                                                    row_scale);
+    else if (dtype == DType::kE4M3)
+      naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_fp8_e4m3*>(a),
+                                                    static_cast<const __nv_fp8_e4m3*>(b),
+                                                    static_cast<const __nv_fp8_e4m3*>(nullptr), ref, m, n, k, nk,
+                                                    alpha, beta, row_scale);
     else
       naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __half*>(a), static_cast<const __half*>(b),
-                                                    static_cast<const __half*>(c), ref, m, n, k, nk, alpha, beta);
+                                                    static_cast<const __half*>(c), ref, m, n, k, nk, alpha, beta,
+                                                    row_scale);
     TPGEMM_CHECK_LAUNCH();
     return;
   }
   gemm::MatmulShape s = gemm::packed_shape(m, n, k, l, dtype, layout);
-  s.out_fp32 = true;
+  s.out_dtype = DType::kFP32;
   s.has_c = true;  // accumulate into ref
   const gemm::LtMatmul mm(lt, s);
   DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
-  mm.run(a, b, ref, ref, alpha, 1.0f, ws.get(), stream);
+  DeviceBuffer ones;  // e4m3: unit scales (the caller's are in alpha)
+  if (dtype == DType::kE4M3) {
+    const float one[2] = {1.0f, 1.0f};
+    ones = DeviceBuffer(sizeof(one));
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(ones.get(), one, sizeof(one), cudaMemcpyHostToDevice, stream));
+  }
+  const float* unit = ones.as<float>();
+  mm.run(a, b, ref, ref, alpha, 1.0f, ws.get(), stream, unit, unit != nullptr ? unit + 1 : nullptr);
   if (c != nullptr) reference_add(ref, c, beta, l * m * n, dtype, stream);
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the workspace dies here
 }
@@ -159,6 +179,11 @@ Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t 
   d.rel_err = d.ref_norm > 0 ? std::sqrt(h[0]) / d.ref_norm : 0.0;
   d.nonfinite = static_cast<int64_t>(hb);
   return d;
+}
+
+double default_eps(const GemmProblem& p) {
+  const double out = default_eps(d_dtype(p));
+  return p.dtype == DType::kE4M3 ? std::max(out, 2e-3) : out;
 }
 
 double default_eps(DType dtype) {

@@ -23,12 +23,15 @@ void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, in
 void poison(void* p, int64_t count, DType dtype, cudaStream_t stream);
 
 // ref[b][i][j] (fp32, [l][m][n]) += alpha * sum_k A[b][i][k] * B[b] (B as `layout`), plus
-// beta * C[b][i][j] when c is given. kNaive is a plain CUDA kernel (independent of cuBLAS,
-// for small test shapes); kCublasLt uses cuBLASLt with fp32 output (for benchmark shapes).
+// beta * C[b][i][j] when c is given (in dtype; not for e4m3: add it with reference_add). kNaive
+// is a plain CUDA kernel (independent of cuBLAS, for small test shapes); kCublasLt uses cuBLASLt
+// with fp32 output (for benchmark shapes). `row_scale` (device, [m], optional) scales row i of
+// every batch entry's product by row_scale[i]: the gathered e4m3 A, each rank's rows with its own
+// scale (the naive kernel computes it).
 enum class RefEngine { kNaive, kCublasLt };
 void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
                     DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
-                    cudaStream_t stream);
+                    cudaStream_t stream, const float* row_scale = nullptr);
 
 // ref[i] += beta * x[i] for i < count (x in dtype: bf16, fp16 or fp32).
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream);
@@ -48,5 +51,8 @@ Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t 
 // The default tolerance of a check per output type (bf16 and fp16 outputs are rounded to 16
 // bits; fp32 ones only summed in another order).
 double default_eps(DType dtype);
+// The tolerance of a GEMM's D: its output type's, at least 2e-3 for e4m3 operands (the FP8
+// tensor cores accumulate in fewer bits than fp32 between cuBLASLt's promotions).
+double default_eps(const GemmProblem& p);
 
 }  // namespace tpgemm::testing

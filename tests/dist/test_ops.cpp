@@ -123,6 +123,49 @@ TEST_P(Dist, AnFp32OutputMatchesTheReferenceAndOnlyTheBaselineTakesIt) {
             0);
 }
 
+// FP8 (e4m3) A and B with each rank's own scales (ag_gemm gathers them with the shards), D in
+// bf16, fp16 or fp32: the baseline and auto against the fp32 reference of the dequantised
+// operands, along M and N, with C, in a CUDA graph, and calls of fewer rows; every other
+// implementation refuses on every rank, naming the type.
+TEST_P(Dist, Fp8OperandsWithTheirScalesMatchTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 6000;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (DType out : {DType::kBF16, DType::kFP16, DType::kFP32})
+                  for (int variant : {0, 1})
+                    for (bool along_n : {false, true}) {
+                      if (along_n && op == Op::kGemmAr) continue;
+                      GemmProblem p = problem(op, W, DType::kE4M3, BLayout::kNK, variant);
+                      p.k = 208;  // (FP8 rows: a multiple of 16)
+                      p.out_dtype = out;
+                      if (along_n) p.shard_dim = ShardDim::kN, p.m = 203, p.n = W * 136;
+                      for (Impl impl : {Impl::kBaseline, Impl::kAuto}) {
+                        PlanOptions o;
+                        o.impl = impl;
+                        const auto c = check_plan(team, p, o, 2, seed += 10, /*graph=*/variant == 1);
+                        RANK_EXPECT(c.ok && c.ran == Impl::kBaseline, "%s", describe_check(p, o, c).c_str());
+                      }
+                      for (Impl impl : impls_for(op)) {
+                        if (impl == Impl::kBaseline || impl == Impl::kAuto) continue;
+                        PlanOptions o;
+                        o.impl = impl;
+                        const Status s = Plan::can_implement(team, p, o);
+                        RANK_EXPECT(s.code == ErrorCode::kUnsupported && s.message.find("e4m3") != std::string::npos,
+                                    "%s impl=%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(),
+                                    s.message.c_str());
+                      }
+                    }
+              GemmProblem ar = problem(Op::kGemmAr, W, DType::kE4M3, BLayout::kNK, 1);
+              ar.k = 208;
+              ar.out_dtype = DType::kBF16;
+              const auto c = testsupport::check_calls_of_m(team, ar, PlanOptions{}, {ar.m, 37, 1, ar.m}, seed += 100);
+              RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(ar, PlanOptions{}, c).c_str());
+            }),
+            0);
+}
+
 // Operands::m: one plan, made for the largest M, serves calls of fewer rows, each checked against
 // the reference of its own M with nothing of D beyond it written; the gemm_ar plan from one row
 // (fewer than the ranks) up, in a CUDA graph too. The implementations that take any M by name,
@@ -416,7 +459,7 @@ TEST_P(Dist, FusedDecodeBackToBackCallsMatchTheReference) {
                     const DeviceBuffer want = testing::expected_d(p, team.world_size(), team.rank(), 2100 + i,
                                                                   testing::RefEngine::kNaive, team.state()->lt, stream.get());
                     const testing::Diff d = testing::compare_d(kept[i].get(), want, p, team.world_size(), stream.get());
-                    RANK_EXPECT(d.passes(testing::default_eps(d_dtype(p))), "two-shot=%s, call %d of %d: rel_err %.2e, %lld non-finite",
+                    RANK_EXPECT(d.passes(testing::default_eps(p)), "two-shot=%s, call %d of %d: rel_err %.2e, %lld non-finite",
                                 two_shot, i, kCalls, d.rel_err, static_cast<long long>(d.nonfinite));
                   }
                 });
@@ -637,7 +680,7 @@ TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
                     const DeviceBuffer want = testing::expected_d(p, W, team.rank(), 3000 + call, testing::RefEngine::kNaive,
                                                                   team.state()->lt, st);
                     const testing::Diff d = testing::compare_d(data[call]->d.get(), want, p, W, st);
-                    RANK_EXPECT(d.passes(testing::default_eps(d_dtype(p))), "%s %s call %d: rel_err %.2e, %lld non-finite",
+                    RANK_EXPECT(d.passes(testing::default_eps(p)), "%s %s call %d: rel_err %.2e, %lld non-finite",
                                 describe(p).c_str(), std::string(to_string(impl)).c_str(), call, d.rel_err,
                                 (long long)d.nonfinite);
                   }

@@ -128,7 +128,7 @@ TEST_P(Soak, InterleavedPlansOfRandomProblemsMatchTheReference) {
                                                                 team.state()->lt, st);
                   const testing::Diff d = testing::compare_d(slot.data->d.get(), want, slot.p, W, st);
                   ++checked;
-                  if (!d.passes(testing::default_eps(d_dtype(slot.p)))) {
+                  if (!d.passes(testing::default_eps(slot.p))) {
                     ++mismatches;
                     RANK_EXPECT(false, "call %d (TPGEMM_SOAK_SEED=%llu), %s impl=%s ran %s: rel_err %.3g, %lld non-finite",
                                 c, (unsigned long long)seed, describe(slot.p).c_str(),

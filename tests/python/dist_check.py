@@ -97,7 +97,8 @@ def check_ops(g, W, r):
 
 def check_fp32_output(g, W, r):
     """A plan with out_dtype='fp32' (the baseline; auto takes it): bf16 A and B, fp32 D, the partial
-    sums reduced in fp32, against an fp32 reference; the other implementations refuse by name."""
+    sums reduced in fp32, against an fp32 reference; the other implementations refuse by name. And
+    e4m3 operands with their scales."""
     team = T.team_for_group(g)
     stream = T.stream(torch.cuda.current_device())
     cases = (("gemm_ar", (3, 1024, 512)), ("gemm_ar", (256 * W, 2048, 1024)), ("gemm_rs", (256 * W, 2048, 1024)),
@@ -122,6 +123,18 @@ def check_fp32_output(g, W, r):
     code, msg = tpgemm._C.Plan.can_implement(team, "gemm_rs", 256 * W, 2048, 1024, impl="pipelined_ce",
                                              out_dtype="fp32")
     check(code == "Unsupported" and "out_dtype" in msg, f"pipelined_ce with out_dtype fp32: {code} {msg}")
+    # e4m3 A and B (torch.float8_e4m3fn) with this rank's scales, D in bf16.
+    m, n, k = 64, 1024, 512
+    plan = tpgemm._C.Plan(team, "gemm_ar", m, n, k, dtype="e4m3", out_dtype="bf16")
+    A8, w8 = randn(m, k).float().to(torch.float8_e4m3fn), randn(n, k).float().to(torch.float8_e4m3fn)
+    scales = torch.tensor([0.5 + 0.25 * r, 1.5], dtype=torch.float32, device="cuda")
+    deq_a, deq_w = A8.float() * scales[0], w8.float() * scales[1]
+    ref = sum(a @ b.t() for a, b in zip(gather(deq_a[None]), gather(deq_w[None])))
+    D = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    plan.run(T.address(A8, "A"), T.address(w8, "B"), 0, T.address(D, "D"), 0, stream,
+             a_scale=scales.data_ptr(), b_scale=scales.data_ptr() + 4)
+    torch.cuda.synchronize()
+    check(rel(D, ref) < BF16_TOL, f"gemm_ar e4m3 -> bf16 {m}x{n}x{k}: rel err {rel(D, ref):.2e}")
     log(f"fp32 output: {len(failures)} failure(s) so far")
 
 

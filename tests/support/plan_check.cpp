@@ -60,7 +60,7 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
       out.worst_rel_err = std::max(out.worst_rel_err, d.rel_err);
       out.nonfinite += d.nonfinite;
       out.same_d_on_every_rank = out.same_d_on_every_rank && same_d_on_every_rank(team, p, out.ran, data, d_count);
-      out.ok = out.ok && d.passes(testing::default_eps(d_dtype(p))) && out.same_d_on_every_rank;
+      out.ok = out.ok && d.passes(testing::default_eps(p)) && out.same_d_on_every_rank;
     }
   } catch (const Error& e) {
     out.status = {e.code(), e.what()};
@@ -106,7 +106,7 @@ PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOpt
       const testing::Diff diff = testing::compare_d(d.get(), want, q, W, st);
       out.worst_rel_err = std::max(out.worst_rel_err, diff.rel_err);
       out.nonfinite += diff.nonfinite;
-      bool ok = diff.passes(testing::default_eps(d_dtype(p)));
+      bool ok = diff.passes(testing::default_eps(p));
       if (d_count < d_max) {  // the rest of D: still all poison (NaN), compared with zeros
         const int64_t rest = d_max - d_count;
         DeviceBuffer zeros(static_cast<size_t>(rest) * sizeof(float));

@@ -69,6 +69,10 @@ TEST(Cli, CutlassStyleFlagsBothSpellings) {
   EXPECT_EQ(c.dtype, DType::kFP16);
   EXPECT_FALSE(c.out_dtype.has_value());
   EXPECT_EQ(parse({"--out-dtype=fp32"}).out_dtype, DType::kFP32);
+  const BenchConfig fp8 = parse({"--dtype=e4m3", "--out-dtype=bf16"});
+  EXPECT_EQ(fp8.dtype, DType::kE4M3);
+  EXPECT_EQ(fp8.ops.size(), 3u);
+  EXPECT_FALSE(fp8.allreduce) << "the default --op=all leaves the all-reduce out for e4m3";
   EXPECT_EQ(c.b_layout, BLayout::kKN);
   EXPECT_EQ(c.gpus, 2);
   EXPECT_TRUE(c.check);
@@ -109,8 +113,10 @@ TEST(Cli, GemmCoreOnlyWhenNamed) {
 TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--m=0", "--n=8", "--k=8"}, "--m=0: expected an integer");
   expect_rejected({"--m=64"}, "go together");
-  expect_rejected({"--dtype=fp8"}, "--dtype=fp8: expected bf16 or fp16");
-  expect_rejected({"--dtype=fp32"}, "--dtype=fp32: expected bf16 or fp16");
+  expect_rejected({"--dtype=fp8"}, "--dtype=fp8: expected bf16, fp16 or e4m3");
+  expect_rejected({"--dtype=fp32"}, "--dtype=fp32: expected bf16, fp16 or e4m3");
+  expect_rejected({"--dtype=e4m3"}, "--dtype=e4m3 needs --out-dtype");
+  expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--op=ag_gemm,allreduce"}, "GEMM ops (ag_gemm");
   expect_rejected({"--out-dtype=fp64"}, "--out-dtype=fp64: expected bf16, fp16 or fp32");
   expect_rejected({"--op=matmul"}, "--op=matmul: expected");
   expect_rejected({"--impl=fastest"}, "--impl=fastest");

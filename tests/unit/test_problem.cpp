@@ -215,7 +215,7 @@ TEST(OutDtype, Fp32DIsTheBaselinesAndSizedInFourBytes) {
   expect_error(validate_problem(other, 2), ErrorCode::kUnsupported, {"out_dtype fp16", "dtype bf16", "or fp32"});
   GemmProblem fp32_in = ag(64, 64, 64);
   fp32_in.dtype = DType::kFP32;
-  expect_error(validate_problem(fp32_in, 2), ErrorCode::kUnsupported, {"dtype fp32", "bf16 or fp16", "out_dtype=fp32"});
+  expect_error(validate_problem(fp32_in, 2), ErrorCode::kUnsupported, {"dtype fp32", "bf16, fp16 or e4m3", "out_dtype=fp32"});
   // D and C are sized in D's type: ag_gemm's D of 64 x 64 is 8 KiB in bf16, 16 KiB in fp32.
   alignas(256) static char mem[1 << 20];
   Operands ok{mem, mem + 65536, nullptr, mem + 131072};
@@ -235,6 +235,58 @@ TEST(OutDtype, Fp32DIsTheBaselinesAndSizedInFourBytes) {
       q.out_dtype = DType::kFP32;
       EXPECT_EQ(choose(q, topo, {}).impl, Impl::kBaseline) << describe(q);
     }
+}
+
+// FP8 (e4m3) A and B with one scale each: an output type of bf16, fp16 or fp32 named, B as [N, K],
+// K a multiple of 16, both scales given (and none for other types); the baseline only.
+TEST(Fp8, ValidationNamesWhatIsMissingAndOnlyTheBaselineRunsIt) {
+  EXPECT_EQ(parse_dtype("e4m3"), DType::kE4M3);
+  EXPECT_EQ(parse_dtype("float8_e4m3fn"), DType::kE4M3);
+  EXPECT_EQ(dtype_size(DType::kE4M3), 1u);
+  GemmProblem p = ag(64, 64, 64);
+  p.dtype = DType::kE4M3;
+  expect_error(validate_problem(p, 2), ErrorCode::kUnsupported, {"dtype e4m3", "out_dtype unset", "bf16, fp16 or fp32"});
+  for (DType out : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    p.out_dtype = out;
+    EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  }
+  p.out_dtype = DType::kE4M3;
+  expect_error(validate_problem(p, 2), ErrorCode::kUnsupported, {"out_dtype e4m3", "never FP8"});
+  p.out_dtype = DType::kBF16;
+  GemmProblem kn = p;
+  kn.b_layout = BLayout::kKN;
+  expect_error(validate_problem(kn, 2), ErrorCode::kUnsupported, {"e4m3", "b_layout=kn", "expected b_layout=nk"});
+  GemmProblem k24 = ag(64, 64, 24);
+  k24.dtype = DType::kE4M3;
+  k24.out_dtype = DType::kBF16;
+  expect_error(validate_problem(k24, 2), ErrorCode::kUnsupported, {"K=24", "multiple of 16"});
+  // Scales: both, 4-byte aligned, not inside D; none for 16-bit operands.
+  alignas(256) static char mem[1 << 20];
+  static float scales[2] = {1.0f, 1.0f};
+  Operands o{mem, mem + 65536, nullptr, mem + 131072};
+  expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"a_scale is null", "e4m3"});
+  o.a_scale = scales;
+  expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"b_scale is null"});
+  o.b_scale = scales + 1;
+  EXPECT_TRUE(validate_operands(p, 2, o).ok());
+  Operands odd = o;
+  odd.b_scale = reinterpret_cast<const float*>(reinterpret_cast<const char*>(scales) + 2);
+  expect_error(validate_operands(p, 2, odd), ErrorCode::kInvalidArgument, {"b_scale=", "4-byte aligned"});
+  Operands inside = o;
+  inside.a_scale = reinterpret_cast<const float*>(mem + 131072 + 64);
+  expect_error(validate_operands(p, 2, inside), ErrorCode::kInvalidArgument, {"overlaps a_scale"});
+  expect_error(validate_operands(ag(64, 64, 64), 2, o), ErrorCode::kInvalidArgument, {"a_scale or b_scale", "bf16"});
+  const Topology topo{4, true};
+  for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
+    expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"dtype=e4m3", "baseline"});
+  EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+    GemmProblem q = ag(16384, 8192, 8192);
+    q.op = op;
+    q.dtype = DType::kE4M3;
+    q.out_dtype = DType::kBF16;
+    EXPECT_EQ(choose(q, topo, {}).impl, Impl::kBaseline) << describe(q);
+  }
 }
 
 TEST(ValidateOperands, NullMisalignedAndOverlapping) {

@@ -52,8 +52,8 @@ TEST(Sm90Config, RejectsWhatTmaCannotLoadWithTheReason) {
   expect_rejected(packed(64, 64, 100), ErrorCode::kUnsupported, "K=100: must be a multiple of 8");
   expect_rejected(packed(64, 100, 64), ErrorCode::kUnsupported, "N=100: must be a multiple of 8");
   MatmulShape fp32 = packed(64, 64, 64);
-  fp32.out_fp32 = true;
-  expect_rejected(fp32, ErrorCode::kUnsupported, "fp32 output");
+  fp32.out_dtype = DType::kFP32;
+  expect_rejected(fp32, ErrorCode::kUnsupported, "output type of its own");
   MatmulShape short_ld = packed(64, 64, 64);
   short_ld.lda = 56;
   expect_rejected(short_ld, ErrorCode::kInvalidArgument, "lda=56");

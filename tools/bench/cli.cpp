@@ -79,9 +79,11 @@ all local GPUs.
                          the torch peers are timed; batch: the calls back to back, 5 batches of
                          --iterations, the median batch's mean; graph: the same batches captured in
                          a CUDA graph and replayed (the GPU's time alone, as the planner times)
-  --dtype=bf16|fp16      (default bf16)
-  --out-dtype=fp32       D (and C) in fp32, the partial sums reduced in fp32 (default: --dtype);
-                         implementations that write D in the input type are skipped
+  --dtype=bf16|fp16|e4m3 A and B (default bf16); e4m3: the GEMM ops, with --out-dtype, B as nk,
+                         each rank's scales drawn with its data
+  --out-dtype=bf16|fp16|fp32
+                         D (and C); fp32: the partial sums reduced in fp32 (default: --dtype);
+                         implementations that cannot write it are skipped
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
                          columns gathered, D's columns scattered; rows named ag_gemm_n, gemm_rs_n)
@@ -154,7 +156,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     else if (flag == "--json") c.json = value;
     else if (flag == "--dtype") {
       const auto d = parse_dtype(value);
-      if (!d || *d == DType::kFP32) throw bad(flag, value, "bf16 or fp16");
+      if (!d || *d == DType::kFP32) throw bad(flag, value, "bf16, fp16 or e4m3");
       c.dtype = *d;
     } else if (flag == "--out-dtype") {
       const auto d = parse_dtype(value);
@@ -198,6 +200,14 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
                                            "ladder, nccl, oneshot, twoshot, auto or all");
     if (i) c.impls.push_back(*i);
     if (r) c.allreduce_impls.push_back(*r);
+  }
+  if (c.dtype == DType::kE4M3) {
+    if (!c.out_dtype || *c.out_dtype == DType::kE4M3)
+      throw Error(ErrorCode::kInvalidArgument, "--dtype=e4m3 needs --out-dtype bf16, fp16 or fp32 (D is never FP8)");
+    if (ops == "all") c.allreduce = false;  // (the all-reduce has no e4m3)
+    if (c.allreduce || c.gemm_core)
+      throw Error(ErrorCode::kInvalidArgument, strfmt("--dtype=e4m3 with --op=%s: e4m3 runs the GEMM ops (ag_gemm, "
+                                                      "gemm_rs, gemm_ar) only", ops.c_str()));
   }
   const int given = (c.m > 0) + (c.n > 0) + (c.k > 0);
   if (given != 0 && given != 3)

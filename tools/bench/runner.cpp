@@ -257,13 +257,13 @@ class Runner {
 
   // Poison D, run once, compare. Returns the worst relative error over ranks (NaN counts as a failure).
   double check_once(void* d, int64_t d_count, DType dt, const std::function<void()>& fn,
-                    const std::function<testing::Diff()>& compare, bool* ok) {
+                    const std::function<testing::Diff()>& compare, bool* ok, double default_eps = 0) {
     testing::poison(d, d_count, dt, stream_.get());
     fn();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     team_.check();
     const testing::Diff diff = compare();
-    const double eps = cfg_.eps > 0 ? cfg_.eps : testing::default_eps(dt);
+    const double eps = cfg_.eps > 0 ? cfg_.eps : default_eps > 0 ? default_eps : testing::default_eps(dt);
     *ok = all_ranks(diff.passes(eps));
     return max_over_ranks(diff.nonfinite > 0 ? 1e30 : diff.rel_err);
   }
@@ -379,7 +379,8 @@ class Runner {
       auto fn = [&] { plan->run(ops, stream_.get()); };
       measure(row, fn, [&](bool* ok) {
         return check_once(g.d.get(), operand_sizes(p, t_.world).d, d_dtype(p), fn,
-                          [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, ok);
+                          [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, ok,
+                          testing::default_eps(p));
       });
       if (impl == Impl::kBaseline) base.baseline_ms = row.baseline_ms = row.ms;
       print(table_row(row));
@@ -464,9 +465,10 @@ class Runner {
     const void* b = gather_b ? b_full.get() : g.b.get();
     if (gather_a) testing::fill_random(a_full.get(), p.dtype, p.l, p.m, p.k, 0, p.m, kSeed, st);
     gemm::MatmulShape shape = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
-    shape.out_fp32 = d_dtype(p) == DType::kFP32;
+    shape.out_dtype = p.out_dtype;
     const gemm::LtMatmul mm(t_.lt, shape);
-    base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st); });
+    const Operands own = g.operands();  // (e4m3: this rank's scales)
+    base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st, own.a_scale, own.b_scale); });
     // ag_gemm gathers the input type; gemm_rs and gemm_ar reduce D's.
     const ncclDataType_t type = ops::nccl_type(p.op == Op::kAgGemm ? p.dtype : d_dtype(p));
     base.comm_ms = time_ms([&] {

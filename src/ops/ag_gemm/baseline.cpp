@@ -18,8 +18,11 @@ class AgGemmBaseline final : public OpImpl {
     workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
     // ncclAllGather lays the shards out rank by rank: [W][L][shard]. With L == 1 that is
     // exactly A[M][K] (along N, for B as [N, K]: B[N][K]); otherwise one strided matmul per
-    // rank's block.
-    one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK);
+    // rank's block. e4m3 shards carry each rank's own scale, gathered beside them: one matmul
+    // per block, each with its scale.
+    fp8_ = p_.dtype == DType::kE4M3;
+    one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && !fp8_;
+    if (fp8_) scales_ = DeviceBuffer(sizeof(float) * static_cast<size_t>(team_->world));
     matmuls_.get(shape(p_));  // the plan's M now, any other on its first call
   }
 
@@ -32,6 +35,8 @@ class AgGemmBaseline final : public OpImpl {
     // caller's A_gathered when it wants one (PlanOptions::return_gathered_a).
     const bool into_caller = o.a_gathered != nullptr && !along_n_ && p.l == 1;
     auto* g = into_caller ? static_cast<char*>(o.a_gathered) : gathered_.as<char>();
+    if (fp8_)
+      TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b_scale : o.a_scale, scales_.get(), 1, ncclFloat32, team_->comm, stream));
     TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b : o.a, g, static_cast<size_t>(p.l * shard), ops::nccl_type(p.dtype),
                                     team_->comm, stream));
     const gemm::LtMatmul& matmul = matmuls_.get(shape(p));
@@ -39,8 +44,9 @@ class AgGemmBaseline final : public OpImpl {
       const char* block = g + w * p.l * shard * es;
       const int64_t d_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * p.n) * ds;
       const char* c = o.c ? static_cast<const char*>(o.c) + d_off : nullptr;
+      const float* block_scale = fp8_ ? scales_.as<float>() + w : nullptr;  // the gathered operand's, rank w's
       matmul.run(along_n_ ? o.a : block, along_n_ ? block : o.b, c, static_cast<char*>(o.d) + d_off, p.alpha, p.beta,
-                 workspace_.get(), stream);
+                 workspace_.get(), stream, along_n_ ? o.a_scale : block_scale, along_n_ ? block_scale : o.b_scale);
     }
     if (o.a_gathered != nullptr && !into_caller)  // [W][L][M/W rows] to [L][M rows]
       for (int64_t w = 0; w < W; ++w)
@@ -63,7 +69,7 @@ class AgGemmBaseline final : public OpImpl {
     }
     s.stride_c = s.stride_d = p.m * p.n;
     s.has_c = p.has_c;
-    s.out_fp32 = d_dtype(p) == DType::kFP32;
+    s.out_dtype = p.out_dtype;
     return s;
   }
 
@@ -71,7 +77,8 @@ class AgGemmBaseline final : public OpImpl {
   GemmProblem p_;
   bool along_n_ = false;
   bool one_matmul_ = false;
-  DeviceBuffer gathered_, workspace_;
+  bool fp8_ = false;
+  DeviceBuffer gathered_, workspace_, scales_;  // scales_: e4m3, every rank's scale of the gathered operand
   gemm::LtMatmulCache matmuls_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 
@@ -25,6 +26,8 @@ template <>
 __device__ __forceinline__ __half from_float(float f) { return __float2half_rn(f); }
 template <>
 __device__ __forceinline__ float from_float(float f) { return f; }
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 from_float(float f) { return __nv_fp8_e4m3(f); }
 
 template <typename T>
 __global__ void fill_kernel(T* p, int64_t l, int64_t rows, int64_t cols, int64_t row_offset, int64_t total_rows, uint64_t seed) {
@@ -47,6 +50,8 @@ void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, in
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 4096)));
   if (dtype == DType::kFP32)
     fill_kernel<<<grid, 256, 0, stream>>>(static_cast<float*>(p), l, rows, cols, row_offset, total_rows, seed);
+  else if (dtype == DType::kE4M3)
+    fill_kernel<<<grid, 256, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(p), l, rows, cols, row_offset, total_rows, seed);
   else if (dtype == DType::kBF16)
     fill_kernel<<<grid, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(p), l, rows, cols, row_offset, total_rows, seed);
   else

@@ -19,7 +19,7 @@ class GemmArBaseline final : public OpImpl {
 
   void run(const Operands& o, cudaStream_t stream) override {
     const GemmProblem p = call_problem(p_, o);
-    matmuls_.get(shape(p)).run(o.a, o.b, nullptr, o.d, p.alpha, 0.0f, workspace_.get(), stream);
+    matmuls_.get(shape(p)).run(o.a, o.b, nullptr, o.d, p.alpha, 0.0f, workspace_.get(), stream, o.a_scale, o.b_scale);
     const int64_t count = p.l * p.m * p.n;
     const DType dt = d_dtype(p);  // the partials', summed in it
     TPGEMM_NCCL_CHECK(ncclAllReduce(o.d, o.d, static_cast<size_t>(count), ops::nccl_type(dt), ncclSum, team_->comm, stream));
@@ -29,7 +29,7 @@ class GemmArBaseline final : public OpImpl {
  private:
   static gemm::MatmulShape shape(const GemmProblem& p) {
     gemm::MatmulShape s = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
-    s.out_fp32 = d_dtype(p) == DType::kFP32;
+    s.out_dtype = p.out_dtype;
     return s;
   }
 

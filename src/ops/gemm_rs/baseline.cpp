@@ -22,7 +22,7 @@ class GemmRsBaseline final : public OpImpl {
   void run(const Operands& o, cudaStream_t stream) override {
     // ncclReduceScatter hands rank r the r-th contiguous piece: PartialBlocks' layout.
     const int64_t count = blocks_.block_elems(o.m);
-    blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream, o.m);
+    blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream, o.m, o.a_scale, o.b_scale);
     const DType dt = d_dtype(p_);  // the partials', summed in it
     TPGEMM_NCCL_CHECK(ncclReduceScatter(partial_.get(), o.d, static_cast<size_t>(count), ops::nccl_type(dt), ncclSum,
                                         team_->comm, stream));

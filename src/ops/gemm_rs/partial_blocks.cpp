@@ -19,12 +19,12 @@ gemm::MatmulShape PartialBlocks::shape(int64_t m) const {
     s.stride_a = m * p_.k;
     s.stride_d = mw * p_.n;
   }
-  s.out_fp32 = d_dtype(p_) == DType::kFP32;
+  s.out_dtype = p_.out_dtype;
   return s;
 }
 
 void PartialBlocks::run(const void* a, const void* b, void* partial, float alpha, void* workspace, cudaStream_t stream,
-                        int64_t m) {
+                        int64_t m, const float* a_scale, const float* b_scale) {
   if (m == 0) m = p_.m;
   const int64_t es = static_cast<int64_t>(dtype_size(p_.dtype)), ds = static_cast<int64_t>(dtype_size(d_dtype(p_)));
   const int64_t W = world_;
@@ -36,7 +36,8 @@ void PartialBlocks::run(const void* a, const void* b, void* partial, float alpha
       bw += (p_.b_layout == BLayout::kKN ? w * (p_.n / W) : w * (p_.n / W) * p_.k) * es;
     else
       aw += w * (m / W) * p_.k * es;
-    matmul.run(aw, bw, nullptr, static_cast<char*>(partial) + w * block_elems(m) * ds, alpha, 0.0f, workspace, stream);
+    matmul.run(aw, bw, nullptr, static_cast<char*>(partial) + w * block_elems(m) * ds, alpha, 0.0f, workspace, stream,
+               a_scale, b_scale);
   }
 }
 

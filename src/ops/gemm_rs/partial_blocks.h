@@ -19,9 +19,11 @@ class PartialBlocks {
   PartialBlocks(cublasLtHandle_t lt, const GemmProblem& p, int world);
   // Elements of each block (= of each rank's D) for a call of M rows (0: the problem's M).
   int64_t block_elems(int64_t m = 0) const { return p_.l * (m > 0 ? m : p_.m) * p_.n / world_; }
-  // partial (L M N elements) = alpha * A B in blocks, for a call of M rows (0: the problem's M, else
-  // at most that); workspace: gemm::LtMatmul::kWorkspaceBytes.
-  void run(const void* a, const void* b, void* partial, float alpha, void* workspace, cudaStream_t stream, int64_t m = 0);
+  // partial (L M N elements of D's type) = alpha * A B in blocks, for a call of M rows (0: the
+  // problem's M, else at most that); workspace: gemm::LtMatmul::kWorkspaceBytes; e4m3 A and B
+  // with their scales (gemm::LtMatmul::run).
+  void run(const void* a, const void* b, void* partial, float alpha, void* workspace, cudaStream_t stream, int64_t m = 0,
+           const float* a_scale = nullptr, const float* b_scale = nullptr);
 
  private:
   GemmProblem p_{};
