@@ -28,7 +28,12 @@ T parsed(std::optional<T> v, const char* arg, const std::string& s, const char* 
   return *v;
 }
 
-DType dtype_arg(const std::string& s) { return parsed(parse_dtype(s), "dtype", s, "bf16, fp16 or e4m3"); }
+DType dtype_arg(const std::string& s) {
+  const DType d = parsed(parse_dtype(s), "dtype", s, "bf16, fp16 or e4m3");
+  if (d == DType::kFP32)
+    throw Error(ErrorCode::kInvalidArgument, "dtype='fp32': expected bf16, fp16 or e4m3 (fp32 is an output type: out_dtype)");
+  return d;
+}
 
 TeamOptions team_options(int64_t timeout_ms, int64_t host_timeout_ms, const std::string& call_check) {
   TeamOptions o;

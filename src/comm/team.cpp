@@ -70,17 +70,20 @@ TeamState::~TeamState() {
 
 Status TeamState::failure() const {
   const Status tripped = mailbox->status();
-  if (!tripped.ok()) {
-    mark_failed();  // whoever sees the trip first stops the team's stuck work (NOTE [failed team])
-    return tripped;
+  if (!tripped.ok()) return tripped;
+  if (failed.load()) {
+    std::lock_guard<std::mutex> lock(failure_mutex);
+    return {first_failure.code, strfmt("rank %d: this team failed earlier and takes no more work (destroy it and "
+                                       "create a new one): %s", rank, first_failure.message.c_str())};
   }
-  if (failed.load())
-    return {ErrorCode::kTimeout, strfmt("rank %d: this team failed earlier (a wait for a peer ran out; the error said "
-                                        "which); it takes no more work: destroy it and create a new one", rank)};
   return Status::Ok();
 }
 
-void TeamState::mark_failed() const {
+void TeamState::mark_failed(const Status& why) const {
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex);
+    if (first_failure.ok()) first_failure = why;
+  }
   if (failed.exchange(true) || !owns_comm || comm == nullptr) return;
   // Not ncclCommRevoke: it raises the abort flag only for as long as it drains NCCL's own
   // streams, so a kernel on the caller's stream that polls the flag later spins on for good.
@@ -145,6 +148,9 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
   TPGEMM_CUDA_CHECK(cudaMalloc(&scratch, staging));
   TPGEMM_CUDA_CHECK(cudaMallocHost(&host_scratch, staging));
   agreement = comm::Agreement(rank, world, [this](const uint8_t* mine, uint8_t* all, size_t slot) {
+    // A failed team's communicator is gone (NOTE [failed team]): its first error, not NCCL's
+    // complaint about a null communicator (an agreement on a failure that just happened).
+    if (comm == nullptr) throw Error(failure());
     const size_t gathered = slot * static_cast<size_t>(world);
     // Both copies go through pinned memory, so that neither blocks the host: the bound is
     // wait_for_peers', whatever the peers do.
@@ -208,6 +214,8 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
 }
 
 void TeamState::check() const {
+  const Status tripped = mailbox->status();
+  if (!tripped.ok()) mark_failed(tripped);  // the caller's synchronous check: stop the stuck work now
   throw_if_error(failure());
   ncclResult_t async = ncclSuccess;
   TPGEMM_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
@@ -248,13 +256,14 @@ void TeamState::wait_for_peers(cudaStream_t stream, const char* what) const {
     TPGEMM_CUDA_CHECK(e);
     return;
   }
-  mark_failed();  // the stream's collective work never ends (NOTE [failed team])
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-  throw Error(ErrorCode::kTimeout,
-              strfmt("rank %d waited %lld ms for %s: a peer never joined (it crashed, stopped early, or made a "
-                     "different tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: "
-                     "destroy it and create a new one.",
-                     rank, (long long)waited.count(), what));
+  const Status why{ErrorCode::kTimeout,
+                   strfmt("rank %d waited %lld ms for %s: a peer never joined (it crashed, stopped early, or made a "
+                          "different tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: "
+                          "destroy it and create a new one.",
+                          rank, (long long)waited.count(), what)};
+  mark_failed(why);  // the stream's collective work never ends (NOTE [failed team])
+  throw Error(why);
 }
 
 void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -91,16 +92,19 @@ struct TeamState {
 
   // NOTE [failed team]: once a wait of the team ran out (a peer's host never joined an exchange,
   // or a device wait tripped), NCCL work of this team may never finish, and a cudaFree behind it
-  // (any buffer's release) would wait for it for good. mark_failed() stops that work where this
+  // (any buffer's release) would wait for it for good. mark_failed(why) stops that work where this
   // team owns the communicator: ncclCommAbort at once (its kernels see the abort flag and end;
   // the team's comm is then null, so windows have nothing left to deregister from and later
-  // plans and calls refuse with failure()).
-  void mark_failed() const;
+  // plans and calls refuse with failure()). `why` is the first failure's error, kept for them.
+  void mark_failed(const Status& why) const;
   bool has_failed() const { return failed.load() || (mailbox != nullptr && !mailbox->status().ok()); }
   // Ok, or why this team can take no more work: the tripped device wait, or the host wait that
-  // ran out (every later plan and call refuses with it).
+  // ran out (every later plan and call refuses with it). A trip alone leaves the communicator
+  // whole, so that the peers, alive but slow, learn it in the next agreement instead of waiting.
   Status failure() const;
   mutable std::atomic<bool> failed{false};
+  mutable std::mutex failure_mutex;
+  mutable Status first_failure;  // (under failure_mutex) what mark_failed was told first
 
   // Ok if `p` (an operand named `name`) is memory this rank's GPU can use as its own: device
   // memory of its device, or managed memory. A host pointer, or another GPU's memory, would

@@ -228,6 +228,14 @@ Status gathered_a_supported(const GemmProblem& p, Impl impl) {
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   const std::string name(to_string(impl)), op(to_string(p.op));
   if (name == "?") return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
+  // The types first: they rule out every implementation but the baseline, whatever the shape.
+  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline)
+    return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3; use impl=baseline or auto",
+                              name.c_str()));
+  if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline)
+    return unsupported(strfmt("impl %s writes D in the input type (%s), and out_dtype=%s; use impl=baseline or auto",
+                              name.c_str(), std::string(to_string(p.dtype)).c_str(),
+                              std::string(to_string(d_dtype(p))).c_str()));
   if (p.shard_dim == ShardDim::kN && impl != Impl::kAuto && impl != Impl::kBaseline && impl != Impl::kPipelinedCE &&
       impl != Impl::kGemmReduceScatter)
     return unsupported(strfmt("impl %s works along M only, and this %s has shard_dim=n; use impl=pipelined_ce or "
@@ -236,13 +244,6 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   if (impl != Impl::kAuto && impl != Impl::kBaseline && topo.world > kMaxSymmetricWorld)
     return unsupported(strfmt("impl %s supports teams of up to %d ranks, and this one has %d; use impl=baseline",
                               name.c_str(), kMaxSymmetricWorld, topo.world));
-  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline)
-    return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3; use impl=baseline or auto",
-                              name.c_str()));
-  if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline)
-    return unsupported(strfmt("impl %s writes D in the input type (%s), and out_dtype=%s; use impl=baseline or auto",
-                              name.c_str(), std::string(to_string(p.dtype)).c_str(),
-                              std::string(to_string(d_dtype(p))).c_str()));
   switch (impl) {
     case Impl::kAuto:
     case Impl::kBaseline: return Status::Ok();

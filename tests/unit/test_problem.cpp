@@ -228,6 +228,9 @@ TEST(OutDtype, Fp32DIsTheBaselinesAndSizedInFourBytes) {
   for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
     expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"out_dtype=fp32", "baseline"});
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
+  GemmProblem along_n = p;  // the type is the reason given, whatever else the shape rules out
+  along_n.shard_dim = ShardDim::kN;
+  expect_error(impl_supported(along_n, Impl::kFused, topo), ErrorCode::kUnsupported, {"out_dtype=fp32"});
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
     for (int64_t m : {64, 4096, 65536}) {
       GemmProblem q = ag(m, 8192, 8192);
