@@ -34,7 +34,8 @@ struct PlanState {
   Route main;
   std::map<int64_t, Route> ranges;  // by the top of the range (plan::range_top)
   bool return_gathered_a = false;              // PlanOptions::return_gathered_a
-  std::array<const void*, 5> device_memory{};  // A, B, C, D, A gathered as last found this GPU's (check_device_memory)
+  // A, B, C, D, A gathered, the e4m3 scales as last found this GPU's (check_device_memory).
+  std::array<const void*, 7> device_memory{};
 };
 
 namespace {
@@ -274,9 +275,9 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   Status mine = t.failure();  // a failed team stops every rank, not only this one
   if (mine.ok()) mine = plan::check_call_m(s.problem, t.world, o.m);
   if (mine.ok()) mine = plan::validate_operands(call, t.world, o, s.return_gathered_a);
-  const std::array<const void*, 5> ptrs = {o.a, o.b, s.problem.has_c ? o.c : nullptr, o.d,
-                                           s.return_gathered_a ? o.a_gathered : nullptr};
-  constexpr const char* kNames[] = {"A", "B", "C", "D", "A_gathered"};
+  const std::array<const void*, 7> ptrs = {o.a, o.b, s.problem.has_c ? o.c : nullptr, o.d,
+                                           s.return_gathered_a ? o.a_gathered : nullptr, o.a_scale, o.b_scale};
+  constexpr const char* kNames[] = {"A", "B", "C", "D", "A_gathered", "a_scale", "b_scale"};
   for (size_t i = 0; i < ptrs.size() && mine.ok(); ++i) mine = t.check_device_memory(kNames[i], ptrs[i], s.device_memory[i]);
   detail::Route* route = mine.ok() ? detail::route_for(s, o.m) : &s.main;
   if (route == nullptr) {

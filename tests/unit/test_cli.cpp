@@ -117,6 +117,8 @@ TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--dtype=fp32"}, "--dtype=fp32: expected bf16, fp16 or e4m3");
   expect_rejected({"--dtype=e4m3"}, "--dtype=e4m3 needs --out-dtype");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--op=ag_gemm,allreduce"}, "GEMM ops (ag_gemm");
+  expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--b-layout=kn"}, "B as nk");
+  expect_rejected({"--dtype=bf16", "--out-dtype=fp16"}, "--out-dtype=fp16 with --dtype=bf16: expected bf16 or fp32");
   expect_rejected({"--out-dtype=fp64"}, "--out-dtype=fp64: expected bf16, fp16 or fp32");
   expect_rejected({"--op=matmul"}, "--op=matmul: expected");
   expect_rejected({"--impl=fastest"}, "--impl=fastest");

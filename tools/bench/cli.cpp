@@ -204,11 +204,17 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
   if (c.dtype == DType::kE4M3) {
     if (!c.out_dtype || *c.out_dtype == DType::kE4M3)
       throw Error(ErrorCode::kInvalidArgument, "--dtype=e4m3 needs --out-dtype bf16, fp16 or fp32 (D is never FP8)");
+    if (c.b_layout != BLayout::kNK)
+      throw Error(ErrorCode::kInvalidArgument, "--dtype=e4m3 with --b-layout=kn: FP8 matmuls take B as nk");
     if (ops == "all") c.allreduce = false;  // (the all-reduce has no e4m3)
     if (c.allreduce || c.gemm_core)
       throw Error(ErrorCode::kInvalidArgument, strfmt("--dtype=e4m3 with --op=%s: e4m3 runs the GEMM ops (ag_gemm, "
                                                       "gemm_rs, gemm_ar) only", ops.c_str()));
   }
+  if (c.dtype != DType::kE4M3 && c.out_dtype && *c.out_dtype != c.dtype && *c.out_dtype != DType::kFP32)
+    throw Error(ErrorCode::kInvalidArgument,
+                strfmt("--out-dtype=%s with --dtype=%s: expected %s or fp32", std::string(to_string(*c.out_dtype)).c_str(),
+                       std::string(to_string(c.dtype)).c_str(), std::string(to_string(c.dtype)).c_str()));
   const int given = (c.m > 0) + (c.n > 0) + (c.k > 0);
   if (given != 0 && given != 3)
     throw Error(ErrorCode::kInvalidArgument, "--m, --n and --k go together: give all three for one shape, or none for the shape file");
