@@ -110,6 +110,25 @@ GemmProblem small(Op op, int64_t m = 256) {
   return p;
 }
 
+// Fault (c)'s step: a plan of `impl` built and its data ready on both ranks, the victim killed
+// just before its part of the call; the survivor's call, waited for, and its check.
+Status killed_in_a_call(const Team& team, bool victim, Op op, Impl impl, int64_t m) {
+  PlanOptions o;
+  o.impl = impl;
+  const GemmProblem p = small(op, m);
+  Plan plan(team, p, o);
+  Stream stream = Stream::create();
+  testing::RankData data(p, 2, team.rank(), 7, stream.get());
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  team.barrier();
+  if (victim) ::raise(SIGKILL);
+  plan.run(data.operands(), stream.get());
+  return caught([&] {
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    team.check();
+  });
+}
+
 std::string describe(const Survivor& s) {
   return strfmt("reported %d, %s after %.0f ms (teardown done at %.0f ms): %s", s.reported ? 1 : 0,
                 std::string(to_string(s.code)).c_str(), s.step_ms, s.total_ms, s.message.c_str());
@@ -151,20 +170,7 @@ TEST(Faults, ARankKilledInACallEndsTheSurvivorsCallNamingIt) {
                        Case{Op::kGemmAr, Impl::kFused, 16}}) {
     const std::string what = std::string(to_string(c.op)) + " " + std::string(to_string(c.impl));
     const Survivor s = run_case(false, [&](const Team& team, bool victim) {
-      PlanOptions o;
-      o.impl = c.impl;
-      const GemmProblem p = small(c.op, c.m);
-      Plan plan(team, p, o);
-      Stream stream = Stream::create();
-      testing::RankData data(p, 2, team.rank(), 7, stream.get());
-      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-      team.barrier();
-      if (victim) ::raise(SIGKILL);
-      plan.run(data.operands(), stream.get());
-      return caught([&] {
-        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-        team.check();
-      });
+      return killed_in_a_call(team, victim, c.op, c.impl, c.m);
     });
     std::printf("fault (c) %s mid-call: %s\n", what.c_str(), describe(s).c_str());
     EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout && s.message.find("rank 1") != std::string::npos)
@@ -179,22 +185,7 @@ TEST(Faults, ASurvivorMakesANewTeamAfterItsTeamFailed) {
   TPGEMM_REQUIRE_GPUS(2);
   const Survivor s = run_case(
       false,
-      [](const Team& team, bool victim) {
-        PlanOptions o;
-        o.impl = Impl::kGemmOneShot;
-        const GemmProblem p = small(Op::kGemmAr, 64);
-        Plan plan(team, p, o);
-        Stream stream = Stream::create();
-        testing::RankData data(p, 2, team.rank(), 9, stream.get());
-        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-        team.barrier();
-        if (victim) ::raise(SIGKILL);
-        plan.run(data.operands(), stream.get());
-        return caught([&] {
-          TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-          team.check();
-        });
-      },
+      [](const Team& team, bool victim) { return killed_in_a_call(team, victim, Op::kGemmAr, Impl::kGemmOneShot, 64); },
       [] {
         return caught([] {
           ncclUniqueId id;
