@@ -88,6 +88,35 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
         }
 }
 
+// The types only the baseline writes, on one GPU: an fp32 D of bf16 / fp16 operands, and e4m3
+// operands with their scales into a bf16, fp16 or fp32 D, with and without C, batched.
+TEST(TeamOfOne, Fp32OutputsAndFp8OperandsMatchTheReference) {
+  TPGEMM_REQUIRE_GPUS(1);
+  struct Types { DType in, out; };
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (const Types t : {Types{DType::kBF16, DType::kFP32}, Types{DType::kFP16, DType::kFP32},
+                          Types{DType::kE4M3, DType::kBF16}, Types{DType::kE4M3, DType::kFP16},
+                          Types{DType::kE4M3, DType::kFP32}})
+      for (bool with_c : {false, true})
+        for (Impl impl : {Impl::kBaseline, Impl::kAuto}) {
+          GemmProblem p;
+          p.op = op;
+          p.m = 200;
+          p.n = 136;
+          p.k = 80;
+          p.l = with_c ? 2 : 1;
+          p.dtype = t.in;
+          p.out_dtype = t.out;
+          p.alpha = 0.5f;
+          p.beta = with_c ? -1.0f : 0.0f;
+          p.has_c = with_c;
+          PlanOptions o;
+          o.impl = impl;
+          const auto c = check_plan(solo(), p, o, 2, 400);
+          EXPECT_TRUE(c.ok && c.ran == Impl::kBaseline) << describe_check(p, o, c);
+        }
+}
+
 // fused alone is the GEMM core with the rule's configuration: on this shape stream-K, which
 // needs a workspace (tests/unit/test_sm90_config.cpp pins that choice).
 TEST(TeamOfOne, FusedOnAShapeTheCoreRunsAsStreamK) {
