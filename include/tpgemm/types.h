@@ -107,6 +107,8 @@ struct Operands {
   void* d = nullptr;
   // ag_gemm along M with PlanOptions::return_gathered_a: receives the gathered A [L, M, K] (the
   // input of the matmul, e.g. for a weight gradient later); must not overlap the other operands.
+  // e4m3: the rows as each rank sent them, so each block is in its rank's a_scale (one value
+  // where the ranks share a tensor-wise scale, as torch's scaled ops assume).
   void* a_gathered = nullptr;
   // Rows of this call, M in the op's terms above (0: the plan's M): at least 1, at most the plan's
   // M, a multiple of W where the op shards M; the same on every rank. The operand sizes follow it

@@ -16,6 +16,9 @@ from . import _C
 from ._errors import InvalidArgument
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+# The scaled (FP8) ops: their operands' type, and the output types tpgemm writes from it.
+FP8_DTYPES = {torch.float8_e4m3fn: "e4m3"} if hasattr(torch, "float8_e4m3fn") else {}
+OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
 class _TeamEntry:
@@ -141,11 +144,11 @@ class PlanCall:
     def impl(self):
         return self.plan.impl
 
-    def run(self, a, b, c, d, a_gathered, stream):
-        self.plan.run(a, b, c, d, a_gathered, stream, self.m)
+    def run(self, a, b, c, d, a_gathered, stream, a_scale=0, b_scale=0):
+        self.plan.run(a, b, c, d, a_gathered, stream, self.m, a_scale, b_scale)
 
 
-def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False):
+def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False, out_dtype=""):
     """The cached Plan for this problem on the group's team, made (collectively) on first use.
 
     A shape (everything but M) gets a plan of its own for each of its first few token counts, so a
@@ -154,7 +157,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     (Operands::m), so their number grows with log M, not with M."""
     e = _entry(group)
     impl = impl_for(op)
-    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl)
+    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype)
     p = e.plans.get(shape + (m,))
     if p is not None:
         return PlanCall(p, m)
@@ -169,7 +172,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     if p is None:
         _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
         p = _C.Plan(e.team, op, top, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim,
-                    impl=impl, return_gathered_a=return_gathered_a)
+                    impl=impl, return_gathered_a=return_gathered_a, out_dtype=out_dtype)
         e.plans[shape + (top,)] = p
         if top == m:
             exact.add(m)

@@ -6,7 +6,9 @@
     matmul_all_reduce(Tensor A, Tensor B, str reduce_op, str group_name) -> Tensor
     all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor            (out of place)
 
-The first two have exactly the schemas and results of torch.ops.symm_mem's ops of the same names:
+    fused_all_gather_scaled_matmul(...), fused_scaled_matmul_reduce_scatter(...)   (FP8: torch's schemas)
+
+These four have exactly the schemas and results of torch.ops.symm_mem's ops of the same names:
 a model switches by changing the namespace. Each B is [K, N] (an nn.Linear weight W is passed as
 W.t(), which tpgemm reads in place). reduce_op is "sum" or "avg". Every op has a fake (meta)
 implementation, so torch.compile(fullgraph=True) traces it, and its CUDA kernel only enqueues work
@@ -30,6 +32,13 @@ _lib.define("fused_all_gather_matmul(Tensor A, Tensor[] Bs, int gather_dim, str 
 _lib.define("fused_matmul_reduce_scatter(Tensor A, Tensor B, str reduce_op, int scatter_dim, str group_name) -> Tensor")
 _lib.define("matmul_all_reduce(Tensor A, Tensor B, str reduce_op, str group_name) -> Tensor")
 _lib.define("all_reduce(Tensor input, str reduce_op, str group_name) -> Tensor")
+_lib.define("fused_all_gather_scaled_matmul(Tensor A, Tensor[] Bs, Tensor A_scale, Tensor[] B_scales, int gather_dim, "
+            "str group_name, Tensor?[] biases, Tensor?[] result_scales, ScalarType?[] out_dtypes, "
+            "bool[] use_fast_accum) -> (Tensor, Tensor[])")
+_lib.define("fused_scaled_matmul_reduce_scatter(Tensor A, Tensor B, Tensor A_scale, Tensor B_scale, str reduce_op, "
+            "int orig_scatter_dim, int scatter_dim_after_maybe_reshape, str group_name, SymInt[]? output_shape, "
+            "Tensor? bias=None, Tensor? result_scale=None, ScalarType? out_dtype=None, bool use_fast_accum=False) "
+            "-> Tensor")
 
 _c10d = torch.ops._c10d_functional
 _noted = set()
@@ -308,10 +317,201 @@ def _all_reduce_kernel(input, reduce_op, group_name):
     return out.div_(T.world_size(group_name)) if reduce_op == "avg" else out
 
 
+# ---- the scaled (FP8) ops ----------------------------------------------------------------------
+#
+# torch.ops.symm_mem's fused_all_gather_scaled_matmul and fused_scaled_matmul_reduce_scatter, with
+# their schemas: A and B in FP8 with dequantisation scales, as torch._scaled_mm takes them.
+# tpgemm serves e4m3 operands with tensor-wise scales (one fp32 each, on the GPU), an out_dtype of
+# bf16, fp16 or fp32, no bias or result scale, B as the transpose of an [N, K] row-major weight;
+# use_fast_accum is a permission tpgemm does not take (it accumulates in full). Everything else
+# runs torch's path: the collective and torch._scaled_mm.
+
+# A ScalarType[] argument reaches a Python kernel as c10::ScalarType numbers (c10/core/ScalarType.h);
+# the output types a scaled matmul can have, back to torch.dtype.
+_SCALAR_TYPES = {5: torch.float16, 6: torch.float32, 15: torch.bfloat16}
+if hasattr(torch, "float8_e4m3fn"):
+    _SCALAR_TYPES.update({16: torch.float8_e5m2, 17: torch.float8_e4m3fn})
+
+
+def _dtype(x):
+    if x is None or isinstance(x, torch.dtype):
+        return x
+    if x not in _SCALAR_TYPES:
+        raise InvalidArgument(f"out_dtype {x!r}: expected float32, bfloat16, float16 or an FP8 type")
+    return _SCALAR_TYPES[x]
+
+
+def _tensor_wise(scale, device):
+    """Whether `scale` is one fp32 on `device` (tensor-wise), as tpgemm's kernels take it."""
+    return (isinstance(scale, torch.Tensor) and scale.numel() == 1 and scale.dtype == torch.float32
+            and scale.device == device)
+
+
+def _why_not_scaled(A, B, A_scale, B_scale, bias, result_scale, out_dtype):
+    if A.device.type != "cuda":
+        return f"A is on {A.device}"
+    if A.dtype not in T.FP8_DTYPES or B.dtype != A.dtype:
+        return f"A {A.dtype} and B {B.dtype} (tpgemm's scaled ops take float8_e4m3fn)"
+    if not (_tensor_wise(A_scale, A.device) and _tensor_wise(B_scale, A.device)):
+        return "scales other than one fp32 per operand on A's device (row-wise or block scales)"
+    if bias is not None or result_scale is not None:
+        return "a bias or a result scale"
+    if out_dtype not in T.OUT_DTYPES:
+        return f"out_dtype {out_dtype} (tpgemm writes bfloat16, float16 or float32)"
+    if A.dim() < 2 or B.dim() != 2 or B.shape[0] != A.shape[-1]:
+        return f"A {tuple(A.shape)} and B {tuple(B.shape)}"
+    return ""
+
+
+def _gather_rows(x, group_name):
+    """x gathered along dim 0 (as bytes where x is FP8: not every backend moves FP8)."""
+    W = T.world_size(group_name)
+    raw = x.contiguous()
+    if raw.dtype in T.FP8_DTYPES:
+        raw = raw.view(torch.uint8)
+    out = _c10d.wait_tensor(_c10d.all_gather_into_tensor(raw, W, group_name))
+    return out.view(x.dtype) if x.dtype in T.FP8_DTYPES else out
+
+
+def _ag_scaled_torch(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
+                     use_fast_accum):
+    gd = gather_dim % A.dim()
+    A_full = _gather_rows(A.movedim(gd, 0), group_name).movedim(0, gd)
+    scale = A_scale
+    if A_scale.numel() > 1:  # row-wise: each rank's rows' scales, gathered with them
+        if tuple(A_scale.shape[:-1]) != tuple(A.shape[:-1]):
+            raise InvalidArgument(f"A_scale has shape {tuple(A_scale.shape)}: expected one scale (tensor-wise) or "
+                                  f"{tuple(A.shape[:-1]) + (1,)} (row-wise)")
+        scale = _gather_rows(A_scale.movedim(gd, 0), group_name).movedim(0, gd)
+    A2, s2 = A_full.flatten(0, -2), (scale.flatten(0, -2) if scale.numel() > 1 else scale)
+    outs = [torch._scaled_mm(A2, B, s2, bs, bias, rs, out_dtype=od, use_fast_accum=fast).unflatten(0, A_full.shape[:-1])
+            for B, bs, bias, rs, od, fast in zip(Bs, B_scales, biases, result_scales, out_dtypes, use_fast_accum)]
+    return A_full, outs
+
+
+def _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fast_accum):
+    for name, v in (("B_scales", B_scales), ("biases", biases), ("result_scales", result_scales),
+                    ("out_dtypes", out_dtypes), ("use_fast_accum", use_fast_accum)):
+        if len(v) != len(Bs):
+            raise InvalidArgument(f"{name} has {len(v)} entries: expected one per B ({len(Bs)})")
+    if not Bs:
+        raise InvalidArgument("Bs is empty: expected at least one B")
+
+
+def _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes):
+    why = _why_not_scaled(A, Bs[0], A_scale, B_scales[0], biases[0], result_scales[0], out_dtypes[0])
+    why = why or ("" if gather_dim % A.dim() == 0 else f"gather_dim={gather_dim}")
+    if why:
+        _note_fallback("fused_all_gather_scaled_matmul", why)
+        return TORCH_PATH
+    W = T.world_size(group_name)
+    T.check_tensor(A, "A", device=T.team_device(group_name))
+    K, lead = A.shape[-1], tuple(A.shape[:-1])
+    B0, layout = _b_operand(Bs[0])
+    N = B0.shape[1]
+    p = _plan(group_name, "ag_gemm", math.prod(lead) * W, N, K, T.FP8_DTYPES[A.dtype], layout, return_gathered_a=True,
+              out_dtype=T.OUT_DTYPES[out_dtypes[0]])
+    if p is None:
+        return TORCH_PATH
+    rows = (lead[0] * W,) + lead[1:]
+    return _Call(p, rows + (N,), rows + (K,), not A.is_contiguous(), B0 is not Bs[0])
+
+
+def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
+                      use_fast_accum):
+    out_dtypes = [_dtype(x) for x in out_dtypes]
+    _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fast_accum)
+    key = (("ag_scaled", group_name, gather_dim, _layout(A), _layout(A_scale), tuple(out_dtypes),
+            tuple(b is None for b in biases), tuple(r is None for r in result_scales))
+           + tuple(_layout(B) for B in Bs) + tuple(_layout(s) for s in B_scales))
+    c = _kept(key, lambda: _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales,
+                                           out_dtypes))
+    if c.plan is None:
+        return _ag_scaled_torch(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
+                                use_fast_accum)
+    A2, B0 = _operands(c, A, Bs[0])
+    D = torch.empty(c.shape, dtype=out_dtypes[0], device=A.device)
+    G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device)
+    c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"), T.address(G, "A_gathered"),
+               T.stream(A.device.index), A_scale.data_ptr(), B_scales[0].data_ptr())
+    G2 = G.flatten(0, -2)
+    outs = [D] + [torch._scaled_mm(G2, B, A_scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
+                  .unflatten(0, G.shape[:-1])
+                  for B, bs, bias, rs, od, fast in zip(Bs[1:], B_scales[1:], biases[1:], result_scales[1:],
+                                                       out_dtypes[1:], use_fast_accum[1:])]
+    return G, outs
+
+
+def _rs_scaled_torch(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name, output_shape, bias,
+                     result_scale, out_dtype, use_fast_accum):
+    W = T.world_size(group_name)
+    scale = A_scale.flatten(0, -2).contiguous() if A_scale.numel() > 1 else A_scale
+    C = torch._scaled_mm(A.flatten(0, -2).contiguous(), B, scale, B_scale, bias, result_scale, out_dtype=out_dtype,
+                         use_fast_accum=use_fast_accum)
+    C = C.view(*output_shape[:-1], B.shape[1])
+    sd = orig_scatter_dim % C.dim()
+    out = _c10d.wait_tensor(_c10d.reduce_scatter_tensor(C.movedim(sd, 0).contiguous(), reduce_op, W, group_name))
+    return out.movedim(0, sd).contiguous()
+
+
+def _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name, output_shape, bias, result_scale,
+                    out_dtype):
+    W = T.world_size(group_name)
+    alpha = _alpha(reduce_op, W)
+    why = _why_not_scaled(A, B, A_scale, B_scale, bias, result_scale, out_dtype)
+    out_shape = tuple(output_shape[:-1]) + (B.shape[1],)
+    sd = orig_scatter_dim % len(out_shape)
+    why = why or ("" if sd in (0, len(out_shape) - 1) else f"orig_scatter_dim={orig_scatter_dim}")
+    why = why or ("" if math.prod(out_shape[:-1]) == math.prod(A.shape[:-1]) else f"output_shape {output_shape}")
+    if why:
+        _note_fallback("fused_scaled_matmul_reduce_scatter", why)
+        return TORCH_PATH
+    T.check_tensor(A, "A", device=T.team_device(group_name))
+    K = A.shape[-1]
+    B2, layout = _b_operand(B)
+    N, M = B2.shape[1], math.prod(out_shape[:-1])
+    if sd == 0:
+        if out_shape[0] % W:
+            raise InvalidArgument(f"output_shape {list(output_shape)}: its scatter dim 0 ({out_shape[0]}) must be "
+                                  f"divisible by the group's size {W}")
+        shape, shard = (out_shape[0] // W,) + out_shape[1:], "m"
+    else:
+        if N % W:
+            raise InvalidArgument(f"B has shape {tuple(B.shape)}: N={N} must be divisible by the group's size {W} "
+                                  "to scatter the last dim")
+        shape, shard = out_shape[:-1] + (N // W,), "n"
+    p = _plan(group_name, "gemm_rs", M, N, K, T.FP8_DTYPES[A.dtype], layout, alpha=alpha, shard_dim=shard,
+              out_dtype=T.OUT_DTYPES[out_dtype])
+    if p is None:
+        return TORCH_PATH
+    return _Call(p, shape, None, not A.is_contiguous(), B2 is not B)
+
+
+def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatter_dim_after_maybe_reshape,
+                      group_name, output_shape, bias=None, result_scale=None, out_dtype=None, use_fast_accum=False):
+    out_dtype = _dtype(out_dtype)
+    if output_shape is None:
+        output_shape = list(A.shape[:-1]) + [B.shape[1]]
+    key = ("rs_scaled", group_name, reduce_op, orig_scatter_dim, tuple(output_shape), _layout(A), _layout(B),
+           _layout(A_scale), _layout(B_scale), bias is None, result_scale is None, out_dtype)
+    c = _kept(key, lambda: _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name,
+                                           output_shape, bias, result_scale, out_dtype))
+    if c.plan is None:
+        return _rs_scaled_torch(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name, output_shape, bias,
+                                result_scale, out_dtype, use_fast_accum)
+    A2, B2 = _operands(c, A, B)
+    D = torch.empty(c.shape, dtype=out_dtype, device=A.device)
+    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index),
+               A_scale.data_ptr(), B_scale.data_ptr())
+    return D
+
+
 # The same kernels take CPU tensors: checked alike, they run torch's own path (tpgemm's kernels
 # are CUDA only).
 for _name, _kernel in (("fused_all_gather_matmul", _ag_kernel), ("fused_matmul_reduce_scatter", _rs_kernel),
-                       ("matmul_all_reduce", _ar_kernel), ("all_reduce", _all_reduce_kernel)):
+                       ("matmul_all_reduce", _ar_kernel), ("all_reduce", _all_reduce_kernel),
+                       ("fused_all_gather_scaled_matmul", _ag_scaled_kernel),
+                       ("fused_scaled_matmul_reduce_scatter", _rs_scaled_kernel)):
     _lib.impl(_name, _kernel, "CUDA")
     _lib.impl(_name, _kernel, "CPU")
 
@@ -339,6 +539,26 @@ def _rs_fake(A, B, reduce_op, scatter_dim, group_name):
 @torch.library.register_fake("tpgemm::matmul_all_reduce")
 def _ar_fake(A, B, reduce_op, group_name):
     return A.new_empty(list(A.shape[:-1]) + [B.shape[1]])
+
+
+@torch.library.register_fake("tpgemm::fused_all_gather_scaled_matmul")
+def _ag_scaled_fake(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
+                    use_fast_accum):
+    W = T.world_size(group_name)
+    gd = gather_dim % A.dim()
+    shape = list(A.shape)
+    shape[gd] *= W
+    return A.new_empty(shape), [A.new_empty(shape[:-1] + [B.shape[1]], dtype=_dtype(od) or A.dtype)
+                                for B, od in zip(Bs, out_dtypes)]
+
+
+@torch.library.register_fake("tpgemm::fused_scaled_matmul_reduce_scatter")
+def _rs_scaled_fake(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatter_dim_after_maybe_reshape, group_name,
+                    output_shape, bias=None, result_scale=None, out_dtype=None, use_fast_accum=False):
+    W = T.world_size(group_name)
+    shape = (list(output_shape[:-1]) if output_shape is not None else list(A.shape[:-1])) + [B.shape[1]]
+    shape[orig_scatter_dim % len(shape)] //= W
+    return A.new_empty(shape, dtype=_dtype(out_dtype) or A.dtype)
 
 
 @torch.library.register_fake("tpgemm::all_reduce")

@@ -212,10 +212,6 @@ Status gathered_a_supported(const GemmProblem& p, Impl impl) {
   if (p.op != Op::kAgGemm || p.shard_dim != ShardDim::kM)
     return invalid(strfmt("return_gathered_a with %s%s: only ag_gemm along M gathers A",
                           std::string(to_string(p.op)).c_str(), p.shard_dim == ShardDim::kN ? " (shard_dim=n)" : ""));
-  // Each rank's rows of an e4m3 A carry that rank's scale, which the gathered A would not.
-  if (p.dtype == DType::kE4M3)
-    return unsupported("return_gathered_a with dtype e4m3: the gathered rows keep each rank's own scale, which is not "
-                       "returned; gather the scales yourself or leave it off");
   switch (impl) {
     case Impl::kAuto:
     case Impl::kBaseline:

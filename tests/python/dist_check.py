@@ -135,6 +135,21 @@ def check_fp32_output(g, W, r):
              a_scale=scales.data_ptr(), b_scale=scales.data_ptr() + 4)
     torch.cuda.synchronize()
     check(rel(D, ref) < BF16_TOL, f"gemm_ar e4m3 -> bf16 {m}x{n}x{k}: rel err {rel(D, ref):.2e}")
+    # torch's scaled ops (tensor-wise e4m3), tpgemm's path: against the dequantised fp32 reference.
+    sa, sb = torch.tensor(0.75, device="cuda"), torch.tensor(1.25, device="cuda")
+    for m, n, k in ((128 * W, 2048, 1024), (16 * W, 4096, 512)):
+        A8, w8 = randn(m // W, k).float().to(torch.float8_e4m3fn), randn(n, k).float().to(torch.float8_e4m3fn)
+        G, (d,) = ops.fused_all_gather_scaled_matmul(A8, [w8.t()], sa, [sb], 0, g, [None], [None], [torch.bfloat16],
+                                                     [False])
+        A_full = gather(A8.float())
+        check(torch.equal(G.float(), A_full), f"ag scaled {m}x{n}x{k}: the gathered A differs")
+        e = rel(d, (A_full * sa) @ (w8.float() * sb).t())
+        check(d.dtype == torch.bfloat16 and e < BF16_TOL, f"ag scaled {m}x{n}x{k}: rel err {e:.2e}")
+        A8r = randn(m, k).float().to(torch.float8_e4m3fn)
+        ref = sum(a @ b.t() for a, b in zip(gather(A8r.float()[None] * sa), gather(w8.float()[None] * sb)))
+        d = ops.fused_scaled_matmul_reduce_scatter(A8r, w8.t(), sa, sb, "sum", 0, 0, g, [m, n], out_dtype=torch.float32)
+        e = rel(d, ref.chunk(W, dim=0)[r])
+        check(d.dtype == torch.float32 and e < 1e-3, f"rs scaled {m}x{n}x{k}: rel err {e:.2e}")
     log(f"fp32 output: {len(failures)} failure(s) so far")
 
 

@@ -27,7 +27,8 @@ def group_name():
 
 def test_schemas_match_torch_symm_mem():
     import torch.distributed._symmetric_memory  # noqa: F401  (defines torch.ops.symm_mem)
-    for name in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter"):
+    for name in ("fused_all_gather_matmul", "fused_matmul_reduce_scatter", "fused_all_gather_scaled_matmul",
+                 "fused_scaled_matmul_reduce_scatter"):
         ours = str(getattr(ops, name).default._schema).replace("tpgemm::", "")
         theirs = str(getattr(torch.ops.symm_mem, name).default._schema).replace("symm_mem::", "")
         assert ours == theirs
@@ -51,6 +52,38 @@ def test_values_on_one_rank_equal_the_matmul(group_name):
     torch.testing.assert_close(d, A @ B)
     torch.testing.assert_close(ops.fused_matmul_reduce_scatter(A, B, "sum", 0, group_name), A @ B)
     torch.testing.assert_close(ops.matmul_all_reduce(A, B, "avg", group_name), A @ B)
+
+
+def _fp8(*shape):
+    return (torch.randn(*shape) * 0.5).to(torch.float8_e4m3fn)
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
+def test_scaled_ops_on_one_rank_equal_scaled_mm(group_name, out_dtype):
+    A, W = _fp8(6, 32), _fp8(16, 32)
+    B = W.t()  # [K, N], column-major as torch._scaled_mm takes it
+    sa, sb = torch.tensor(0.5), torch.tensor(1.25)
+    want = torch._scaled_mm(A, B, sa, sb, out_dtype=out_dtype)
+    G, (d,) = ops.fused_all_gather_scaled_matmul(A, [B], sa, [sb], 0, group_name, [None], [None], [out_dtype], [False])
+    assert G.dtype == A.dtype and torch.equal(G.view(torch.uint8), A.view(torch.uint8))
+    torch.testing.assert_close(d, want)
+    rs = ops.fused_scaled_matmul_reduce_scatter(A, B, sa, sb, "sum", 0, 0, group_name, [6, 16], out_dtype=out_dtype)
+    torch.testing.assert_close(rs, want)
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
+def test_scaled_ops_opcheck_and_bad_lists(group_name):
+    A, B = _fp8(8, 32), _fp8(16, 32).t()
+    sa, sb = torch.tensor(0.5), torch.tensor(2.0)
+    # (test_schema compares the inputs with arithmetic CPU tensors of FP8 do not have)
+    checks = ("test_faketensor", "test_autograd_registration")
+    torch.library.opcheck(ops.fused_all_gather_scaled_matmul,
+                          (A, [B], sa, [sb], 0, group_name, [None], [None], [torch.float32], [False]), test_utils=checks)
+    torch.library.opcheck(ops.fused_scaled_matmul_reduce_scatter, (A, B, sa, sb, "sum", 0, 0, group_name, [8, 16]),
+                          {"out_dtype": torch.float32}, test_utils=checks)
+    with pytest.raises(tpgemm.InvalidArgument, match="out_dtypes has 0 entries"):
+        ops.fused_all_gather_scaled_matmul(A, [B], sa, [sb], 0, group_name, [None], [None], [], [False])
 
 
 @pytest.mark.parametrize("world", [2, 4])
