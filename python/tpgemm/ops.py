@@ -324,7 +324,9 @@ def _all_reduce_kernel(input, reduce_op, group_name):
 # tpgemm serves e4m3 operands with tensor-wise scales (one fp32 each, on the GPU), an out_dtype of
 # bf16, fp16 or fp32, no bias or result scale, B as the transpose of an [N, K] row-major weight;
 # use_fast_accum is a permission tpgemm does not take (it accumulates in full). Everything else
-# runs torch's path: the collective and torch._scaled_mm.
+# runs torch's path: the collective and torch._scaled_mm. A tensor-wise A_scale is, for torch, the
+# scale of the whole gathered A (the ranks share it); tpgemm's gather carries each rank's own with
+# its rows, which is the same where they are shared.
 
 # A ScalarType[] argument reaches a Python kernel as c10::ScalarType numbers (c10/core/ScalarType.h);
 # the output types a scaled matmul can have, back to torch.dtype.
@@ -347,7 +349,27 @@ def _tensor_wise(scale, device):
             and scale.device == device)
 
 
+def _scale_mode(A, A_scale, gd, W):
+    """How the all-gather's A_scale reads, in torch's order (its
+    _check_and_verify_fp8_all_gather_scale_mode): one per row of the shard (also where the shard has
+    one row), one for the tensor, or one per row of the gathered A."""
+    full = list(A.shape)
+    full[gd] *= W
+    if tuple(A_scale.shape[:-1]) == tuple(A.shape[:-1]) and A_scale.shape[-1] == 1:
+        return "row_sharded"
+    if A_scale.numel() == 1:
+        return "tensor"
+    if list(A_scale.shape[:-1]) == full[:-1]:
+        return "row_replicated"
+    raise InvalidArgument(f"A_scale has shape {tuple(A_scale.shape)}: expected one scale (tensor-wise), "
+                          f"{tuple(A.shape[:-1]) + (1,)} (row-wise, this rank's rows) or "
+                          f"{tuple(full[:-1]) + (1,)} (row-wise, the gathered rows)")
+
+
 def _why_not_scaled(A, B, A_scale, B_scale, bias, result_scale, out_dtype):
+    if not isinstance(B, torch.Tensor) or B.device != A.device:
+        where = B.device if isinstance(B, torch.Tensor) else type(B).__name__
+        raise InvalidArgument(f"B is on {where}: expected a tensor on A's device {A.device}")
     if A.device.type != "cuda":
         return f"A is on {A.device}"
     if A.dtype not in T.FP8_DTYPES or B.dtype != A.dtype:
@@ -375,18 +397,20 @@ def _gather_rows(x, group_name):
 
 def _ag_scaled_torch(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
                      use_fast_accum):
-    gd = gather_dim % A.dim()
-    A_full = _gather_rows(A.movedim(gd, 0), group_name).movedim(0, gd)
+    W, gd = T.world_size(group_name), gather_dim % A.dim()
+    mode = _scale_mode(A, A_scale, gd, W)
+    # As torch's path: the shards gathered rank by rank, gather_dim moved in front, then rows.
+    A_gd = _gather_rows(A, group_name).view(W, *A.shape).movedim(gd + 1, 1).flatten(0, 1)
     scale = A_scale
-    if A_scale.numel() > 1:  # row-wise: each rank's rows' scales, gathered with them
-        if tuple(A_scale.shape[:-1]) != tuple(A.shape[:-1]):
-            raise InvalidArgument(f"A_scale has shape {tuple(A_scale.shape)}: expected one scale (tensor-wise) or "
-                                  f"{tuple(A.shape[:-1]) + (1,)} (row-wise)")
-        scale = _gather_rows(A_scale.movedim(gd, 0), group_name).movedim(0, gd)
-    A2, s2 = A_full.flatten(0, -2), (scale.flatten(0, -2) if scale.numel() > 1 else scale)
-    outs = [torch._scaled_mm(A2, B, s2, bs, bias, rs, out_dtype=od, use_fast_accum=fast).unflatten(0, A_full.shape[:-1])
+    if mode == "row_sharded":  # each rank's rows' scales, gathered alike
+        scale = _gather_rows(A_scale, group_name).view(W, *A_scale.shape).movedim(gd + 1, 1).flatten(0, -2)
+    elif mode == "row_replicated":
+        scale = A_scale.movedim(gd, 0).flatten(0, -2)
+    A2 = A_gd.flatten(0, -2)
+    outs = [torch._scaled_mm(A2, B, scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
+            .unflatten(0, A_gd.shape[:-1]).movedim(0, gd).contiguous()
             for B, bs, bias, rs, od, fast in zip(Bs, B_scales, biases, result_scales, out_dtypes, use_fast_accum)]
-    return A_full, outs
+    return A_gd.movedim(0, gd).contiguous(), outs
 
 
 def _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fast_accum):
@@ -401,6 +425,8 @@ def _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fas
 def _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes):
     why = _why_not_scaled(A, Bs[0], A_scale, B_scales[0], biases[0], result_scales[0], out_dtypes[0])
     why = why or ("" if gather_dim % A.dim() == 0 else f"gather_dim={gather_dim}")
+    why = why or ("" if _scale_mode(A, A_scale, 0, T.world_size(group_name)) == "tensor"
+                  else "a row-wise A_scale")
     if why:
         _note_fallback("fused_all_gather_scaled_matmul", why)
         return TORCH_PATH
@@ -445,6 +471,9 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
 def _rs_scaled_torch(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name, output_shape, bias,
                      result_scale, out_dtype, use_fast_accum):
     W = T.world_size(group_name)
+    if A_scale.numel() > 1 and tuple(A_scale.shape[:-1]) != tuple(A.shape[:-1]):
+        raise InvalidArgument(f"A_scale has shape {tuple(A_scale.shape)}: expected one scale (tensor-wise) or "
+                              f"{tuple(A.shape[:-1]) + (1,)} (row-wise)")
     scale = A_scale.flatten(0, -2).contiguous() if A_scale.numel() > 1 else A_scale
     C = torch._scaled_mm(A.flatten(0, -2).contiguous(), B, scale, B_scale, bias, result_scale, out_dtype=out_dtype,
                          use_fast_accum=use_fast_accum)

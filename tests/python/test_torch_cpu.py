@@ -73,6 +73,19 @@ def test_scaled_ops_on_one_rank_equal_scaled_mm(group_name, out_dtype):
 
 
 @pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
+def test_scaled_all_gather_compiles_along_another_dim(group_name):
+    A, B = _fp8(2, 3, 32), _fp8(16, 32).t()
+    sa, sb = torch.tensor(0.5), torch.tensor(2.0)
+
+    def f(a):
+        return ops.fused_all_gather_scaled_matmul(a, [B], sa, [sb], 1, group_name, [None], [None], [torch.float32],
+                                                  [False])
+    G, (d,) = torch.compile(f, fullgraph=True, backend="aot_eager")(A)
+    assert G.shape == A.shape and d.shape == (2, 3, 16)
+    torch.testing.assert_close(d, torch._scaled_mm(A.flatten(0, 1), B, sa, sb, out_dtype=torch.float32).view(2, 3, 16))
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
 def test_scaled_ops_opcheck_and_bad_lists(group_name):
     A, B = _fp8(8, 32), _fp8(16, 32).t()
     sa, sb = torch.tensor(0.5), torch.tensor(2.0)
