@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/agreement.h"
+#include "core/poll.h"
 
 namespace tpgemm::comm {
 namespace {
@@ -147,6 +148,24 @@ TEST(Agreement, AnExceptionOfAnotherKindIsAgreedOnAsInternal) {
   });
   EXPECT_TRUE(result[0].code == ErrorCode::kInternal && has(result[0], "allocating host memory")) << result[0].message;
   EXPECT_TRUE(result[1].code == ErrorCode::kPeerFailure && has(result[1], "rank 0 failed")) << result[1].message;
+}
+
+// The bounded poll behind the exchange's wait and NCCL's initialisation: true as soon as the
+// condition holds (checked before the deadline is), false once the deadline has passed, and never
+// long after it.
+TEST(PollUntil, EndsWhenDoneOrAtTheDeadline) {
+  using Clock = std::chrono::steady_clock;
+  int polls = 0;
+  EXPECT_TRUE(poll_until(Clock::now() - std::chrono::seconds(1), [&] { return ++polls > 0; }));
+  EXPECT_EQ(polls, 1) << "a condition that holds wins over a deadline already passed";
+  polls = 0;
+  EXPECT_TRUE(poll_until(Clock::now() + std::chrono::seconds(10), [&] { return ++polls == 3000; }));
+  EXPECT_EQ(polls, 3000);
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(poll_until(t0 + std::chrono::milliseconds(50), [] { return false; }));
+  const auto waited = Clock::now() - t0;
+  EXPECT_GE(waited, std::chrono::milliseconds(50));
+  EXPECT_LT(waited, std::chrono::seconds(2));
 }
 
 }  // namespace
