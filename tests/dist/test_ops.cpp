@@ -780,7 +780,7 @@ TEST_P(Dist, AllReduceOfZerosAndExactCancellationIsPlusZero) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(W, Dist, ::testing::Values(2, 4), [](const auto& info) { return "W" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(W, Dist, ::testing::Values(2, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
 
 }  // namespace
 }  // namespace tpgemm
