@@ -119,12 +119,16 @@ def _ag_torch(A, Bs, gather_dim, group_name, return_A=True):
     return (A_full.contiguous() if return_A else None), outs
 
 
-def _rs_torch(A, B, reduce_op, scatter_dim, group_name):
+def _reduce_scatter_torch(C, reduce_op, scatter_dim, group_name):
+    """C reduced over the group and scattered along `scatter_dim`, by torch's collective."""
     W = T.world_size(group_name)
-    C = torch.matmul(A, B)
     sd = scatter_dim % C.dim()
     out = _c10d.wait_tensor(_c10d.reduce_scatter_tensor(C.movedim(sd, 0).contiguous(), reduce_op, W, group_name))
     return out.movedim(0, sd).contiguous()
+
+
+def _rs_torch(A, B, reduce_op, scatter_dim, group_name):
+    return _reduce_scatter_torch(torch.matmul(A, B), reduce_op, scatter_dim, group_name)
 
 
 def _ar_torch(A, B, reduce_op, group_name):
@@ -192,17 +196,22 @@ def _ag_call(A, Bs, gather_dim, group_name, return_A):
     if why:
         _note_fallback("fused_all_gather_matmul", why)
         return TORCH_PATH
+    return _ag_plan_call(A, Bs[0], group_name, T.DTYPES[A.dtype], return_A or len(Bs) > 1)
+
+
+def _ag_plan_call(A, B, group_name, dtype, gathered, **kw):
+    """The call of an all-gather whose operands tpgemm takes: A's rows gathered along dim 0, times
+    B; `kw` goes to the plan."""
     W = T.world_size(group_name)
     T.check_tensor(A, "A", device=T.team_device(group_name))
     K, lead = A.shape[-1], tuple(A.shape[:-1])
-    B0, layout = _b_operand(Bs[0])
-    N, m_local = B0.shape[1], math.prod(lead)
-    gathered = return_A or len(Bs) > 1
-    p = _plan(group_name, "ag_gemm", m_local * W, N, K, T.DTYPES[A.dtype], layout, return_gathered_a=gathered)
+    B0, layout = _b_operand(B)
+    N = B0.shape[1]
+    p = _plan(group_name, "ag_gemm", math.prod(lead) * W, N, K, dtype, layout, return_gathered_a=gathered, **kw)
     if p is None:
         return TORCH_PATH
     rows = (lead[0] * W,) + lead[1:]
-    return _Call(p, rows + (N,), rows + (K,) if gathered else None, not A.is_contiguous(), B0 is not Bs[0])
+    return _Call(p, rows + (N,), rows + (K,) if gathered else None, not A.is_contiguous(), B0 is not B)
 
 
 def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True):
@@ -228,21 +237,30 @@ def _rs_call(A, B, reduce_op, scatter_dim, group_name):
     if why:
         _note_fallback("fused_matmul_reduce_scatter", why)
         return TORCH_PATH
+    return _rs_plan_call(A, B, tuple(A.shape[:-1]), f"A has shape {tuple(A.shape)}", sd == 0, group_name,
+                         T.DTYPES[A.dtype], alpha=alpha)
+
+
+def _rs_plan_call(A, B, lead, lead_from, rows, group_name, dtype, **kw):
+    """The call of a reduce-scatter whose operands tpgemm takes: A's rows (as `lead`, D's leading
+    dims, which `lead_from` names) times B, scattered along D's first dim (`rows`) or its last;
+    `kw` goes to the plan."""
+    W = T.world_size(group_name)
     T.check_tensor(A, "A", device=T.team_device(group_name))
-    K, lead = A.shape[-1], tuple(A.shape[:-1])
+    K = A.shape[-1]
     B2, layout = _b_operand(B)
     N, M = B2.shape[1], math.prod(lead)
-    if sd == 0:
+    if rows:
         if lead[0] % W:
-            raise InvalidArgument(f"A has shape {tuple(A.shape)}: its scatter dim 0 ({lead[0]}) must be divisible by "
-                                  f"the group's size {W}")
+            raise InvalidArgument(f"{lead_from}: its scatter dim 0 ({lead[0]}) must be divisible by the group's "
+                                  f"size {W}")
         shape, shard = (lead[0] // W,) + lead[1:] + (N,), "m"
     else:
         if N % W:
             raise InvalidArgument(f"B has shape {tuple(B.shape)}: N={N} must be divisible by the group's size {W} "
                                   "to scatter the last dim")
         shape, shard = lead + (N // W,), "n"
-    p = _plan(group_name, "gemm_rs", M, N, K, T.DTYPES[A.dtype], layout, alpha=alpha, shard_dim=shard)
+    p = _plan(group_name, "gemm_rs", M, N, K, dtype, layout, shard_dim=shard, **kw)
     if p is None:
         return TORCH_PATH
     return _Call(p, shape, None, not A.is_contiguous(), B2 is not B)
@@ -430,17 +448,7 @@ def _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, re
     if why:
         _note_fallback("fused_all_gather_scaled_matmul", why)
         return TORCH_PATH
-    W = T.world_size(group_name)
-    T.check_tensor(A, "A", device=T.team_device(group_name))
-    K, lead = A.shape[-1], tuple(A.shape[:-1])
-    B0, layout = _b_operand(Bs[0])
-    N = B0.shape[1]
-    p = _plan(group_name, "ag_gemm", math.prod(lead) * W, N, K, T.FP8_DTYPES[A.dtype], layout, return_gathered_a=True,
-              out_dtype=T.OUT_DTYPES[out_dtypes[0]])
-    if p is None:
-        return TORCH_PATH
-    rows = (lead[0] * W,) + lead[1:]
-    return _Call(p, rows + (N,), rows + (K,), not A.is_contiguous(), B0 is not Bs[0])
+    return _ag_plan_call(A, Bs[0], group_name, T.FP8_DTYPES[A.dtype], True, out_dtype=T.OUT_DTYPES[out_dtypes[0]])
 
 
 def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
@@ -470,17 +478,13 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
 
 def _rs_scaled_torch(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name, output_shape, bias,
                      result_scale, out_dtype, use_fast_accum):
-    W = T.world_size(group_name)
     if A_scale.numel() > 1 and tuple(A_scale.shape[:-1]) != tuple(A.shape[:-1]):
         raise InvalidArgument(f"A_scale has shape {tuple(A_scale.shape)}: expected one scale (tensor-wise) or "
                               f"{tuple(A.shape[:-1]) + (1,)} (row-wise)")
     scale = A_scale.flatten(0, -2).contiguous() if A_scale.numel() > 1 else A_scale
     C = torch._scaled_mm(A.flatten(0, -2).contiguous(), B, scale, B_scale, bias, result_scale, out_dtype=out_dtype,
                          use_fast_accum=use_fast_accum)
-    C = C.view(*output_shape[:-1], B.shape[1])
-    sd = orig_scatter_dim % C.dim()
-    out = _c10d.wait_tensor(_c10d.reduce_scatter_tensor(C.movedim(sd, 0).contiguous(), reduce_op, W, group_name))
-    return out.movedim(0, sd).contiguous()
+    return _reduce_scatter_torch(C.view(*output_shape[:-1], B.shape[1]), reduce_op, orig_scatter_dim, group_name)
 
 
 def _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name, output_shape, bias, result_scale,
@@ -495,25 +499,8 @@ def _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_n
     if why:
         _note_fallback("fused_scaled_matmul_reduce_scatter", why)
         return TORCH_PATH
-    T.check_tensor(A, "A", device=T.team_device(group_name))
-    K = A.shape[-1]
-    B2, layout = _b_operand(B)
-    N, M = B2.shape[1], math.prod(out_shape[:-1])
-    if sd == 0:
-        if out_shape[0] % W:
-            raise InvalidArgument(f"output_shape {list(output_shape)}: its scatter dim 0 ({out_shape[0]}) must be "
-                                  f"divisible by the group's size {W}")
-        shape, shard = (out_shape[0] // W,) + out_shape[1:], "m"
-    else:
-        if N % W:
-            raise InvalidArgument(f"B has shape {tuple(B.shape)}: N={N} must be divisible by the group's size {W} "
-                                  "to scatter the last dim")
-        shape, shard = out_shape[:-1] + (N // W,), "n"
-    p = _plan(group_name, "gemm_rs", M, N, K, T.FP8_DTYPES[A.dtype], layout, alpha=alpha, shard_dim=shard,
-              out_dtype=T.OUT_DTYPES[out_dtype])
-    if p is None:
-        return TORCH_PATH
-    return _Call(p, shape, None, not A.is_contiguous(), B2 is not B)
+    return _rs_plan_call(A, B, out_shape[:-1], f"output_shape {list(output_shape)}", sd == 0, group_name,
+                         T.FP8_DTYPES[A.dtype], alpha=alpha, out_dtype=T.OUT_DTYPES[out_dtype])
 
 
 def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatter_dim_after_maybe_reshape,

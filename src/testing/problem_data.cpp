@@ -80,7 +80,6 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     // rank's scale.
     fill_random(a.get(), p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, 0), stream);
     fill_b(b.get(), p, world, rank, seed, stream);
-    DeviceBuffer row_scale;
     if (p.dtype == DType::kE4M3 && engine == RefEngine::kCublasLt && p.l == 1) {
       // Benchmark shapes: one cuBLASLt matmul per rank's rows (contiguous with one batch entry),
       // each with that rank's scale, instead of the naive kernel's per-row scale.
@@ -89,16 +88,19 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
         reference_gemm(a.as<char>() + q * mw * p.k * static_cast<int64_t>(dtype_size(p.dtype)), b.get(), nullptr,
                        full.as<float>() + q * mw * p.n, mw, p.n, p.k, 1, p.dtype, p.b_layout,
                        p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream);
-    } else if (p.dtype == DType::kE4M3) {
-      std::vector<float> rows(static_cast<size_t>(p.m));
-      for (int64_t i = 0; i < p.m; ++i) rows[static_cast<size_t>(i)] = a_scale_of(p, static_cast<int>(i / (p.m / world)), seed);
-      row_scale = DeviceBuffer(rows.size() * sizeof(float));
-      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(row_scale.get(), rows.data(), row_scale.bytes(), cudaMemcpyHostToDevice, stream));
-    }
-    if (row_scale.get() != nullptr || p.dtype != DType::kE4M3)
+    } else {
+      DeviceBuffer row_scale;
+      if (p.dtype == DType::kE4M3) {
+        std::vector<float> rows(static_cast<size_t>(p.m));
+        for (int64_t i = 0; i < p.m; ++i)
+          rows[static_cast<size_t>(i)] = a_scale_of(p, static_cast<int>(i / (p.m / world)), seed);
+        row_scale = DeviceBuffer(rows.size() * sizeof(float));
+        TPGEMM_CUDA_CHECK(cudaMemcpyAsync(row_scale.get(), rows.data(), row_scale.bytes(), cudaMemcpyHostToDevice, stream));
+      }
       reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout,
                      p.alpha * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream, row_scale.as<float>());
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (row_scale dies here)
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (row_scale dies here)
+    }
   } else if (p.op == Op::kAgGemm) {
     // Along N: my A times every rank's block of B's columns, each placed at its columns of D.
     const int64_t nw = p.n / world;

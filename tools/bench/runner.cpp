@@ -255,15 +255,16 @@ class Runner {
     row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? max_over_ranks(sel.tuning_ms) : -1;
   }
 
-  // Poison D, run once, compare. Returns the worst relative error over ranks (NaN counts as a failure).
-  double check_once(void* d, int64_t d_count, DType dt, const std::function<void()>& fn,
-                    const std::function<testing::Diff()>& compare, bool* ok, double default_eps = 0) {
+  // Poison D, run once, compare within --eps, else `type_eps` (the default for what D holds).
+  // Returns the worst relative error over ranks (NaN counts as a failure).
+  double check_once(void* d, int64_t d_count, DType dt, double type_eps, const std::function<void()>& fn,
+                    const std::function<testing::Diff()>& compare, bool* ok) {
     testing::poison(d, d_count, dt, stream_.get());
     fn();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
     team_.check();
     const testing::Diff diff = compare();
-    const double eps = cfg_.eps > 0 ? cfg_.eps : default_eps > 0 ? default_eps : testing::default_eps(dt);
+    const double eps = cfg_.eps > 0 ? cfg_.eps : type_eps;
     *ok = all_ranks(diff.passes(eps));
     return max_over_ranks(diff.nonfinite > 0 ? 1e30 : diff.rel_err);
   }
@@ -378,9 +379,8 @@ class Runner {
       const Operands ops = g.operands();
       auto fn = [&] { plan->run(ops, stream_.get()); };
       measure(row, fn, [&](bool* ok) {
-        return check_once(g.d.get(), operand_sizes(p, t_.world).d, d_dtype(p), fn,
-                          [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, ok,
-                          testing::default_eps(p));
+        return check_once(g.d.get(), operand_sizes(p, t_.world).d, d_dtype(p), testing::default_eps(p), fn,
+                          [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, ok);
       });
       if (impl == Impl::kBaseline) base.baseline_ms = row.baseline_ms = row.ms;
       print(table_row(row));
@@ -416,7 +416,7 @@ class Runner {
     }
     auto check = [&](const std::function<void()>& fn) {
       return [&, fn](bool* ok) {
-        return check_once(d.get(), count, dt, fn,
+        return check_once(d.get(), count, dt, testing::default_eps(dt), fn,
                           [&] { return testing::compare(d.get(), dt, ref.as<float>(), 1, count, 0, 0, 0, st); }, ok);
       };
     };
