@@ -65,6 +65,14 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(hand
       TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
     }
     const cudaDataType_t in = cuda_type(s.dtype), out = cuda_type(out_type(s));
+    if (s.dtype == DType::kE4M3) {
+      // cuBLASLt's heuristic offers kernels that apply operand scales only when the descriptor
+      // carries scale pointers, and cublasLtMatmul refuses (NOT_SUPPORTED) an algorithm chosen
+      // without them. The heuristic never reads the pointers: a placeholder stands in until run()
+      // sets the caller's.
+      const float* placeholder = reinterpret_cast<const float*>(uintptr_t{256});
+      set_scales(placeholder, placeholder);
+    }
     a_ = s.b_layout == BLayout::kNK ? make_layout(in, s.k, s.n, s.ldb, s.batch, s.stride_b)
                                     : make_layout(in, s.n, s.k, s.ldb, s.batch, s.stride_b);
     b_ = make_layout(in, s.k, s.m, s.lda, s.batch, s.stride_a);
@@ -101,15 +109,19 @@ cublasLtMatmulAlgo_t LtMatmul::best_algo(uint32_t alignment) const {
   return result.algo;
 }
 
+// Our A is cuBLASLt's B and our B its A (NOTE [row-major through cuBLASLt]). The pointers are read
+// when the matmul is enqueued, so a CUDA graph captures them like the operands.
+void LtMatmul::set_scales(const float* a_scale, const float* b_scale) const {
+  TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+  TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+}
+
 void LtMatmul::run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
                    cudaStream_t stream, const float* a_scale, const float* b_scale) const {
   if (shape_.dtype == DType::kE4M3) {
     if (a_scale == nullptr || b_scale == nullptr)
       throw Error(ErrorCode::kInvalidArgument, "an e4m3 matmul needs a_scale and b_scale (device pointers to one fp32)");
-    // Our A is cuBLASLt's B and our B its A (NOTE [row-major through cuBLASLt]); the pointers are
-    // read when the matmul runs, so a CUDA graph captures them like the operands.
-    TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale, sizeof(b_scale)));
-    TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+    set_scales(a_scale, b_scale);
   }
   const float beta_used = shape_.has_c ? beta : 0.0f;
   const void* c_used = shape_.has_c ? c : d;

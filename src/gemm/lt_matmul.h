@@ -54,6 +54,7 @@ class LtMatmul {
  private:
   void release() noexcept;
   cublasLtMatmulAlgo_t best_algo(uint32_t alignment) const;
+  void set_scales(const float* a_scale, const float* b_scale) const;
 
   cublasLtHandle_t handle_ = nullptr;
   MatmulShape shape_{};
