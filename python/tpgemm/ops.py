@@ -367,6 +367,13 @@ def _tensor_wise(scale, device):
             and scale.device == device)
 
 
+def _aligned_scales(*scales):
+    """The tensor-wise scales as cuBLASLt reads them: each at a 16-byte aligned address. A tensor of
+    its own is (torch aligns storages to 256 bytes); a view at an offset is copied. The caller holds
+    the copies until the call is enqueued (then the caching allocator's stream order keeps them)."""
+    return [s if s.data_ptr() % 16 == 0 else s.clone() for s in scales]
+
+
 def _scale_mode(A, A_scale, gd, W):
     """How the all-gather's A_scale reads, in torch's order (its
     _check_and_verify_fp8_all_gather_scale_mode): one per row of the shard (also where the shard has
@@ -466,8 +473,9 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
     A2, B0 = _operands(c, A, Bs[0])
     D = torch.empty(c.shape, dtype=out_dtypes[0], device=A.device)
     G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device)
+    sa, sb = _aligned_scales(A_scale, B_scales[0])
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"), T.address(G, "A_gathered"),
-               T.stream(A.device.index), A_scale.data_ptr(), B_scales[0].data_ptr())
+               T.stream(A.device.index), sa.data_ptr(), sb.data_ptr())
     G2 = G.flatten(0, -2)
     outs = [D] + [torch._scaled_mm(G2, B, A_scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
                   .unflatten(0, G.shape[:-1])
@@ -517,8 +525,9 @@ def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatt
                                 result_scale, out_dtype, use_fast_accum)
     A2, B2 = _operands(c, A, B)
     D = torch.empty(c.shape, dtype=out_dtype, device=A.device)
+    sa, sb = _aligned_scales(A_scale, B_scale)
     c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index),
-               A_scale.data_ptr(), B_scale.data_ptr())
+               sa.data_ptr(), sb.data_ptr())
     return D
 
 

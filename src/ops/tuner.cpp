@@ -40,11 +40,11 @@ TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cud
   ops::fill_random(t.b.get(), p.dtype, 1, 1, n.b, 0, 1, 0x7a12, stream);
   if (p.has_c) ops::fill_random(t.c.get(), d_dtype(p), 1, 1, n.c, 0, 1, 0x7a13, stream);
   t.ops = {t.a.get(), t.b.get(), t.c.get(), t.d.get(), t.a_gathered.get(), p.m};
-  const float unit[2] = {1.0f, 1.0f};
-  if (p.dtype == DType::kE4M3) {
+  const float unit = 1.0f;
+  if (p.dtype == DType::kE4M3) {  // one scale for both: cuBLASLt reads them from 16-byte aligned addresses
     t.scales = DeviceBuffer(sizeof(unit));
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(t.scales.get(), unit, sizeof(unit), cudaMemcpyHostToDevice, stream));
-    t.ops.a_scale = t.scales.as<float>(), t.ops.b_scale = t.scales.as<float>() + 1;
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(t.scales.get(), &unit, sizeof(unit), cudaMemcpyHostToDevice, stream));
+    t.ops.a_scale = t.ops.b_scale = t.scales.as<float>();
   }
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
   return t;

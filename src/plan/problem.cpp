@@ -87,7 +87,7 @@ Status validate_problem(const GemmProblem& p, int world) {
                               out_name.c_str(), in.c_str(), in.c_str()));
   }
   // cuBLASLt's FP8 matmul takes B as [N, K] ("TN", NOTE [row-major through cuBLASLt]) and rows of
-  // A and B of a multiple of 16 elements.
+  // A and B of a multiple of 16 elements (and of D: below, with the shard).
   if (fp8 && p.b_layout != BLayout::kNK)
     return unsupported("dtype e4m3 with b_layout=kn: FP8 matmuls take B as [N, K] row-major; expected b_layout=nk");
   if (fp8 && p.k % 16 != 0)
@@ -119,6 +119,13 @@ Status validate_problem(const GemmProblem& p, int world) {
     return invalid(strfmt("N=%lld with shard_dim=n: expected a multiple of 8 x W = %d (each rank's columns, in "
                           "16-byte rows)",
                           (long long)p.n, 8 * world));
+  // cuBLASLt's FP8 matmul also takes D's rows (its M: NOTE [row-major through cuBLASLt]) only in
+  // multiples of 16 elements, each rank's columns where they are split.
+  const int64_t n_parts = p.shard_dim == ShardDim::kN ? world : 1;
+  if (fp8 && p.n % (16 * n_parts) != 0)
+    return unsupported(strfmt("N=%lld with dtype e4m3%s: expected a multiple of %lld (cuBLASLt's FP8 matmul takes "
+                              "rows of D in multiples of 16 elements)",
+                              (long long)p.n, n_parts > 1 ? " and shard_dim=n" : "", (long long)(16 * n_parts)));
   if ((p.op == Op::kAgGemm || p.op == Op::kGemmRs) && along_m(p) && p.m % world != 0)
     return invalid(strfmt("M=%lld is not divisible by the world size W=%d: %s splits M evenly across ranks",
                           (long long)p.m, world, std::string(to_string(p.op)).c_str()));
@@ -166,9 +173,10 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops, b
     for (const auto& [name, scale] : {std::pair<const char*, const float*>{"a_scale", ops.a_scale}, {"b_scale", ops.b_scale}}) {
       if (scale == nullptr)
         return invalid(strfmt("%s is null: dtype e4m3 needs a device pointer to one fp32 scale per operand", name));
-      if (reinterpret_cast<uintptr_t>(scale) % 4 != 0)
-        return invalid(strfmt("%s=%p is not 4-byte aligned: expected a device pointer to an fp32", name,
-                              static_cast<const void*>(scale)));
+      if (reinterpret_cast<uintptr_t>(scale) % 16 != 0)
+        return invalid(strfmt("%s=%p is not 16-byte aligned: cuBLASLt reads FP8 scales from 16-byte aligned "
+                              "addresses (a tensor of its own is; a view at an offset may not be)",
+                              name, static_cast<const void*>(scale)));
       if (overlaps(ops.d, args[3].bytes, scale, sizeof(float)))
         return invalid(strfmt("D=%p (%lld bytes) overlaps %s=%p: the output must not alias an input", ops.d,
                               (long long)args[3].bytes, name, static_cast<const void*>(scale)));

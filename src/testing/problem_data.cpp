@@ -48,7 +48,7 @@ RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cuda
   b = DeviceBuffer(bytes_of(s.b, p.dtype));
   c = DeviceBuffer(bytes_of(s.c, d_dtype(p)));
   d = DeviceBuffer(bytes_of(s.d, d_dtype(p)));
-  if (p.dtype == DType::kE4M3) scales = DeviceBuffer(2 * sizeof(float));
+  if (p.dtype == DType::kE4M3) scales = DeviceBuffer(2 * kScaleSlot * sizeof(float));
   refill(seed, stream);
 }
 
@@ -57,7 +57,7 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
   fill_b(b.get(), p, world, rank, seed, stream);
   if (p.has_c) fill_c(c.get(), p, world, rank, seed, stream);
   if (p.dtype == DType::kE4M3) {
-    const float s[2] = {a_scale_of(p, rank, seed), b_scale_of(p, rank, seed)};
+    const float s[2 * kScaleSlot] = {a_scale_of(p, rank, seed), 0, 0, 0, b_scale_of(p, rank, seed)};
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(scales.get(), s, sizeof(s), cudaMemcpyHostToDevice, stream));
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (s is on this stack)
   }
@@ -65,7 +65,7 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
 
 Operands RankData::operands() const {
   Operands o{a.get(), b.get(), c.get(), d.get()};
-  if (p.dtype == DType::kE4M3) o.a_scale = scales.as<float>(), o.b_scale = scales.as<float>() + 1;
+  if (p.dtype == DType::kE4M3) o.a_scale = scales.as<float>(), o.b_scale = scales.as<float>() + kScaleSlot;
   return o;
 }
 

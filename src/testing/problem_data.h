@@ -28,7 +28,10 @@ struct RankData {
   GemmProblem p;
   int world, rank;
   DeviceBuffer a, b, c, d;
-  DeviceBuffer scales;  // e4m3: this rank's a_scale and b_scale
+  // e4m3: this rank's a_scale and b_scale, each at the head of a 16-byte slot (cuBLASLt reads
+  // scales from 16-byte aligned addresses)
+  static constexpr int kScaleSlot = 4;
+  DeviceBuffer scales;
 };
 
 // The scales of rank `rank`'s e4m3 A and B for `seed` (1 for other types): a few values, exact in

@@ -130,14 +130,13 @@ void reference_gemm(const void* a, const void* b, const void* c, float* ref, int
   s.has_c = true;  // accumulate into ref
   const gemm::LtMatmul mm(lt, s);
   DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
-  DeviceBuffer ones;  // e4m3: unit scales (the caller's are in alpha)
+  DeviceBuffer one;  // e4m3: a unit scale for A and B (the caller's are in alpha)
   if (dtype == DType::kE4M3) {
-    const float one[2] = {1.0f, 1.0f};
-    ones = DeviceBuffer(sizeof(one));
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(ones.get(), one, sizeof(one), cudaMemcpyHostToDevice, stream));
+    const float unit = 1.0f;
+    one = DeviceBuffer(sizeof(unit));
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(one.get(), &unit, sizeof(unit), cudaMemcpyHostToDevice, stream));
   }
-  const float* unit = ones.as<float>();
-  mm.run(a, b, ref, ref, alpha, 1.0f, ws.get(), stream, unit, unit != nullptr ? unit + 1 : nullptr);
+  mm.run(a, b, ref, ref, alpha, 1.0f, ws.get(), stream, one.as<float>(), one.as<float>());
   if (c != nullptr) reference_add(ref, c, beta, l * m * n, dtype, stream);
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the workspace dies here
 }

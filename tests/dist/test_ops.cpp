@@ -99,7 +99,7 @@ void check_types_only_the_baseline_writes(const Team& team, const std::function<
       for (bool along_n : {false, true}) {
         if (along_n && op == Op::kGemmAr) continue;
         GemmProblem p = make(op, variant);
-        if (along_n) p.shard_dim = ShardDim::kN, p.m = 203, p.n = W * 136;
+        if (along_n) p.shard_dim = ShardDim::kN, p.m = 203, p.n = W * 144;
         for (Impl impl : {Impl::kBaseline, Impl::kAuto}) {
           PlanOptions o;
           o.impl = impl;
@@ -145,7 +145,7 @@ TEST_P(Dist, Fp8OperandsWithTheirScalesMatchTheReference) {
               for (DType out : {DType::kBF16, DType::kFP16, DType::kFP32})
                 check_types_only_the_baseline_writes(team, [&](Op op, int variant) {
                   GemmProblem p = problem(op, W, DType::kE4M3, BLayout::kNK, variant);
-                  p.k = 208;  // (FP8 rows: a multiple of 16)
+                  p.n = 144, p.k = 208;  // (FP8 rows of B and D: multiples of 16)
                   p.out_dtype = out;
                   return p;
                 }, "e4m3", seed += 500);

@@ -241,7 +241,8 @@ TEST(OutDtype, Fp32DIsTheBaselinesAndSizedInFourBytes) {
 }
 
 // FP8 (e4m3) A and B with one scale each: an output type of bf16, fp16 or fp32 named, B as [N, K],
-// K a multiple of 16, both scales given (and none for other types); the baseline only.
+// K and N (each rank's N where N is split) multiples of 16, both scales given at 16-byte aligned
+// addresses (and none for other types); the baseline only.
 TEST(Fp8, ValidationNamesWhatIsMissingAndOnlyTheBaselineRunsIt) {
   EXPECT_EQ(parse_dtype("e4m3"), DType::kE4M3);
   EXPECT_EQ(parse_dtype("float8_e4m3fn"), DType::kE4M3);
@@ -263,18 +264,26 @@ TEST(Fp8, ValidationNamesWhatIsMissingAndOnlyTheBaselineRunsIt) {
   k24.dtype = DType::kE4M3;
   k24.out_dtype = DType::kBF16;
   expect_error(validate_problem(k24, 2), ErrorCode::kUnsupported, {"K=24", "multiple of 16"});
-  // Scales: both, 4-byte aligned, not inside D; none for 16-bit operands.
+  GemmProblem n136 = p;
+  n136.n = 136;
+  expect_error(validate_problem(n136, 2), ErrorCode::kUnsupported, {"N=136", "e4m3", "multiple of 16"});
+  n136.shard_dim = ShardDim::kN;
+  n136.n = 4 * 24;  // 24 columns per rank: 8-aligned, not 16
+  expect_error(validate_problem(n136, 4), ErrorCode::kUnsupported, {"N=96", "shard_dim=n", "multiple of 64"});
+  n136.n = 4 * 32;
+  EXPECT_TRUE(validate_problem(n136, 4).ok()) << describe(n136);
+  // Scales: both, 16-byte aligned, not inside D; none for 16-bit operands.
   alignas(256) static char mem[1 << 20];
-  static float scales[2] = {1.0f, 1.0f};
+  alignas(16) static float scales[8] = {1.0f, 0, 0, 0, 1.0f};
   Operands o{mem, mem + 65536, nullptr, mem + 131072};
   expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"a_scale is null", "e4m3"});
   o.a_scale = scales;
   expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"b_scale is null"});
-  o.b_scale = scales + 1;
+  o.b_scale = scales + 4;
   EXPECT_TRUE(validate_operands(p, 2, o).ok());
   Operands odd = o;
-  odd.b_scale = reinterpret_cast<const float*>(reinterpret_cast<const char*>(scales) + 2);
-  expect_error(validate_operands(p, 2, odd), ErrorCode::kInvalidArgument, {"b_scale=", "4-byte aligned"});
+  odd.b_scale = scales + 1;
+  expect_error(validate_operands(p, 2, odd), ErrorCode::kInvalidArgument, {"b_scale=", "16-byte aligned"});
   Operands inside = o;
   inside.a_scale = reinterpret_cast<const float*>(mem + 131072 + 64);
   expect_error(validate_operands(p, 2, inside), ErrorCode::kInvalidArgument, {"overlaps a_scale"});

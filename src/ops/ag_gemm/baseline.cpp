@@ -19,10 +19,14 @@ class AgGemmBaseline final : public OpImpl {
     // ncclAllGather lays the shards out rank by rank: [W][L][shard]. With L == 1 that is
     // exactly A[M][K] (along N, for B as [N, K]: B[N][K]); otherwise one strided matmul per
     // rank's block. e4m3 shards carry each rank's own scale, gathered beside them: one matmul
-    // per block, each with its scale.
+    // per block, each with its scale. cuBLASLt reads a scale only from a 16-byte aligned address,
+    // so each rank's sits at the head of a 16-byte slot (copied there, then the slots gathered).
     fp8_ = p_.dtype == DType::kE4M3;
     one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && !fp8_;
-    if (fp8_) scales_ = DeviceBuffer(sizeof(float) * static_cast<size_t>(team_->world));
+    if (fp8_) {
+      scales_ = DeviceBuffer(kScaleSlot * sizeof(float) * static_cast<size_t>(team_->world + 1));
+      TPGEMM_CUDA_CHECK(cudaMemset(scales_.get(), 0, kScaleSlot * sizeof(float) * static_cast<size_t>(team_->world + 1)));
+    }
     matmuls_.get(shape(p_));  // the plan's M now, any other on its first call
   }
 
@@ -35,8 +39,12 @@ class AgGemmBaseline final : public OpImpl {
     // caller's A_gathered when it wants one (PlanOptions::return_gathered_a).
     const bool into_caller = o.a_gathered != nullptr && !along_n_ && p.l == 1;
     auto* g = into_caller ? static_cast<char*>(o.a_gathered) : gathered_.as<char>();
-    if (fp8_)
-      TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b_scale : o.a_scale, scales_.get(), 1, ncclFloat32, team_->comm, stream));
+    float* own_slot = fp8_ ? scales_.as<float>() + W * kScaleSlot : nullptr;  // after the W gathered slots
+    if (fp8_) {
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(own_slot, along_n_ ? o.b_scale : o.a_scale, sizeof(float),
+                                        cudaMemcpyDeviceToDevice, stream));
+      TPGEMM_NCCL_CHECK(ncclAllGather(own_slot, scales_.get(), kScaleSlot, ncclFloat32, team_->comm, stream));
+    }
     TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b : o.a, g, static_cast<size_t>(p.l * shard), ops::nccl_type(p.dtype),
                                     team_->comm, stream));
     const gemm::LtMatmul& matmul = matmuls_.get(shape(p));
@@ -44,7 +52,7 @@ class AgGemmBaseline final : public OpImpl {
       const char* block = g + w * p.l * shard * es;
       const int64_t d_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * p.n) * ds;
       const char* c = o.c ? static_cast<const char*>(o.c) + d_off : nullptr;
-      const float* block_scale = fp8_ ? scales_.as<float>() + w : nullptr;  // the gathered operand's, rank w's
+      const float* block_scale = fp8_ ? scales_.as<float>() + w * kScaleSlot : nullptr;  // the gathered operand's, rank w's
       matmul.run(along_n_ ? o.a : block, along_n_ ? block : o.b, c, static_cast<char*>(o.d) + d_off, p.alpha, p.beta,
                  workspace_.get(), stream, along_n_ ? o.a_scale : block_scale, along_n_ ? block_scale : o.b_scale);
     }
@@ -73,12 +81,15 @@ class AgGemmBaseline final : public OpImpl {
     return s;
   }
 
+  static constexpr int64_t kScaleSlot = 4;  // floats: 16 bytes
+
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
   bool along_n_ = false;
   bool one_matmul_ = false;
   bool fp8_ = false;
-  DeviceBuffer gathered_, workspace_, scales_;  // scales_: e4m3, every rank's scale of the gathered operand
+  // scales_ (e4m3): a 16-byte slot per rank with its scale of the gathered operand, then this rank's
+  DeviceBuffer gathered_, workspace_, scales_;
   gemm::LtMatmulCache matmuls_;
 };
 
