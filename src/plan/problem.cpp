@@ -236,11 +236,19 @@ Status gathered_a_supported(const GemmProblem& p, Impl impl) {
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   const std::string name(to_string(impl)), op(to_string(p.op));
   if (name == "?") return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
-  // The types first: they rule out every implementation but the baseline, whatever the shape.
-  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline)
-    return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3; use impl=baseline or auto",
+  // The types first, whatever the shape. e4m3 A and B: the implementations whose matmuls are
+  // cuBLASLt's and whose communication moves D (gemm_rs and gemm_ar, along M) take them into a
+  // 16-bit D; ag_gemm's gather carries every rank's scale, which only the baseline does.
+  const bool fp8_products = p.dtype == DType::kE4M3 && (p.op == Op::kGemmRs || p.op == Op::kGemmAr) &&
+                            p.shard_dim == ShardDim::kM && d_dtype(p) != DType::kFP32 &&
+                            (impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
+                             impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot);
+  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products)
+    return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3 (of e4m3 operands it takes those of "
+                              "gemm_rs and gemm_ar along M into a bf16 or fp16 D: pipelined_ce, gemm_reducescatter, "
+                              "gemm_oneshot, gemm_twoshot); use impl=baseline or auto",
                               name.c_str()));
-  if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline)
+  if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products)
     return unsupported(strfmt("impl %s writes D in the input type (%s), and out_dtype=%s; use impl=baseline or auto",
                               name.c_str(), std::string(to_string(p.dtype)).c_str(),
                               std::string(to_string(d_dtype(p))).c_str()));

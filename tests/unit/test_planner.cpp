@@ -92,6 +92,24 @@ TEST(Candidates, OnlyTheBaselineForAnOutputTypeOfItsOwn) {
   }
 }
 
+// e4m3 operands: ag_gemm's gather carries every rank's scale, the baseline's alone; gemm_rs and
+// gemm_ar into a 16-bit D time their pipelined and symmetric-collective implementations too.
+TEST(Candidates, Fp8OperandsKeepThoseThatTakeThem) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+    GemmProblem p = problem(op, 16384, 8192, 8192);
+    p.dtype = DType::kE4M3;
+    p.out_dtype = DType::kBF16;
+    const std::vector<Choice> all = candidates(p, Topology{4, true}, {}, false);
+    bool pipelined = false;
+    for (const Choice& c : all) {
+      EXPECT_TRUE(impl_supported(p, c.impl, {4, true}).ok()) << describe(p) << " " << to_string(c.impl);
+      pipelined = pipelined || c.impl == Impl::kPipelinedCE;
+    }
+    EXPECT_EQ(pipelined, op != Op::kAgGemm) << describe(p);
+    if (op == Op::kAgGemm) EXPECT_EQ(all.size(), 1u);
+  }
+}
+
 TEST(Candidates, ReturningTheGatheredAKeepsThoseThatCan) {
   PlanOptions o;
   o.return_gathered_a = true;

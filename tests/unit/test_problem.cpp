@@ -242,8 +242,9 @@ TEST(OutDtype, Fp32DIsTheBaselinesAndSizedInFourBytes) {
 
 // FP8 (e4m3) A and B with one scale each: an output type of bf16, fp16 or fp32 named, B as [N, K],
 // K and N (each rank's N where N is split) multiples of 16, both scales given at 16-byte aligned
-// addresses (and none for other types); the baseline only.
-TEST(Fp8, ValidationNamesWhatIsMissingAndOnlyTheBaselineRunsIt) {
+// addresses (and none for other types); the baseline, and for gemm_rs and gemm_ar into a 16-bit D
+// the implementations whose matmuls are cuBLASLt's.
+TEST(Fp8, ValidationNamesWhatIsMissingAndWhichImplementationsTakeIt) {
   EXPECT_EQ(parse_dtype("e4m3"), DType::kE4M3);
   EXPECT_EQ(parse_dtype("float8_e4m3fn"), DType::kE4M3);
   EXPECT_EQ(dtype_size(DType::kE4M3), 1u);
@@ -293,13 +294,36 @@ TEST(Fp8, ValidationNamesWhatIsMissingAndOnlyTheBaselineRunsIt) {
   for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
     expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"dtype=e4m3", "baseline"});
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
-  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
-    GemmProblem q = ag(16384, 8192, 8192);
+  // gemm_rs and gemm_ar along M into a 16-bit D: the implementations that run cuBLASLt and move D.
+  for (Op op : {Op::kGemmRs, Op::kGemmAr}) {
+    GemmProblem q = p;
     q.op = op;
-    q.dtype = DType::kE4M3;
-    q.out_dtype = DType::kBF16;
-    EXPECT_EQ(choose(q, topo, {}).impl, Impl::kBaseline) << describe(q);
+    q.m = 4096;
+    const Impl own = op == Op::kGemmRs ? Impl::kGemmReduceScatter : Impl::kGemmTwoShot;
+    for (Impl impl : {Impl::kPipelinedCE, own}) {
+      EXPECT_TRUE(impl_supported(q, impl, topo).ok()) << describe(q) << " " << to_string(impl);
+      GemmProblem fp32 = q;
+      fp32.out_dtype = DType::kFP32;
+      expect_error(impl_supported(fp32, impl, topo), ErrorCode::kUnsupported, {"dtype=e4m3", "bf16 or fp16 D"});
+    }
+    expect_error(impl_supported(q, Impl::kFused, topo), ErrorCode::kUnsupported, {"dtype=e4m3"});
+    if (op == Op::kGemmRs) {
+      GemmProblem along_n = q;
+      along_n.shard_dim = ShardDim::kN;
+      expect_error(impl_supported(along_n, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"along M"});
+    }
   }
+  // The rules choose among what takes the types.
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (DType out : {DType::kBF16, DType::kFP32}) {
+      GemmProblem q = ag(16384, 8192, 8192);
+      q.op = op;
+      q.dtype = DType::kE4M3;
+      q.out_dtype = out;
+      const Impl chosen = choose(q, topo, {}).impl;
+      EXPECT_TRUE(impl_supported(q, chosen, topo).ok()) << describe(q) << " chose " << to_string(chosen);
+      if (op == Op::kAgGemm || out == DType::kFP32) EXPECT_EQ(chosen, Impl::kBaseline) << describe(q);
+    }
 }
 
 TEST(ValidateOperands, NullMisalignedAndOverlapping) {

@@ -15,12 +15,12 @@ class GemmAllReduce final : public OpImpl {
   explicit GemmAllReduce(const ImplContext& ctx)
       : team_(ctx.team),
         p_(ctx.problem),
-        allreduce_(team_, p_.l * p_.m * p_.n, p_.dtype,
+        allreduce_(team_, p_.l * p_.m * p_.n, d_dtype(p_),
                    ctx.choice.impl == Impl::kGemmTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot) {
     // Local work after the symmetric allocation, so agreed on separately (NOTE [collective construction]).
     team_->agree_local("allocating the matmul's workspace", [&] {
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
-      partial_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype));
+      partial_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(d_dtype(p_)));
       matmuls_ = gemm::LtMatmulCache(team_->lt);
       matmuls_.get(shape(p_));
     });
@@ -30,7 +30,8 @@ class GemmAllReduce final : public OpImpl {
   // agreed on), which the previous call's all-reduce has finished reading (stream order).
   void prologue(const Operands& o, cudaStream_t stream) override {
     const GemmProblem p = call_problem(p_, o);
-    matmuls_.get(shape(p)).run(o.a, o.b, nullptr, partial_.get(), p.alpha, 0.0f, workspace_.get(), stream);
+    matmuls_.get(shape(p)).run(o.a, o.b, nullptr, partial_.get(), p.alpha, 0.0f, workspace_.get(), stream, o.a_scale,
+                               o.b_scale);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
@@ -40,7 +41,12 @@ class GemmAllReduce final : public OpImpl {
   }
 
  private:
-  static gemm::MatmulShape shape(const GemmProblem& p) { return gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout); }
+  // The partial product in D's type (e4m3 operands: bf16 or fp16, which the all-reduce sums).
+  static gemm::MatmulShape shape(const GemmProblem& p) {
+    gemm::MatmulShape s = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
+    s.out_dtype = p.out_dtype;
+    return s;
+  }
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;

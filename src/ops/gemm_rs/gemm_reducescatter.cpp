@@ -14,11 +14,11 @@ namespace {
 class GemmReduceScatter final : public OpImpl {
  public:
   explicit GemmReduceScatter(const ImplContext& ctx)
-      : team_(ctx.team), p_(ctx.problem), scatter_(team_, p_.l * p_.m * p_.n, p_.dtype, ops::SymmAlgo::kReduceScatter) {
+      : team_(ctx.team), p_(ctx.problem), scatter_(team_, p_.l * p_.m * p_.n, d_dtype(p_), ops::SymmAlgo::kReduceScatter) {
     // Local work after the symmetric allocation, so agreed on separately (NOTE [collective construction]).
     team_->agree_local("allocating the matmul's workspace", [&] {
       blocks_ = ops::PartialBlocks(team_->lt, p_, team_->world);
-      partial_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(p_.dtype));
+      partial_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(d_dtype(p_)));
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
     });
   }
@@ -26,7 +26,7 @@ class GemmReduceScatter final : public OpImpl {
   // The matmul writes only this plan's own buffer (nothing the caller owns before the call is
   // agreed on), which the previous call's reduce-scatter has finished reading (stream order).
   void prologue(const Operands& o, cudaStream_t stream) override {
-    blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream, o.m);
+    blocks_.run(o.a, o.b, partial_.get(), p_.alpha, workspace_.get(), stream, o.m, o.a_scale, o.b_scale);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {

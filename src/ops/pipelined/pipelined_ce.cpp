@@ -34,7 +34,8 @@ class PipelinedCE final : public OpImpl {
         p_(ctx.problem),
         q_(p_.shard_dim == ShardDim::kN ? plan::transposed(p_) : p_),
         choice_(ctx.choice),
-        es_(static_cast<int64_t>(dtype_size(p_.dtype))) {
+        a_es_(static_cast<int64_t>(dtype_size(p_.dtype))),
+        d_es_(static_cast<int64_t>(dtype_size(d_dtype(p_)))) {
     TeamState& t = *team_;
     TPGEMM_ASSERT(t.world <= plan::kMaxSymmetricWorld);  // impl_supported's limit
     // NOTE [collective construction]: everything local first (the schedule, cuBLASLt plans,
@@ -90,12 +91,13 @@ class PipelinedCE final : public OpImpl {
           }
           const Ptr a = address(s.src), d = address(s.dst);
           if (s.has_addend) {  // NOTE [partial as C]: the peer's partial, weight 1
-            matmul_for(s).run(a.ptr, o.b, address(s.addend).ptr, d.ptr, p_.alpha, 1.0f, workspace_.get(), st);
+            matmul_for(s).run(a.ptr, o.b, address(s.addend).ptr, d.ptr, p_.alpha, 1.0f, workspace_.get(), st, o.a_scale,
+                              o.b_scale);
             break;
           }
           const bool c = s.add_c && p_.has_c;
           const char* cptr = c ? static_cast<const char*>(o.c) + (d.ptr - static_cast<char*>(o.d)) : nullptr;
-          matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st);
+          matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st, o.a_scale, o.b_scale);
           break;
         }
         case StepKind::kCopy: copy(s, st); break;
@@ -109,7 +111,8 @@ class PipelinedCE final : public OpImpl {
         case StepKind::kAddC:  // (gemm_ar only: always along M)
           TPGEMM_ASSERT(p_.shard_dim == ShardDim::kM);
           if (p_.beta != 0.0f)
-            ops::add_scaled_rows(o.d, o.c, p_.beta, p_.l, p_.m, p_.n, s.dst.row0, s.dst.rows, p_.dtype, team_->num_sms, st);
+            ops::add_scaled_rows(o.d, o.c, p_.beta, p_.l, p_.m, p_.n, s.dst.row0, s.dst.rows, d_dtype(p_), team_->num_sms,
+                                 st);
           break;
         case StepKind::kRecord: TPGEMM_CUDA_CHECK(cudaEventRecord(events_[s.index].get(), st)); break;
         case StepKind::kWaitEvent: TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(st, events_[s.index].get(), 0)); break;
@@ -124,15 +127,19 @@ class PipelinedCE final : public OpImpl {
     int64_t batch_stride;  // elements
   };
 
+  // Bytes per element of buffer b: the operand's type where it holds rows of A (along N, of B),
+  // D's (the output type) where it holds products.
+  int64_t es(Buf b) const { return b == Buf::kUserA || b == Buf::kShard || b == Buf::kGathered ? a_es_ : d_es_; }
+
   size_t bytes_of(Buf b) const {
     const plan::BufGeometry g = plan::buffer_geometry(b, q_, team_->world);
-    return static_cast<size_t>(g.slots * p_.l * g.rows * g.cols * es_);
+    return static_cast<size_t>(g.slots * p_.l * g.rows * g.cols * es(b));
   }
 
   // PlanOptions::return_gathered_a (ag_gemm along M): this rank's rows from its A, the peers'
   // from the gathered buffer, which every matmul on the caller's stream has waited for.
   void copy_gathered_a(const Operands& o, cudaStream_t stream) const {
-    const int64_t mw = p_.m / team_->world, row = p_.k * es_, own = team_->rank * mw;
+    const int64_t mw = p_.m / team_->world, row = p_.k * a_es_, own = team_->rank * mw;
     ops::copy_rows(o.a_gathered, p_.m, own, o.a, mw, 0, mw, row, p_.l, stream);
     if (team_->world == 1) return;
     const char* g = local_[static_cast<int>(Buf::kGathered)].as<char>();
@@ -157,7 +164,7 @@ class PipelinedCE final : public OpImpl {
     }
     TPGEMM_ASSERT(base != nullptr && (r.rank == team_->rank || symmetric_[b]));
     const int64_t elems = (static_cast<int64_t>(r.slot) * p_.l * g.rows + r.row0) * g.cols;
-    return {base + elems * es_, g.rows * g.cols};
+    return {base + elems * es(r.buf), g.rows * g.cols};
   }
 
   // NOTE [shard along N]: a matmul step of the transposed schedule, rows [r0, r0 + n) of D^T,
@@ -172,13 +179,13 @@ class PipelinedCE final : public OpImpl {
     // B: the region's rows of the schedule's A, which is B as [N, K] (NOTE [pipelined buffers]
     // addresses it), except for gemm_rs's B as [K, N], read in place: there its columns.
     if (p_.op == Op::kGemmRs && p_.b_layout == BLayout::kKN)
-      x.b = static_cast<const char*>(ops_.b) + s.src.row0 * es_;
+      x.b = static_cast<const char*>(ops_.b) + s.src.row0 * a_es_;
     else
       x.b = address(s.src).ptr;
     // D: the caller's D takes the columns in place; tpgemm's buffers hold the [M, n] block whole.
     if (s.dst.buf == Buf::kUserD) {
-      x.d = static_cast<char*>(ops_.d) + s.dst.row0 * es_;
-      if (s.add_c && p_.has_c) x.c = static_cast<const char*>(ops_.c) + s.dst.row0 * es_;
+      x.d = static_cast<char*>(ops_.d) + s.dst.row0 * d_es_;
+      if (s.add_c && p_.has_c) x.c = static_cast<const char*>(ops_.c) + s.dst.row0 * d_es_;
     } else {
       x.d = address(s.dst).ptr;
     }
@@ -187,7 +194,7 @@ class PipelinedCE final : public OpImpl {
 
   void column_gemm(const Step& s, cudaStream_t st) {
     const ColumnOperands x = column_operands(s);
-    column_matmul_for(s).run(ops_.a, x.b, x.c, x.d, p_.alpha, p_.beta, workspace_.get(), st);
+    column_matmul_for(s).run(ops_.a, x.b, x.c, x.d, p_.alpha, p_.beta, workspace_.get(), st, ops_.a_scale, ops_.b_scale);
   }
 
   const gemm::LtMatmul& column_matmul_for(const Step& s) {
@@ -215,6 +222,7 @@ class PipelinedCE final : public OpImpl {
       shape.stride_d = dst_rows * p_.m;
     }
     shape.has_c = c;
+    shape.out_dtype = p_.out_dtype;
     shape.sm_count = sms;
     return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
   }
@@ -235,15 +243,17 @@ class PipelinedCE final : public OpImpl {
     shape.stride_d = gd.rows * p_.n;
     shape.stride_c = c_rows * p_.n;
     shape.has_c = c;
+    shape.out_dtype = p_.out_dtype;
     shape.sm_count = sms;
     return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
   }
 
   void copy(const Step& s, cudaStream_t st) const {
     const Ptr src = address(s.src), dst = address(s.dst);
-    const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols;
-    ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * es_), src.ptr,
-                      static_cast<size_t>(src.batch_stride * es_), static_cast<size_t>(s.src.rows * cols * es_), p_.l, st);
+    const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols, e = es(s.src.buf);
+    TPGEMM_ASSERT(e == es(s.dst.buf));  // rows move between buffers of one kind
+    ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * e), src.ptr, static_cast<size_t>(src.batch_stride * e),
+                      static_cast<size_t>(s.src.rows * cols * e), p_.l, st);
   }
 
   void reduce(const Step& s, cudaStream_t st) const {
@@ -273,14 +283,14 @@ class PipelinedCE final : public OpImpl {
     }
     a.env = t.wait_env();
     // An empty block still waits for its arrivals: the flags are part of the protocol.
-    if (a.rows > 0 || t.world > 1) ops::launch_slot_reduce(a, p_.dtype, t.num_sms, st);
+    if (a.rows > 0 || t.world > 1) ops::launch_slot_reduce(a, d_dtype(p_), t.num_sms, st);
   }
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
   GemmProblem q_;  // the problem the schedule runs: p_, or along N its transpose (NOTE [shard along N])
   plan::Choice choice_;
-  int64_t es_;
+  int64_t a_es_, d_es_;  // bytes per element of A and B, and of C and D
   plan::Schedule schedule_;
   comm::SymmetricBuffer symmetric_[plan::kNumBufs];
   DeviceBuffer local_[plan::kNumBufs];
