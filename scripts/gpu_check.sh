@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time gemm_core bench random auto_vs_rules bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time gemm_core bench random auto_vs_rules dtypes bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -140,6 +140,16 @@ for s in $STAGES; do
         stage "rules_W$w" 900 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar --impl auto --rules --check \
           --iterations 20 --timing graph --json "$LOGS/rules_W$w.json"
         grep -A12 "^geomean" "$LOGS/rules_W$w.log" | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    dtypes)  # FP8 beside bf16 in the same call: every op's implementations on the shared shapes with
+             # e4m3 A and B (each rank's scales) and with bf16, D in bf16 for both, checked
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for d in e4m3 bf16; do
+          stage "dtypes_W${w}_$d" 600 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar --dtype "$d" \
+            --out-dtype bf16 --check --json "$LOGS/dtypes_W${w}_$d.json"
+          grep -A12 "^geomean" "$LOGS/dtypes_W${w}_$d.log" | sed "s/^/$d /" | tee -a "$SUMMARY" > /dev/null
+        done
       done ;;
     bench_n)  # ag_gemm and gemm_rs along N (--shard n: B's columns gathered, D's columns scattered)
       for w in $WORLDS; do
