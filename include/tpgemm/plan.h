@@ -66,6 +66,7 @@ class Plan {
 // Element counts of the operands one rank passes for a problem on a team of `world_size`.
 struct OperandSizes {
   int64_t a = 0, b = 0, c = 0, d = 0;
+  int64_t a_scale = 0, b_scale = 0;  // fp32 values behind Operands::a_scale, b_scale (e4m3 only)
 };
 OperandSizes operand_sizes(const GemmProblem& problem, int world_size);
 

@@ -35,6 +35,14 @@ enum class Op : int { kAgGemm = 0, kGemmRs = 1, kGemmAr = 2 };
 //       N must be a multiple of 8 x W (each rank's columns, 16-byte rows).
 enum class ShardDim : int { kM = 0, kN = 1 };
 
+// How e4m3 operands are scaled (Operands::a_scale, b_scale, fp32 on the GPU):
+//   kTensor  one value for all of this rank's A, one for all of its B.
+//   kRow     one value per row of this rank's A (its M rows; M/W for ag_gemm along M) and one per
+//            column of D that this rank's B makes (per row of the [N, K] weight: N; N/W for ag_gemm
+//            along N): the per-token and per-channel scales of torch._scaled_mm's row-wise mode.
+//            One batch entry (L = 1); the baseline runs it.
+enum class ScaleMode : int { kTensor = 0, kRow = 1 };
+
 enum class Impl : int {
   kAuto = 0,     // let the planner choose per shape (never slower than baseline by design)
   kBaseline,     // NCCL collective and cuBLASLt matmul back to back on the caller's stream
@@ -60,6 +68,7 @@ enum class AllReduceImpl : int { kAuto = 0, kNccl, kOneShot, kTwoShot };
 std::string_view to_string(DType v);
 std::string_view to_string(BLayout v);
 std::string_view to_string(ShardDim v);
+std::string_view to_string(ScaleMode v);
 std::string_view to_string(Op v);
 std::string_view to_string(Impl v);
 std::string_view to_string(AllReduceImpl v);
@@ -68,6 +77,7 @@ std::string_view to_string(AllReduceImpl v);
 std::optional<DType> parse_dtype(std::string_view s);
 std::optional<BLayout> parse_b_layout(std::string_view s);
 std::optional<ShardDim> parse_shard_dim(std::string_view s);
+std::optional<ScaleMode> parse_scale_mode(std::string_view s);  // "tensor", "row" (or "rowwise")
 std::optional<Op> parse_op(std::string_view s);
 std::optional<Impl> parse_impl(std::string_view s);
 std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s);
@@ -82,11 +92,12 @@ struct GemmProblem {
   int64_t n = 0;  // columns of D (this rank's columns for ag_gemm along M; with kN always the global N)
   int64_t k = 0;  // inner dimension this rank multiplies (its shard for gemm_rs / gemm_ar)
   int64_t l = 1;  // batch count
-  DType dtype = DType::kBF16;  // of A and B: bf16, fp16 or e4m3 (e4m3: the baseline only, B as kNK)
+  DType dtype = DType::kBF16;  // of A and B: bf16, fp16 or e4m3 (e4m3: B as kNK; docs/design.md says where it runs)
   // Of D and C; unset: dtype (e4m3 needs one: bf16, fp16 or fp32). kFP32 keeps the fp32
   // accumulation in D, and the sums of gemm_rs and gemm_ar add fp32 partials (the baseline's; the
   // other implementations write D in dtype). Partial sums are never reduced in FP8.
   std::optional<DType> out_dtype;
+  ScaleMode scale_mode = ScaleMode::kTensor;  // e4m3 only
   BLayout b_layout = BLayout::kNK;
   float alpha = 1.0f;
   float beta = 0.0f;
@@ -115,9 +126,11 @@ struct Operands {
   // (operand_sizes of the problem with this M). A call below the plan's M runs an implementation
   // made for a range of M (Plan::prepare), the one the planner chose for that range.
   int64_t m = 0;
-  // dtype e4m3 (and only then): device pointers to one fp32 each, the dequantisation scales of
-  // this rank's A and B (A's values are a_scale x its e4m3 elements). D = alpha x a_scale x
-  // b_scale x A B + beta x C. Ranks' scales may differ: ag_gemm gathers them with the shards.
+  // dtype e4m3 (and only then): device pointers, 16-byte aligned, to the dequantisation scales
+  // of this rank's A and B as GemmProblem::scale_mode lays them out (kTensor: one fp32 each; kRow:
+  // one per row of A, one per column of D from B). A's values are its scale x its e4m3 elements:
+  // D = alpha x (a_scale A)(b_scale B) + beta x C. Ranks' scales may differ: ag_gemm gathers them
+  // with the shards.
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;
 };

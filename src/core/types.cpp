@@ -30,6 +30,10 @@ std::string_view to_string(BLayout v) { return v == BLayout::kKN ? "kn" : v == B
 
 std::string_view to_string(ShardDim v) { return v == ShardDim::kM ? "m" : v == ShardDim::kN ? "n" : "?"; }
 
+std::string_view to_string(ScaleMode v) {
+  return v == ScaleMode::kTensor ? "tensor" : v == ScaleMode::kRow ? "row" : "?";
+}
+
 std::string_view to_string(Op v) {
   switch (v) {
     case Op::kAgGemm: return "ag_gemm";
@@ -88,6 +92,12 @@ std::optional<ShardDim> parse_shard_dim(std::string_view s) {
   return lookup(t, s);
 }
 
+std::optional<ScaleMode> parse_scale_mode(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, ScaleMode>, 3> t{
+      {{"tensor", ScaleMode::kTensor}, {"row", ScaleMode::kRow}, {"rowwise", ScaleMode::kRow}}};
+  return lookup(t, s);
+}
+
 std::optional<Op> parse_op(std::string_view s) {
   static constexpr std::array<std::pair<std::string_view, Op>, 6> t{{{"ag_gemm", Op::kAgGemm},
                                                                      {"ag", Op::kAgGemm},
@@ -131,6 +141,7 @@ std::string describe(const GemmProblem& p) {
   if (p.alpha != 1.0f || p.beta != 0.0f || p.has_c) s += strfmt(" alpha=%g beta=%g%s", p.alpha, p.beta, p.has_c ? " +C" : "");
   if (p.shard_dim != ShardDim::kM) s += strfmt(" shard=%s", std::string(to_string(p.shard_dim)).c_str());
   if (d_dtype(p) != p.dtype) s += strfmt(" out=%s", std::string(to_string(d_dtype(p))).c_str());
+  if (p.scale_mode != ScaleMode::kTensor) s += strfmt(" scale=%s", std::string(to_string(p.scale_mode)).c_str());
   return s;
 }
 

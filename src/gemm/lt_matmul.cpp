@@ -72,6 +72,11 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(hand
       // sets the caller's.
       const float* placeholder = reinterpret_cast<const float*>(uintptr_t{256});
       set_scales(placeholder, placeholder);
+      if (s.scale_mode == ScaleMode::kRow) {  // vectors: cuBLASLt's A (our B) has its M (our N), its B our M
+        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+        TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+      }
     }
     a_ = s.b_layout == BLayout::kNK ? make_layout(in, s.k, s.n, s.ldb, s.batch, s.stride_b)
                                     : make_layout(in, s.n, s.k, s.ldb, s.batch, s.stride_b);

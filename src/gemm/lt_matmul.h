@@ -22,6 +22,7 @@ struct MatmulShape {
   DType dtype = DType::kBF16;  // of A and B: bf16, fp16 or e4m3 (e4m3: B as kNK, scales at run)
   BLayout b_layout = BLayout::kNK;
   std::optional<DType> out_dtype;  // of C and D: unset = dtype (fp32 for the reference checks)
+  ScaleMode scale_mode = ScaleMode::kTensor;  // e4m3: kRow, a scale per row of A and per column of D
   bool has_c = false;
   int sm_count = 0;  // > 0: ask cuBLASLt to use at most this many SMs (leaves the rest to communication)
   bool operator==(const MatmulShape&) const = default;
@@ -45,8 +46,9 @@ class LtMatmul {
   LtMatmul& operator=(const LtMatmul&) = delete;
 
   // `workspace` holds kWorkspaceBytes and is not used concurrently by another stream. e4m3
-  // operands take `a_scale` and `b_scale`: device pointers to one fp32 each, multiplied into
-  // alpha on the GPU (D = alpha a_scale b_scale A B + beta C).
+  // operands take `a_scale` and `b_scale`, 16-byte aligned device pointers: one fp32 each
+  // (D = alpha a_scale b_scale A B + beta C), or with ScaleMode::kRow m and n of them
+  // (D[i][j] = alpha a_scale[i] b_scale[j] (A B)[i][j] + beta C[i][j]).
   void run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
            cudaStream_t stream, const float* a_scale = nullptr, const float* b_scale = nullptr) const;
   const MatmulShape& shape() const { return shape_; }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "comm/start_line.h"
 #include "core/check.h"
@@ -40,13 +41,16 @@ TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cud
   ops::fill_random(t.b.get(), p.dtype, 1, 1, n.b, 0, 1, 0x7a12, stream);
   if (p.has_c) ops::fill_random(t.c.get(), d_dtype(p), 1, 1, n.c, 0, 1, 0x7a13, stream);
   t.ops = {t.a.get(), t.b.get(), t.c.get(), t.d.get(), t.a_gathered.get(), p.m};
-  const float unit = 1.0f;
-  if (p.dtype == DType::kE4M3) {  // one scale for both: cuBLASLt reads them from 16-byte aligned addresses
-    t.scales = DeviceBuffer(sizeof(unit));
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(t.scales.get(), &unit, sizeof(unit), cudaMemcpyHostToDevice, stream));
+  // e4m3: unit scales, one vector for both (as long as the longer one; 16-byte aligned, as
+  // cuBLASLt reads them).
+  const std::vector<float> unit(static_cast<size_t>(std::max(n.a_scale, n.b_scale)), 1.0f);
+  if (p.dtype == DType::kE4M3) {
+    t.scales = DeviceBuffer(unit.size() * sizeof(float));
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(t.scales.get(), unit.data(), unit.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                      stream));
     t.ops.a_scale = t.ops.b_scale = t.scales.as<float>();
   }
-  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (unit is on this stack)
   return t;
 }
 

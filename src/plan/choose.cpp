@@ -118,7 +118,7 @@ Impl choose_gemm_rs(const GemmProblem& p, const Topology& topo, bool along_n) {
 }
 
 Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo, int chunks_asked) {
-  const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t d_bytes = p.l * p.m * p.n * static_cast<int64_t>(dtype_size(d_dtype(p)));
   if (ring_all_reduce(p, topo.world, max_block_rows(p.m, topo.world), chunks_asked)) return Impl::kPipelinedCE;
   // fused from 16 MiB of D per rank at W=2, 8 MiB at W >= 4, where it measured faster.
   if (d_bytes / topo.world >= (topo.world >= 4 ? 8 : 16) * kMiB)  // (not the decode kernel: see below)

@@ -16,6 +16,11 @@ OperandSizes operand_sizes(const GemmProblem& p, int world) {
   s.b = p.l * p.k * plan::b_cols(p, world);
   s.d = p.l * plan::d_rows(p, world) * plan::d_cols(p, world);
   s.c = p.has_c ? s.d : 0;
+  if (p.dtype == DType::kE4M3) {
+    const bool row = p.scale_mode == ScaleMode::kRow;
+    s.a_scale = row ? plan::a_rows(p, world) : 1;
+    s.b_scale = row ? plan::b_cols(p, world) : 1;
+  }
   return s;
 }
 
@@ -92,6 +97,14 @@ Status validate_problem(const GemmProblem& p, int world) {
     return unsupported("dtype e4m3 with b_layout=kn: FP8 matmuls take B as [N, K] row-major; expected b_layout=nk");
   if (fp8 && p.k % 16 != 0)
     return unsupported(strfmt("K=%lld with dtype e4m3: expected a multiple of 16 (FP8 rows of A and B)", (long long)p.k));
+  if (p.scale_mode != ScaleMode::kTensor && p.scale_mode != ScaleMode::kRow)
+    return unsupported(strfmt("scale_mode %d: expected tensor or row", static_cast<int>(p.scale_mode)));
+  if (p.scale_mode == ScaleMode::kRow && !fp8)
+    return invalid(strfmt("scale_mode=row with dtype %s: scales apply to e4m3 operands only; expected scale_mode=tensor",
+                          std::string(to_string(p.dtype)).c_str()));
+  if (p.scale_mode == ScaleMode::kRow && p.l != 1)
+    return unsupported(strfmt("scale_mode=row with L=%lld: row-wise scales take one batch entry; expected L=1",
+                              (long long)p.l));
   if (p.b_layout != BLayout::kKN && p.b_layout != BLayout::kNK)
     return unsupported(strfmt("B layout %d: expected kn ([K,N] row-major) or nk ([N,K] row-major)",
                               static_cast<int>(p.b_layout)));
@@ -170,14 +183,20 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops, b
                             a.name, a.ptr));
   }
   if (p.dtype == DType::kE4M3) {
-    for (const auto& [name, scale] : {std::pair<const char*, const float*>{"a_scale", ops.a_scale}, {"b_scale", ops.b_scale}}) {
+    struct Scale { const char* name; const float* ptr; int64_t count; };
+    for (const Scale& s : {Scale{"a_scale", ops.a_scale, n.a_scale}, Scale{"b_scale", ops.b_scale, n.b_scale}}) {
+      const char* name = s.name;
+      const float* scale = s.ptr;
       if (scale == nullptr)
-        return invalid(strfmt("%s is null: dtype e4m3 needs a device pointer to one fp32 scale per operand", name));
+        return invalid(p.scale_mode == ScaleMode::kRow
+                           ? strfmt("%s is null: dtype e4m3 with scale_mode=row needs a device pointer to %lld fp32 "
+                                    "scales", name, (long long)s.count)
+                           : strfmt("%s is null: dtype e4m3 needs a device pointer to one fp32 scale per operand", name));
       if (reinterpret_cast<uintptr_t>(scale) % 16 != 0)
         return invalid(strfmt("%s=%p is not 16-byte aligned: cuBLASLt reads FP8 scales from 16-byte aligned "
                               "addresses (a tensor of its own is; a view at an offset may not be)",
                               name, static_cast<const void*>(scale)));
-      if (overlaps(ops.d, args[3].bytes, scale, sizeof(float)))
+      if (overlaps(ops.d, args[3].bytes, scale, static_cast<int64_t>(sizeof(float)) * s.count))
         return invalid(strfmt("D=%p (%lld bytes) overlaps %s=%p: the output must not alias an input", ops.d,
                               (long long)args[3].bytes, name, static_cast<const void*>(scale)));
     }
@@ -238,16 +257,28 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   if (name == "?") return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
   // The types first, whatever the shape. e4m3 A and B: the implementations whose matmuls are
   // cuBLASLt's and whose communication moves D (gemm_rs and gemm_ar, along M) take them into a
-  // 16-bit D; ag_gemm's gather carries every rank's scale, which only the baseline does.
-  const bool fp8_products = p.dtype == DType::kE4M3 && (p.op == Op::kGemmRs || p.op == Op::kGemmAr) &&
-                            p.shard_dim == ShardDim::kM && d_dtype(p) != DType::kFP32 &&
-                            (impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
-                             impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot);
-  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products)
-    return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3 (of e4m3 operands it takes those of "
-                              "gemm_rs and gemm_ar along M into a bf16 or fp16 D: pipelined_ce, gemm_reducescatter, "
-                              "gemm_oneshot, gemm_twoshot); use impl=baseline or auto",
+  // 16-bit D with tensor-wise scales; ag_gemm's gather carries every rank's scale, and row-wise
+  // scales follow the rows through the collectives, which only the baseline does.
+  if (p.scale_mode == ScaleMode::kRow && impl != Impl::kAuto && impl != Impl::kBaseline)
+    return unsupported(strfmt("impl %s takes tensor-wise scales, and scale_mode=row; use impl=baseline or auto",
                               name.c_str()));
+  const bool moves_products = impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
+                              impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
+  const bool fp8_products = p.dtype == DType::kE4M3 && (p.op == Op::kGemmRs || p.op == Op::kGemmAr) &&
+                            p.shard_dim == ShardDim::kM && d_dtype(p) != DType::kFP32 && moves_products;
+  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products) {
+    if (!moves_products)
+      return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3 (e4m3 runs in the baseline, and "
+                                "for gemm_rs and gemm_ar along M into a bf16 or fp16 D also in pipelined_ce, "
+                                "gemm_reducescatter, gemm_oneshot and gemm_twoshot); use impl=baseline or auto",
+                                name.c_str()));
+    const std::string why = p.op == Op::kAgGemm        ? std::string("ag_gemm (its gather must carry every rank's scale)")
+                            : p.shard_dim != ShardDim::kM ? std::string("shard_dim=n")
+                                                          : std::string("out_dtype=fp32");
+    return unsupported(strfmt("impl %s takes dtype=e4m3 only for gemm_rs and gemm_ar along M into a bf16 or fp16 D, "
+                              "and this is %s; use impl=baseline or auto",
+                              name.c_str(), why.c_str()));
+  }
   if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products)
     return unsupported(strfmt("impl %s writes D in the input type (%s), and out_dtype=%s; use impl=baseline or auto",
                               name.c_str(), std::string(to_string(p.dtype)).c_str(),

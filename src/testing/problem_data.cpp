@@ -16,12 +16,33 @@ size_t bytes_of(int64_t count, DType t) { return static_cast<size_t>(count) * dt
 bool gathers_a(const GemmProblem& p) { return p.op == Op::kAgGemm && p.shard_dim == ShardDim::kM; }
 
 float a_scale_of(const GemmProblem& p, int rank, uint64_t seed) {
-  return p.dtype == DType::kE4M3 ? 0.25f * static_cast<float>(1 + (seed + static_cast<uint64_t>(rank)) % 4) : 1.0f;
+  return p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kTensor ? 0.25f * static_cast<float>(1 + (seed + static_cast<uint64_t>(rank)) % 4) : 1.0f;
 }
 
 float b_scale_of(const GemmProblem& p, int rank, uint64_t seed) {
-  return p.dtype == DType::kE4M3 ? 0.5f * static_cast<float>(1 + (seed + 2 * static_cast<uint64_t>(rank)) % 3) : 1.0f;
+  return p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kTensor ? 0.5f * static_cast<float>(1 + (seed + 2 * static_cast<uint64_t>(rank)) % 3) : 1.0f;
 }
+
+float a_row_scale_of(int rank, int64_t row, uint64_t seed) {
+  return 0.25f * static_cast<float>(1 + (seed + 3 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(row)) % 4);
+}
+
+float b_col_scale_of(int rank, int64_t col, uint64_t seed) {
+  return 0.5f * static_cast<float>(1 + (seed + 2 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(col)) % 3);
+}
+
+namespace {
+// `count` values f(i) on the GPU (synchronised: the host copy dies here).
+template <typename F>
+DeviceBuffer device_values(int64_t count, F f, cudaStream_t stream) {
+  std::vector<float> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) v[static_cast<size_t>(i)] = f(i);
+  DeviceBuffer out(v.size() * sizeof(float));
+  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(out.get(), v.data(), out.bytes(), cudaMemcpyHostToDevice, stream));
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return out;
+}
+}  // namespace
 
 void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
   if (gathers_a(p))
@@ -48,7 +69,10 @@ RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cuda
   b = DeviceBuffer(bytes_of(s.b, p.dtype));
   c = DeviceBuffer(bytes_of(s.c, d_dtype(p)));
   d = DeviceBuffer(bytes_of(s.d, d_dtype(p)));
-  if (p.dtype == DType::kE4M3) scales = DeviceBuffer(2 * kScaleSlot * sizeof(float));
+  if (p.dtype == DType::kE4M3) {
+    b_scale_offset = (s.a_scale + kScaleSlot - 1) / kScaleSlot * kScaleSlot;
+    scales = DeviceBuffer(static_cast<size_t>(b_scale_offset + s.b_scale) * sizeof(float));
+  }
   refill(seed, stream);
 }
 
@@ -57,15 +81,21 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
   fill_b(b.get(), p, world, rank, seed, stream);
   if (p.has_c) fill_c(c.get(), p, world, rank, seed, stream);
   if (p.dtype == DType::kE4M3) {
-    const float s[2 * kScaleSlot] = {a_scale_of(p, rank, seed), 0, 0, 0, b_scale_of(p, rank, seed)};
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(scales.get(), s, sizeof(s), cudaMemcpyHostToDevice, stream));
+    const OperandSizes n = operand_sizes(p, world);
+    const bool row = p.scale_mode == ScaleMode::kRow;
+    std::vector<float> s(static_cast<size_t>(b_scale_offset + n.b_scale), 0.0f);
+    for (int64_t i = 0; i < n.a_scale; ++i)
+      s[static_cast<size_t>(i)] = row ? a_row_scale_of(rank, i, seed) : a_scale_of(p, rank, seed);
+    for (int64_t j = 0; j < n.b_scale; ++j)
+      s[static_cast<size_t>(b_scale_offset + j)] = row ? b_col_scale_of(rank, j, seed) : b_scale_of(p, rank, seed);
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(scales.get(), s.data(), s.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (s is on this stack)
   }
 }
 
 Operands RankData::operands() const {
   Operands o{a.get(), b.get(), c.get(), d.get()};
-  if (p.dtype == DType::kE4M3) o.a_scale = scales.as<float>(), o.b_scale = scales.as<float>() + kScaleSlot;
+  if (p.dtype == DType::kE4M3) o.a_scale = scales.as<float>(), o.b_scale = scales.as<float>() + b_scale_offset;
   return o;
 }
 
@@ -80,7 +110,8 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     // rank's scale.
     fill_random(a.get(), p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, 0), stream);
     fill_b(b.get(), p, world, rank, seed, stream);
-    if (p.dtype == DType::kE4M3 && engine == RefEngine::kCublasLt && p.l == 1) {
+    const bool row = p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kRow;
+    if (p.dtype == DType::kE4M3 && !row && engine == RefEngine::kCublasLt && p.l == 1) {
       // Benchmark shapes: one cuBLASLt matmul per rank's rows (contiguous with one batch entry),
       // each with that rank's scale, instead of the naive kernel's per-row scale.
       const int64_t mw = p.m / world;
@@ -89,37 +120,56 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
                        full.as<float>() + q * mw * p.n, mw, p.n, p.k, 1, p.dtype, p.b_layout,
                        p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream);
     } else {
-      DeviceBuffer row_scale;
-      if (p.dtype == DType::kE4M3) {
-        std::vector<float> rows(static_cast<size_t>(p.m));
-        for (int64_t i = 0; i < p.m; ++i)
-          rows[static_cast<size_t>(i)] = a_scale_of(p, static_cast<int>(i / (p.m / world)), seed);
-        row_scale = DeviceBuffer(rows.size() * sizeof(float));
-        TPGEMM_CUDA_CHECK(cudaMemcpyAsync(row_scale.get(), rows.data(), row_scale.bytes(), cudaMemcpyHostToDevice, stream));
-      }
+      // e4m3: row i of the gathered A carries its rank's scale (row-wise: its own), and row-wise
+      // every column of D its B's.
+      const int64_t mw = p.m / world;
+      DeviceBuffer row_scale, col_scale;
+      if (p.dtype == DType::kE4M3)
+        row_scale = device_values(p.m, [&](int64_t i) {
+          const int q = static_cast<int>(i / mw);
+          return row ? a_row_scale_of(q, i % mw, seed) : a_scale_of(p, q, seed);
+        }, stream);
+      if (row) col_scale = device_values(p.n, [&](int64_t j) { return b_col_scale_of(rank, j, seed); }, stream);
       reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout,
-                     p.alpha * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream, row_scale.as<float>());
-      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (row_scale dies here)
+                     p.alpha * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream, row_scale.as<float>(),
+                     col_scale.as<float>());
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (the scales die here)
     }
   } else if (p.op == Op::kAgGemm) {
     // Along N: my A times every rank's block of B's columns, each placed at its columns of D.
     const int64_t nw = p.n / world;
+    const bool row = p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kRow;
     DeviceBuffer block(static_cast<size_t>(p.l * p.m * nw) * sizeof(float));
+    DeviceBuffer row_scale;  // row-wise e4m3: my A's rows
+    if (row) row_scale = device_values(p.m, [&](int64_t i) { return a_row_scale_of(rank, i, seed); }, stream);
     fill_a(a.get(), p, world, rank, seed, stream);
     for (int q = 0; q < world; ++q) {
       fill_b(b.get(), p, world, q, seed, stream);
       TPGEMM_CUDA_CHECK(cudaMemsetAsync(block.get(), 0, block.bytes(), stream));
+      DeviceBuffer col_scale;  // row-wise e4m3: rank q's block of columns
+      if (row) col_scale = device_values(nw, [&](int64_t j) { return b_col_scale_of(q, j, seed); }, stream);
       reference_gemm(a.get(), b.get(), nullptr, block.as<float>(), p.m, nw, p.k, p.l, p.dtype, p.b_layout,
-                     p.alpha * a_scale_of(p, rank, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream);
+                     p.alpha * a_scale_of(p, rank, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream,
+                     row_scale.as<float>(), col_scale.as<float>());
       TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(full.as<float>() + q * nw, p.n * sizeof(float), block.get(), nw * sizeof(float),
                                           nw * sizeof(float), p.l * p.m, cudaMemcpyDeviceToDevice, stream));
+      if (row) TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (col_scale dies here)
     }
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (row_scale dies here)
   } else {
+    const bool row = p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kRow;
     for (int q = 0; q < world; ++q) {
       fill_a(a.get(), p, world, q, seed, stream);
       fill_b(b.get(), p, world, q, seed, stream);
+      DeviceBuffer row_scale, col_scale;  // row-wise e4m3: rank q's
+      if (row) {
+        row_scale = device_values(p.m, [&](int64_t i) { return a_row_scale_of(q, i, seed); }, stream);
+        col_scale = device_values(p.n, [&](int64_t j) { return b_col_scale_of(q, j, seed); }, stream);
+      }
       reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout,
-                     p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream);
+                     p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream,
+                     row_scale.as<float>(), col_scale.as<float>());
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (the scales die here)
     }
   }
   DeviceBuffer mine = std::move(full);

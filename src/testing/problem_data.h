@@ -28,16 +28,22 @@ struct RankData {
   GemmProblem p;
   int world, rank;
   DeviceBuffer a, b, c, d;
-  // e4m3: this rank's a_scale and b_scale, each at the head of a 16-byte slot (cuBLASLt reads
-  // scales from 16-byte aligned addresses)
+  // e4m3: this rank's a_scale and b_scale (one value or, row-wise, a vector each), each from a
+  // 16-byte boundary (cuBLASLt reads scales from 16-byte aligned addresses)
   static constexpr int kScaleSlot = 4;
   DeviceBuffer scales;
+  int64_t b_scale_offset = 0;  // floats from the start of `scales`
 };
 
 // The scales of rank `rank`'s e4m3 A and B for `seed` (1 for other types): a few values, exact in
 // fp32 and different across ranks, so that a gathered operand's blocks differ in scale.
 float a_scale_of(const GemmProblem& p, int rank, uint64_t seed);
 float b_scale_of(const GemmProblem& p, int rank, uint64_t seed);
+// Row-wise e4m3 (ScaleMode::kRow): the scale of row `row` of rank `rank`'s A as that rank holds
+// it, and of column `col` of D from its B (its block's column, along N): exact in fp32, varying
+// along rows, columns and ranks.
+float a_row_scale_of(int rank, int64_t row, uint64_t seed);
+float b_col_scale_of(int rank, int64_t col, uint64_t seed);
 
 void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
 void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);

@@ -31,7 +31,7 @@ __global__ void poison_kernel(uint16_t* p, int64_t n) {
 
 template <typename T>
 __global__ void naive_gemm_kernel(const T* a, const T* b, const T* c, float* ref, int64_t m, int64_t n, int64_t k,
-                                  bool b_nk, float alpha, float beta, const float* row_scale) {
+                                  bool b_nk, float alpha, float beta, const float* row_scale, const float* col_scale) {
   const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t i = blockIdx.y * int64_t(blockDim.y) + threadIdx.y;
   const int64_t batch = blockIdx.z;
@@ -45,6 +45,7 @@ __global__ void naive_gemm_kernel(const T* a, const T* b, const T* c, float* ref
   }
   const int64_t o = (batch * m + i) * n + j;
   if (row_scale != nullptr) acc *= row_scale[i];
+  if (col_scale != nullptr) acc *= col_scale[j];
   float v = ref[o] + alpha * acc;
   if (c != nullptr) v += beta * to_float(c[o]);
   ref[o] = v;
@@ -102,41 +103,45 @@ void poison(void* p, int64_t count, DType dtype, cudaStream_t stream) {
 
 void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
                     DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
-                    cudaStream_t stream, const float* row_scale) {
+                    cudaStream_t stream, const float* row_scale, const float* col_scale) {
   if (dtype == DType::kE4M3 && c != nullptr)
     throw Error(ErrorCode::kInvalidArgument, "reference_gemm: e4m3 A and B take no C here (add it with reference_add)");
-  if (engine == RefEngine::kNaive || row_scale != nullptr) {
+  // cuBLASLt applies both vectors (e4m3, one batch entry: ScaleMode::kRow), else the naive kernel.
+  const bool lt_vectors = row_scale != nullptr && col_scale != nullptr && dtype == DType::kE4M3 && l == 1;
+  if (engine == RefEngine::kNaive || ((row_scale != nullptr || col_scale != nullptr) && !lt_vectors)) {
     const dim3 block(16, 16), grid(static_cast<unsigned>((n + 15) / 16), static_cast<unsigned>((m + 15) / 16),
                                    static_cast<unsigned>(l));
     const bool nk = layout == BLayout::kNK;
     if (dtype == DType::kBF16)
       naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b),
                                                     static_cast<const __nv_bfloat16*>(c), ref, m, n, k, nk, alpha, beta,
-                                                    row_scale);
+                                                    row_scale, col_scale);
     else if (dtype == DType::kE4M3)
       naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_fp8_e4m3*>(a),
                                                     static_cast<const __nv_fp8_e4m3*>(b),
                                                     static_cast<const __nv_fp8_e4m3*>(nullptr), ref, m, n, k, nk,
-                                                    alpha, beta, row_scale);
+                                                    alpha, beta, row_scale, col_scale);
     else
       naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __half*>(a), static_cast<const __half*>(b),
                                                     static_cast<const __half*>(c), ref, m, n, k, nk, alpha, beta,
-                                                    row_scale);
+                                                    row_scale, col_scale);
     TPGEMM_CHECK_LAUNCH();
     return;
   }
   gemm::MatmulShape s = gemm::packed_shape(m, n, k, l, dtype, layout);
   s.out_dtype = DType::kFP32;
   s.has_c = true;  // accumulate into ref
+  if (lt_vectors) s.scale_mode = ScaleMode::kRow;
   const gemm::LtMatmul mm(lt, s);
   DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
-  DeviceBuffer one;  // e4m3: a unit scale for A and B (the caller's are in alpha)
-  if (dtype == DType::kE4M3) {
+  DeviceBuffer one;  // e4m3 with tensor-wise scales: a unit scale for A and B (the caller's are in alpha)
+  if (dtype == DType::kE4M3 && !lt_vectors) {
     const float unit = 1.0f;
     one = DeviceBuffer(sizeof(unit));
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(one.get(), &unit, sizeof(unit), cudaMemcpyHostToDevice, stream));
   }
-  mm.run(a, b, ref, ref, alpha, 1.0f, ws.get(), stream, one.as<float>(), one.as<float>());
+  mm.run(a, b, ref, ref, alpha, 1.0f, ws.get(), stream, lt_vectors ? row_scale : one.as<float>(),
+         lt_vectors ? col_scale : one.as<float>());
   if (c != nullptr) reference_add(ref, c, beta, l * m * n, dtype, stream);
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the workspace dies here
 }

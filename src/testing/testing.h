@@ -26,12 +26,13 @@ void poison(void* p, int64_t count, DType dtype, cudaStream_t stream);
 // beta * C[b][i][j] when c is given (in dtype; not for e4m3: add it with reference_add). kNaive
 // is a plain CUDA kernel (independent of cuBLAS, for small test shapes); kCublasLt uses cuBLASLt
 // with fp32 output (for benchmark shapes). `row_scale` (device, [m], optional) scales row i of
-// every batch entry's product by row_scale[i]: the gathered e4m3 A, each rank's rows with its own
-// scale (the naive kernel computes it).
+// every batch entry's product by row_scale[i], `col_scale` ([n]) column j by col_scale[j]: the
+// gathered e4m3 A, each rank's rows with its own scale, and row-wise e4m3 scales (the naive
+// kernel computes them; cuBLASLt where both are given for e4m3 with l = 1, 16-byte aligned).
 enum class RefEngine { kNaive, kCublasLt };
 void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
                     DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
-                    cudaStream_t stream, const float* row_scale = nullptr);
+                    cudaStream_t stream, const float* row_scale = nullptr, const float* col_scale = nullptr);
 
 // ref[i] += beta * x[i] for i < count (x in dtype: bf16, fp16 or fp32).
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream);

@@ -107,6 +107,14 @@ void check_types_beyond_the_input(const Team& team, const std::function<GemmProb
           if (s.ok()) {
             const auto c = check_plan(team, p, o, 2, seed += 10, /*graph=*/variant == 1);
             RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+            // pipelined_ce in pieces too: without C, gemm_rs and gemm_ar pass each block's sum
+            // around the ring, every partial a matmul's C (NOTE [partial as C]).
+            for (int chunks : {2, 3}) {
+              if (impl != Impl::kPipelinedCE || p.has_c) break;
+              o.chunks_per_rank = chunks;
+              const auto cc = check_plan(team, p, o, 2, seed += 10);
+              RANK_EXPECT(cc.ok, "%s", describe_check(p, o, cc).c_str());
+            }
             continue;
           }
           RANK_EXPECT(impl != Impl::kBaseline && impl != Impl::kAuto && s.code == ErrorCode::kUnsupported &&
@@ -150,6 +158,27 @@ TEST_P(Dist, Fp8OperandsWithTheirScalesMatchTheReference) {
                   p.out_dtype = out;
                   return p;
                 }, "e4m3", seed += 500);
+            }),
+            0);
+}
+
+// FP8 with row-wise scales (ScaleMode::kRow): one per row of each rank's A and per column of D
+// from its B, gathered with the rows (columns, along N) by ag_gemm; the baseline runs them and
+// every other implementation refuses naming the mode.
+TEST_P(Dist, Fp8RowWiseScalesMatchTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 6500;
+              for (DType out : {DType::kBF16, DType::kFP32})
+                check_types_beyond_the_input(team, [&](Op op, int variant) {
+                  GemmProblem p = problem(op, W, DType::kE4M3, BLayout::kNK, variant);
+                  p.n = 144, p.k = 208;  // (FP8 rows of B and D: multiples of 16)
+                  p.l = 1;               // (row-wise scales: one batch entry)
+                  p.out_dtype = out;
+                  p.scale_mode = ScaleMode::kRow;
+                  return p;
+                }, "scale_mode=row", seed += 500);
             }),
             0);
 }

@@ -88,15 +88,20 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
         }
 }
 
-// The types only the baseline writes, on one GPU: an fp32 D of bf16 / fp16 operands, and e4m3
-// operands with their scales into a bf16, fp16 or fp32 D, with and without C, batched.
+// Types beyond the input type, on one GPU: an fp32 D of bf16 / fp16 operands, and e4m3 operands
+// with their scales (tensor-wise and row-wise) into a bf16, fp16 or fp32 D, with and without C,
+// batched where the scales allow.
 TEST(TeamOfOne, Fp32OutputsAndFp8OperandsMatchTheReference) {
   TPGEMM_REQUIRE_GPUS(1);
-  struct Types { DType in, out; };
+  struct Types { DType in, out; ScaleMode scales; };
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
-    for (const Types t : {Types{DType::kBF16, DType::kFP32}, Types{DType::kFP16, DType::kFP32},
-                          Types{DType::kE4M3, DType::kBF16}, Types{DType::kE4M3, DType::kFP16},
-                          Types{DType::kE4M3, DType::kFP32}})
+    for (const Types t : {Types{DType::kBF16, DType::kFP32, ScaleMode::kTensor},
+                          Types{DType::kFP16, DType::kFP32, ScaleMode::kTensor},
+                          Types{DType::kE4M3, DType::kBF16, ScaleMode::kTensor},
+                          Types{DType::kE4M3, DType::kFP16, ScaleMode::kTensor},
+                          Types{DType::kE4M3, DType::kFP32, ScaleMode::kTensor},
+                          Types{DType::kE4M3, DType::kBF16, ScaleMode::kRow},
+                          Types{DType::kE4M3, DType::kFP32, ScaleMode::kRow}})
       for (bool with_c : {false, true})
         for (Impl impl : {Impl::kBaseline, Impl::kAuto}) {
           GemmProblem p;
@@ -104,9 +109,10 @@ TEST(TeamOfOne, Fp32OutputsAndFp8OperandsMatchTheReference) {
           p.m = 200;
           p.n = 144;  // (FP8 rows of D: a multiple of 16)
           p.k = 80;
-          p.l = with_c ? 2 : 1;
+          p.l = with_c && t.scales == ScaleMode::kTensor ? 2 : 1;  // (row-wise scales: one batch entry)
           p.dtype = t.in;
           p.out_dtype = t.out;
+          p.scale_mode = t.scales;
           p.alpha = 0.5f;
           p.beta = with_c ? -1.0f : 0.0f;
           p.has_c = with_c;

@@ -106,7 +106,9 @@ TEST(Candidates, Fp8OperandsKeepThoseThatTakeThem) {
       pipelined = pipelined || c.impl == Impl::kPipelinedCE;
     }
     EXPECT_EQ(pipelined, op != Op::kAgGemm) << describe(p);
-    if (op == Op::kAgGemm) EXPECT_EQ(all.size(), 1u);
+    if (op == Op::kAgGemm) {
+      EXPECT_EQ(all.size(), 1u);
+    }
   }
 }
 

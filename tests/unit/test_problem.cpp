@@ -304,13 +304,13 @@ TEST(Fp8, ValidationNamesWhatIsMissingAndWhichImplementationsTakeIt) {
       EXPECT_TRUE(impl_supported(q, impl, topo).ok()) << describe(q) << " " << to_string(impl);
       GemmProblem fp32 = q;
       fp32.out_dtype = DType::kFP32;
-      expect_error(impl_supported(fp32, impl, topo), ErrorCode::kUnsupported, {"dtype=e4m3", "bf16 or fp16 D"});
+      expect_error(impl_supported(fp32, impl, topo), ErrorCode::kUnsupported, {"dtype=e4m3", "this is out_dtype=fp32"});
     }
     expect_error(impl_supported(q, Impl::kFused, topo), ErrorCode::kUnsupported, {"dtype=e4m3"});
     if (op == Op::kGemmRs) {
       GemmProblem along_n = q;
       along_n.shard_dim = ShardDim::kN;
-      expect_error(impl_supported(along_n, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"along M"});
+      expect_error(impl_supported(along_n, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"this is shard_dim=n"});
     }
   }
   // The rules choose among what takes the types.
@@ -322,8 +322,57 @@ TEST(Fp8, ValidationNamesWhatIsMissingAndWhichImplementationsTakeIt) {
       q.out_dtype = out;
       const Impl chosen = choose(q, topo, {}).impl;
       EXPECT_TRUE(impl_supported(q, chosen, topo).ok()) << describe(q) << " chose " << to_string(chosen);
-      if (op == Op::kAgGemm || out == DType::kFP32) EXPECT_EQ(chosen, Impl::kBaseline) << describe(q);
+      if (op == Op::kAgGemm || out == DType::kFP32) {
+        EXPECT_EQ(chosen, Impl::kBaseline) << describe(q);
+      }
     }
+}
+
+// Row-wise e4m3 scales: a vector per operand sized by this rank's rows of A and columns of B,
+// e4m3 and one batch entry only, the baseline's; the descriptor names the mode.
+TEST(Fp8, RowWiseScalesAreVectorsTheBaselineTakes) {
+  EXPECT_EQ(parse_scale_mode("row"), ScaleMode::kRow);
+  EXPECT_EQ(parse_scale_mode("rowwise"), ScaleMode::kRow);
+  EXPECT_EQ(parse_scale_mode("tensor"), ScaleMode::kTensor);
+  EXPECT_FALSE(parse_scale_mode("block").has_value());
+  GemmProblem p = ag(64, 64, 64);
+  p.scale_mode = ScaleMode::kRow;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"scale_mode=row", "dtype bf16", "e4m3 operands only"});
+  p.dtype = DType::kE4M3;
+  p.out_dtype = DType::kBF16;
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  EXPECT_NE(describe(p).find("scale=row"), std::string::npos) << describe(p);
+  GemmProblem batched = p;
+  batched.l = 2;
+  expect_error(validate_problem(batched, 2), ErrorCode::kUnsupported, {"scale_mode=row", "L=2", "expected L=1"});
+  // Sizes: ag_gemm along M holds M/W rows of A and all N columns of B; along N, M rows and N/W.
+  EXPECT_EQ(operand_sizes(p, 2).a_scale, 32);
+  EXPECT_EQ(operand_sizes(p, 2).b_scale, 64);
+  GemmProblem along_n = p;
+  along_n.shard_dim = ShardDim::kN;
+  EXPECT_EQ(operand_sizes(along_n, 2).a_scale, 64);
+  EXPECT_EQ(operand_sizes(along_n, 2).b_scale, 32);
+  GemmProblem tensor = p;
+  tensor.scale_mode = ScaleMode::kTensor;
+  EXPECT_EQ(operand_sizes(tensor, 2).a_scale, 1);
+  EXPECT_EQ(operand_sizes(ag(64, 64, 64), 2).a_scale, 0);
+  // A scale vector inside D is an alias; one just past it is not.
+  alignas(256) static char mem[1 << 20];
+  Operands o{mem, mem + 65536, nullptr, mem + 131072};  // D: 64 x 64 bf16 = 8 KiB
+  o.a_scale = reinterpret_cast<const float*>(mem + 131072 + 8192);
+  o.b_scale = reinterpret_cast<const float*>(mem + 262144);
+  EXPECT_TRUE(validate_operands(p, 2, o).ok());
+  o.a_scale = reinterpret_cast<const float*>(mem + 131072 + 8192 - 16);
+  expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"overlaps a_scale"});
+  o.a_scale = nullptr;
+  expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"a_scale is null", "scale_mode=row", "32 fp32"});
+  const Topology topo{4, true};
+  GemmProblem rs = p;
+  rs.op = Op::kGemmRs;
+  for (Impl impl : {Impl::kPipelinedCE, Impl::kGemmReduceScatter, Impl::kFused})
+    expect_error(impl_supported(rs, impl, topo), ErrorCode::kUnsupported, {"scale_mode=row", "baseline"});
+  EXPECT_TRUE(impl_supported(rs, Impl::kBaseline, topo).ok());
+  EXPECT_EQ(choose(rs, topo, {}).impl, Impl::kBaseline);
 }
 
 TEST(ValidateOperands, NullMisalignedAndOverlapping) {

@@ -18,14 +18,19 @@ class AgGemmBaseline final : public OpImpl {
     workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
     // ncclAllGather lays the shards out rank by rank: [W][L][shard]. With L == 1 that is
     // exactly A[M][K] (along N, for B as [N, K]: B[N][K]); otherwise one strided matmul per
-    // rank's block. e4m3 shards carry each rank's own scale, gathered beside them: one matmul
-    // per block, each with its scale. cuBLASLt reads a scale only from a 16-byte aligned address,
-    // so each rank's sits at the head of a 16-byte slot (copied there, then the slots gathered).
+    // rank's block. e4m3 shards carry each rank's own scale, gathered beside them. Tensor-wise:
+    // one matmul per block, each with its scale; cuBLASLt reads a scale only from a 16-byte
+    // aligned address, so each rank's sits at the head of a 16-byte slot (copied there, then the
+    // slots gathered). Row-wise: the scales of the gathered rows (columns, along N) gathered into
+    // one vector, and one matmul.
     fp8_ = p_.dtype == DType::kE4M3;
-    one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && !fp8_;
+    row_scales_ = fp8_ && p_.scale_mode == ScaleMode::kRow;
+    one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && (!fp8_ || row_scales_);
     if (fp8_) {
-      scales_ = DeviceBuffer(kScaleSlot * sizeof(float) * static_cast<size_t>(team_->world + 1));
-      TPGEMM_CUDA_CHECK(cudaMemset(scales_.get(), 0, kScaleSlot * sizeof(float) * static_cast<size_t>(team_->world + 1)));
+      const size_t floats = row_scales_ ? static_cast<size_t>(along_n_ ? p_.n : p_.m)
+                                        : kScaleSlot * static_cast<size_t>(team_->world + 1);
+      scales_ = DeviceBuffer(floats * sizeof(float));
+      team_->zero_now(scales_.get(), floats * sizeof(float));  // the slots' unused floats too
     }
     matmuls_.get(shape(p_));  // the plan's M now, any other on its first call
   }
@@ -39,8 +44,12 @@ class AgGemmBaseline final : public OpImpl {
     // caller's A_gathered when it wants one (PlanOptions::return_gathered_a).
     const bool into_caller = o.a_gathered != nullptr && !along_n_ && p.l == 1;
     auto* g = into_caller ? static_cast<char*>(o.a_gathered) : gathered_.as<char>();
-    float* own_slot = fp8_ ? scales_.as<float>() + W * kScaleSlot : nullptr;  // after the W gathered slots
-    if (fp8_) {
+    const int64_t scale_count = (along_n_ ? p.n : p.m) / W;  // row-wise: each rank's rows' (columns')
+    float* own_slot = fp8_ && !row_scales_ ? scales_.as<float>() + W * kScaleSlot : nullptr;  // after the W slots
+    if (row_scales_) {
+      TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b_scale : o.a_scale, scales_.get(), static_cast<size_t>(scale_count),
+                                      ncclFloat32, team_->comm, stream));
+    } else if (fp8_) {
       TPGEMM_CUDA_CHECK(cudaMemcpyAsync(own_slot, along_n_ ? o.b_scale : o.a_scale, sizeof(float),
                                         cudaMemcpyDeviceToDevice, stream));
       TPGEMM_NCCL_CHECK(ncclAllGather(own_slot, scales_.get(), kScaleSlot, ncclFloat32, team_->comm, stream));
@@ -52,7 +61,10 @@ class AgGemmBaseline final : public OpImpl {
       const char* block = g + w * p.l * shard * es;
       const int64_t d_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * p.n) * ds;
       const char* c = o.c ? static_cast<const char*>(o.c) + d_off : nullptr;
-      const float* block_scale = fp8_ ? scales_.as<float>() + w * kScaleSlot : nullptr;  // the gathered operand's, rank w's
+      // The gathered operand's scale for rank w's block (row-wise: the whole vector, one matmul).
+      const float* block_scale = row_scales_ ? scales_.as<float>() + w * scale_count
+                                 : fp8_      ? scales_.as<float>() + w * kScaleSlot
+                                             : nullptr;
       matmul.run(along_n_ ? o.a : block, along_n_ ? block : o.b, c, static_cast<char*>(o.d) + d_off, p.alpha, p.beta,
                  workspace_.get(), stream, along_n_ ? o.a_scale : block_scale, along_n_ ? block_scale : o.b_scale);
     }
@@ -78,6 +90,7 @@ class AgGemmBaseline final : public OpImpl {
     s.stride_c = s.stride_d = p.m * p.n;
     s.has_c = p.has_c;
     s.out_dtype = p.out_dtype;
+    s.scale_mode = p.scale_mode;
     return s;
   }
 
@@ -88,7 +101,9 @@ class AgGemmBaseline final : public OpImpl {
   bool along_n_ = false;
   bool one_matmul_ = false;
   bool fp8_ = false;
-  // scales_ (e4m3): a 16-byte slot per rank with its scale of the gathered operand, then this rank's
+  bool row_scales_ = false;  // e4m3 with ScaleMode::kRow
+  // scales_ (e4m3): a 16-byte slot per rank with its scale of the gathered operand, then this
+  // rank's; row-wise, the gathered operand's scale vector
   DeviceBuffer gathered_, workspace_, scales_;
   gemm::LtMatmulCache matmuls_;
 };

@@ -30,6 +30,7 @@ class GemmArBaseline final : public OpImpl {
   static gemm::MatmulShape shape(const GemmProblem& p) {
     gemm::MatmulShape s = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
     s.out_dtype = p.out_dtype;
+    s.scale_mode = p.scale_mode;
     return s;
   }
 

@@ -20,6 +20,7 @@ gemm::MatmulShape PartialBlocks::shape(int64_t m) const {
     s.stride_d = mw * p_.n;
   }
   s.out_dtype = p_.out_dtype;
+  s.scale_mode = p_.scale_mode;
   return s;
 }
 
@@ -36,8 +37,12 @@ void PartialBlocks::run(const void* a, const void* b, void* partial, float alpha
       bw += (p_.b_layout == BLayout::kKN ? w * (p_.n / W) : w * (p_.n / W) * p_.k) * es;
     else
       aw += w * (m / W) * p_.k * es;
+    // Row-wise scales: B's block of columns has its block of b_scale (along N; along M with one
+    // batch entry, which they need, the matmul is one).
+    const float* bw_scale = p_.scale_mode == ScaleMode::kRow && p_.shard_dim == ShardDim::kN ? b_scale + w * (p_.n / W)
+                                                                                             : b_scale;
     matmul.run(aw, bw, nullptr, static_cast<char*>(partial) + w * block_elems(m) * ds, alpha, 0.0f, workspace, stream,
-               a_scale, b_scale);
+               a_scale, bw_scale);
   }
 }
 

@@ -129,7 +129,20 @@ class PipelinedCE final : public OpImpl {
 
   // Bytes per element of buffer b: the operand's type where it holds rows of A (along N, of B),
   // D's (the output type) where it holds products.
-  int64_t es(Buf b) const { return b == Buf::kUserA || b == Buf::kShard || b == Buf::kGathered ? a_es_ : d_es_; }
+  int64_t es(Buf b) const {
+    switch (b) {
+      case Buf::kUserA:
+      case Buf::kShard:
+      case Buf::kGathered: return a_es_;
+      case Buf::kUserC:
+      case Buf::kUserD:
+      case Buf::kStage:
+      case Buf::kRecv:
+      case Buf::kReduced: return d_es_;
+    }
+    TPGEMM_ASSERT(false);  // every buffer is named above
+    return 0;
+  }
 
   size_t bytes_of(Buf b) const {
     const plan::BufGeometry g = plan::buffer_geometry(b, q_, team_->world);
