@@ -142,13 +142,14 @@ for s in $STAGES; do
         grep -A12 "^geomean" "$LOGS/rules_W$w.log" | tee -a "$SUMMARY" > /dev/null
       done ;;
     dtypes)  # FP8 beside bf16 in the same call: every op's implementations on the shared shapes with
-             # e4m3 A and B (each rank's scales) and with bf16, D in bf16 for both, checked
+             # e4m3 A and B (each rank's scales: tensor-wise, then row-wise) and with bf16, D in bf16, checked
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || continue
-        for d in e4m3 bf16; do
-          stage "dtypes_W${w}_$d" 600 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar --dtype "$d" \
-            --out-dtype bf16 --check --json "$LOGS/dtypes_W${w}_$d.json"
-          grep -A12 "^geomean" "$LOGS/dtypes_W${w}_$d.log" | sed "s/^/$d /" | tee -a "$SUMMARY" > /dev/null
+        for d in e4m3:tensor e4m3:row bf16:tensor; do
+          name=dtypes_W${w}_${d/:/_}
+          stage "$name" 600 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar --dtype "${d%%:*}" \
+            --scale "${d##*:}" --out-dtype bf16 --check --json "$LOGS/$name.json"
+          grep -A12 "^geomean" "$LOGS/$name.log" | sed "s/^/$d /" | tee -a "$SUMMARY" > /dev/null
         done
       done ;;
     bench_n)  # ag_gemm and gemm_rs along N (--shard n: B's columns gathered, D's columns scattered)

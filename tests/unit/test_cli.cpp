@@ -70,6 +70,8 @@ TEST(Cli, CutlassStyleFlagsBothSpellings) {
   EXPECT_FALSE(c.out_dtype.has_value());
   EXPECT_EQ(parse({"--out-dtype=fp32"}).out_dtype, DType::kFP32);
   const BenchConfig fp8 = parse({"--dtype=e4m3", "--out-dtype=bf16"});
+  EXPECT_EQ(fp8.scale_mode, ScaleMode::kTensor);
+  EXPECT_EQ(parse({"--dtype=e4m3", "--out-dtype=bf16", "--scale=row"}).scale_mode, ScaleMode::kRow);
   EXPECT_EQ(fp8.dtype, DType::kE4M3);
   EXPECT_EQ(fp8.ops.size(), 3u);
   EXPECT_FALSE(fp8.allreduce) << "the default --op=all leaves the all-reduce out for e4m3";
@@ -118,6 +120,9 @@ TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--dtype=e4m3"}, "--dtype=e4m3 needs --out-dtype");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--op=ag_gemm,allreduce"}, "GEMM ops (ag_gemm");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--b-layout=kn"}, "B as nk");
+  expect_rejected({"--scale=block"}, "--scale=block: expected tensor or row");
+  expect_rejected({"--scale=row"}, "e4m3 operands only");
+  expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--scale=row", "--l=2"}, "expected --l=1");
   expect_rejected({"--dtype=bf16", "--out-dtype=fp16"}, "--out-dtype=fp16 with --dtype=bf16: expected bf16 or fp32");
   expect_rejected({"--out-dtype=fp64"}, "--out-dtype=fp64: expected bf16, fp16 or fp32");
   expect_rejected({"--op=matmul"}, "--op=matmul: expected");

@@ -84,6 +84,8 @@ all local GPUs.
   --out-dtype=bf16|fp16|fp32
                          D (and C); fp32: the partial sums reduced in fp32 (default: --dtype);
                          implementations that cannot write it are skipped
+  --scale=tensor|row     e4m3 scales: one per operand (default), or one per row of A and per
+                         column of D (row-wise, --l=1)
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
                          columns gathered, D's columns scattered; rows named ag_gemm_n, gemm_rs_n)
@@ -162,6 +164,10 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       const auto d = parse_dtype(value);
       if (!d) throw bad(flag, value, "bf16, fp16 or fp32");
       c.out_dtype = *d;
+    } else if (flag == "--scale") {
+      const auto s = parse_scale_mode(value);
+      if (!s) throw bad(flag, value, "tensor or row");
+      c.scale_mode = *s;
     } else if (flag == "--shard") {
       const auto d = parse_shard_dim(value);
       if (!d) throw bad(flag, value, "m or n");
@@ -211,6 +217,11 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       throw Error(ErrorCode::kInvalidArgument, strfmt("--dtype=e4m3 with --op=%s: e4m3 runs the GEMM ops (ag_gemm, "
                                                       "gemm_rs, gemm_ar) only", ops.c_str()));
   }
+  if (c.scale_mode != ScaleMode::kTensor && c.dtype != DType::kE4M3)
+    throw Error(ErrorCode::kInvalidArgument, "--scale=row with --dtype other than e4m3: scales apply to e4m3 operands only");
+  if (c.scale_mode == ScaleMode::kRow && c.l != 1)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("--scale=row with --l=%lld: row-wise scales take one batch entry; "
+                                                    "expected --l=1", (long long)c.l));
   if (c.dtype != DType::kE4M3 && c.out_dtype && *c.out_dtype != c.dtype && *c.out_dtype != DType::kFP32)
     throw Error(ErrorCode::kInvalidArgument,
                 strfmt("--out-dtype=%s with --dtype=%s: expected %s or fp32", std::string(to_string(*c.out_dtype)).c_str(),

@@ -20,6 +20,7 @@ struct BenchConfig {
   std::vector<AllReduceImpl> allreduce_impls;  // likewise for the all-reduce
   DType dtype = DType::kBF16;
   std::optional<DType> out_dtype;  // --out-dtype: D's type (GemmProblem::out_dtype); unset: dtype
+  ScaleMode scale_mode = ScaleMode::kTensor;  // --scale: e4m3 scales (GemmProblem::scale_mode)
   BLayout b_layout = BLayout::kNK;
   ShardDim shard_dim = ShardDim::kM;  // ag_gemm / gemm_rs; gemm_ar always kM
   // One shape from the flags (all of m, n, k given), else the shape file.

@@ -13,6 +13,7 @@ struct ResultRow {
   long long m = 0, n = 0, k = 0, l = 1, bytes = 0;
   std::string dtype;
   std::string out_dtype;  // of D (GEMM ops; empty elsewhere)
+  std::string scale;      // e4m3: tensor or row (empty elsewhere)
   std::string impl;    // as asked
   std::string chosen;  // what ran (differs for auto)
   int chunks = 0, comm_sms = -1;  // GEMM ops: the plan's resolved options (Plan::options)

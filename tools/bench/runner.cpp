@@ -234,6 +234,7 @@ class Runner {
     p.l = cfg_.l;
     p.dtype = cfg_.dtype;
     p.out_dtype = cfg_.out_dtype;
+    p.scale_mode = cfg_.scale_mode;
     p.b_layout = cfg_.b_layout;
     p.alpha = cfg_.alpha;
     p.beta = cfg_.beta;
@@ -335,6 +336,7 @@ class Runner {
     base.m = p.m, base.n = p.n, base.k = p.k, base.l = p.l;
     base.dtype = std::string(to_string(p.dtype));
     base.out_dtype = std::string(to_string(d_dtype(p)));
+    if (p.dtype == DType::kE4M3) base.scale = std::string(to_string(p.scale_mode));
     const Status valid = Plan::can_implement(team_, p, {});
     if (!valid.ok()) {
       base.impl = std::string(1, '-');  // (not = "-": g++ 12 -Wrestrict false positive, GCC PR 105651)
@@ -466,8 +468,15 @@ class Runner {
     if (gather_a) testing::fill_random(a_full.get(), p.dtype, p.l, p.m, p.k, 0, p.m, kSeed, st);
     gemm::MatmulShape shape = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
     shape.out_dtype = p.out_dtype;
+    shape.scale_mode = p.scale_mode;
     const gemm::LtMatmul mm(t_.lt, shape);
-    const Operands own = g.operands();  // (e4m3: this rank's scales)
+    Operands own = g.operands();  // (e4m3: this rank's scales)
+    DeviceBuffer row_scales;  // row-wise: the whole M x N matmul reads M and N values (any)
+    if (p.scale_mode == ScaleMode::kRow) {
+      row_scales = DeviceBuffer(static_cast<size_t>(std::max(p.m, p.n)) * sizeof(float));
+      testing::fill_random(row_scales.get(), DType::kFP32, 1, 1, std::max(p.m, p.n), 0, 1, kSeed, st);
+      own.a_scale = own.b_scale = row_scales.as<float>();
+    }
     base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st, own.a_scale, own.b_scale); });
     // ag_gemm gathers the input type; gemm_rs and gemm_ar reduce D's.
     const ncclDataType_t type = ops::nccl_type(p.op == Op::kAgGemm ? p.dtype : d_dtype(p));
