@@ -148,7 +148,8 @@ class PlanCall:
         self.plan.run(a, b, c, d, a_gathered, stream, self.m, a_scale, b_scale)
 
 
-def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False, out_dtype=""):
+def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False, out_dtype="",
+         scale="tensor"):
     """The cached Plan for this problem on the group's team, made (collectively) on first use.
 
     A shape (everything but M) gets a plan of its own for each of its first few token counts, so a
@@ -157,7 +158,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     (Operands::m), so their number grows with log M, not with M."""
     e = _entry(group)
     impl = impl_for(op)
-    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype)
+    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype, scale)
     p = e.plans.get(shape + (m,))
     if p is not None:
         return PlanCall(p, m)
@@ -172,7 +173,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     if p is None:
         _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
         p = _C.Plan(e.team, op, top, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim,
-                    impl=impl, return_gathered_a=return_gathered_a, out_dtype=out_dtype)
+                    impl=impl, return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale)
         e.plans[shape + (top,)] = p
         if top == m:
             exact.add(m)

@@ -361,17 +361,28 @@ def _dtype(x):
     return _SCALAR_TYPES[x]
 
 
-def _tensor_wise(scale, device):
-    """Whether `scale` is one fp32 on `device` (tensor-wise), as tpgemm's kernels take it."""
-    return (isinstance(scale, torch.Tensor) and scale.numel() == 1 and scale.dtype == torch.float32
-            and scale.device == device)
+def _scales_kind(A, B, A_scale, B_scale):
+    """How tpgemm reads the scales of A (this rank's rows) and B ([K, N]), or None where it cannot:
+    "tensor" (one fp32 each) or "row" (torch._scaled_mm's row-wise mode: A_scale one per row of A,
+    shaped as A's rows x 1; B_scale one per column of B, shaped 1 x N); fp32 on A's device."""
+    def fp32_here(s):
+        return isinstance(s, torch.Tensor) and s.dtype == torch.float32 and s.device == A.device
+    if not (fp32_here(A_scale) and fp32_here(B_scale)):
+        return None
+    if A_scale.numel() == 1 and B_scale.numel() == 1:
+        return "tensor"
+    if (A_scale.dim() == A.dim() and tuple(A_scale.shape) == tuple(A.shape[:-1]) + (1,) and B.dim() == 2
+            and tuple(B_scale.shape) == (1, B.shape[1])):
+        return "row"
+    return None
 
 
 def _aligned_scales(*scales):
-    """The tensor-wise scales as cuBLASLt reads them: each at a 16-byte aligned address. A tensor of
-    its own is (torch aligns storages to 256 bytes); a view at an offset is copied. The caller holds
-    the copies until the call is enqueued (then the caching allocator's stream order keeps them)."""
-    return [s if s.data_ptr() % 16 == 0 else s.clone() for s in scales]
+    """The scales as cuBLASLt reads them: packed, each from a 16-byte aligned address. A tensor of
+    its own is (torch aligns storages to 256 bytes); a view at an offset, or strided, is copied. The
+    caller holds the copies until the call is enqueued (then the caching allocator's stream order
+    keeps them)."""
+    return [s if s.is_contiguous() and s.data_ptr() % 16 == 0 else s.contiguous().clone() for s in scales]
 
 
 def _scale_mode(A, A_scale, gd, W):
@@ -399,8 +410,9 @@ def _why_not_scaled(A, B, A_scale, B_scale, bias, result_scale, out_dtype):
         return f"A is on {A.device}"
     if A.dtype not in T.FP8_DTYPES or B.dtype != A.dtype:
         return f"A {A.dtype} and B {B.dtype} (tpgemm's scaled ops take float8_e4m3fn)"
-    if not (_tensor_wise(A_scale, A.device) and _tensor_wise(B_scale, A.device)):
-        return "scales other than one fp32 per operand on A's device (row-wise or block scales)"
+    if _scales_kind(A, B, A_scale, B_scale) is None:
+        return ("scales other than fp32 on A's device, one per operand or row-wise (A's rows x 1 and 1 x N): "
+                f"A_scale {tuple(A_scale.shape)}, B_scale {tuple(B_scale.shape)}")
     if bias is not None or result_scale is not None:
         return "a bias or a result scale"
     if out_dtype not in T.OUT_DTYPES:
@@ -450,12 +462,11 @@ def _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fas
 def _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes):
     why = _why_not_scaled(A, Bs[0], A_scale, B_scales[0], biases[0], result_scales[0], out_dtypes[0])
     why = why or ("" if gather_dim % A.dim() == 0 else f"gather_dim={gather_dim}")
-    why = why or ("" if _scale_mode(A, A_scale, 0, T.world_size(group_name)) == "tensor"
-                  else "a row-wise A_scale")
     if why:
         _note_fallback("fused_all_gather_scaled_matmul", why)
         return TORCH_PATH
-    return _ag_plan_call(A, Bs[0], group_name, T.FP8_DTYPES[A.dtype], True, out_dtype=T.OUT_DTYPES[out_dtypes[0]])
+    return _ag_plan_call(A, Bs[0], group_name, T.FP8_DTYPES[A.dtype], True, out_dtype=T.OUT_DTYPES[out_dtypes[0]],
+                         scale=_scales_kind(A, Bs[0], A_scale, B_scales[0]))
 
 
 def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
@@ -477,7 +488,9 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"), T.address(G, "A_gathered"),
                T.stream(A.device.index), sa.data_ptr(), sb.data_ptr())
     G2 = G.flatten(0, -2)
-    outs = [D] + [torch._scaled_mm(G2, B, A_scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
+    # The other Bs multiply the gathered A in torch: row-wise, with the gathered rows' scales.
+    G_scale = A_scale if A_scale.numel() == 1 or len(Bs) == 1 else _gather_rows(A_scale.flatten(0, -2), group_name)
+    outs = [D] + [torch._scaled_mm(G2, B, G_scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
                   .unflatten(0, G.shape[:-1])
                   for B, bs, bias, rs, od, fast in zip(Bs[1:], B_scales[1:], biases[1:], result_scales[1:],
                                                        out_dtypes[1:], use_fast_accum[1:])]
@@ -508,7 +521,8 @@ def _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_n
         _note_fallback("fused_scaled_matmul_reduce_scatter", why)
         return TORCH_PATH
     return _rs_plan_call(A, B, out_shape[:-1], f"output_shape {list(output_shape)}", sd == 0, group_name,
-                         T.FP8_DTYPES[A.dtype], alpha=alpha, out_dtype=T.OUT_DTYPES[out_dtype])
+                         T.FP8_DTYPES[A.dtype], alpha=alpha, out_dtype=T.OUT_DTYPES[out_dtype],
+                         scale=_scales_kind(A, B, A_scale, B_scale))
 
 
 def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatter_dim_after_maybe_reshape,

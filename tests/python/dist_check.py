@@ -151,6 +151,27 @@ def check_fp32_output(g, W, r):
         d = ops.fused_scaled_matmul_reduce_scatter(A8r, w8.t(), sa, sb, "sum", 0, 0, g, [m, n], out_dtype=torch.float32)
         e = rel(d, ref.chunk(W, dim=0)[r])
         check(d.dtype == torch.float32 and e < 1e-3, f"rs scaled {m}x{n}x{k}: rel err {e:.2e}")
+    # Row-wise scales (torch._scaled_mm's: A's rows x 1, 1 x N), tpgemm's path, each rank its own;
+    # the all-gather with a second B, which torch multiplies with the gathered rows' scales.
+    for m, n, k in ((128 * W, 2048, 1024), (16 * W, 1024, 512)):
+        A8, w8, w8b = (randn(*s).float().to(torch.float8_e4m3fn) for s in ((m // W, k), (n, k), (n // 2, k)))
+        sa = torch.rand(m // W, 1, device="cuda") + 0.5
+        sb, sbb = torch.rand(1, n, device="cuda") + 0.5, torch.rand(1, n // 2, device="cuda") + 0.5
+        G, (d, d2) = ops.fused_all_gather_scaled_matmul(A8, [w8.t(), w8b.t()], sa, [sb, sbb], 0, g, [None, None],
+                                                        [None, None], [torch.bfloat16, torch.bfloat16], [False, False])
+        A_deq = gather(A8.float() * sa)
+        e = rel(d, A_deq @ (w8.float() * sb.t()).t())
+        e2 = rel(d2, A_deq @ (w8b.float() * sbb.t()).t())
+        check(e < BF16_TOL and e2 < BF16_TOL, f"ag scaled row-wise {m}x{n}x{k}: rel err {e:.2e}, second B {e2:.2e}")
+        A8r, sar = randn(m, k).float().to(torch.float8_e4m3fn), torch.rand(m, 1, device="cuda") + 0.5
+        ref = sum(a @ b.t() for a, b in zip(gather((A8r.float() * sar)[None]), gather((w8.float() * sb.t())[None])))
+        d = ops.fused_scaled_matmul_reduce_scatter(A8r, w8.t(), sar, sb, "sum", 0, 0, g, [m, n],
+                                                   out_dtype=torch.bfloat16)
+        e = rel(d, ref.chunk(W, dim=0)[r])
+        check(e < BF16_TOL, f"rs scaled row-wise {m}x{n}x{k}: rel err {e:.2e}")
+    code, msg = tpgemm._C.Plan.can_implement(team, "gemm_rs", 256 * W, 2048, 1024, dtype="e4m3", out_dtype="bf16",
+                                             impl="pipelined_ce", scale="row")
+    check(code == "Unsupported" and "scale_mode=row" in msg, f"pipelined_ce with row-wise scales: {code} {msg}")
     log(f"fp32 output: {len(failures)} failure(s) so far")
 
 

@@ -278,3 +278,22 @@ def test_plans_per_shape_exact_then_shared_by_powers_of_two(monkeypatch):
     for m in (100, 101, 102, 103, 3):
         T.plan("g", "gemm_ar", m, 1024, 512, "bf16", "nk")
     assert made[-1] == ("gemm_ar", 4)
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
+def test_scales_tpgemm_reads_tensor_wise_and_row_wise():
+    from tpgemm.ops import _aligned_scales, _scales_kind
+    A, B = _fp8(2, 3, 32), _fp8(16, 32).t()
+    one = torch.tensor(0.5)
+    assert _scales_kind(A, B, one, torch.tensor([2.0])) == "tensor"
+    assert _scales_kind(A, B, torch.ones(2, 3, 1), torch.ones(1, 16)) == "row"
+    assert _scales_kind(A, B, torch.ones(6, 1), torch.ones(1, 16)) is None, "A's rows, shaped as A's leading dims"
+    assert _scales_kind(A, B, torch.ones(2, 3, 1), torch.ones(16, 1)) is None, "B's scale is 1 x N"
+    assert _scales_kind(A, B, one.double(), one) is None, "fp32 only"
+    assert _scales_kind(A, B, torch.ones(2, 3, 4), torch.ones(1, 16)) is None, "no block scales"
+    # A view at an offset, or a strided one, is copied packed and 16-byte aligned; a tensor of its own is kept.
+    base = torch.zeros(8)
+    kept, moved, packed = _aligned_scales(base[:1], base[1:2], torch.ones(4, 2)[:, :1])
+    assert kept.data_ptr() == base.data_ptr()
+    assert moved.data_ptr() % 16 == 0 and moved.data_ptr() != base.data_ptr() + 4
+    assert packed.is_contiguous() and packed.shape == (4, 1)
