@@ -196,12 +196,13 @@ def allreduce_plan(group, count, dtype):
     return p
 
 
-def can_implement(group, op, m, n, k, dtype, b_layout, *, shard_dim="m", return_gathered_a=False):
+def can_implement(group, op, m, n, k, dtype, b_layout, *, shard_dim="m", return_gathered_a=False, out_dtype="",
+                  scale="tensor"):
     """(code, message) from the C++ core: 'Ok' when this rank accepts the problem."""
     e = _entry(group)
     impl = _forced_impl.get(op, "auto")
     return _C.Plan.can_implement(e.team, op, m, n, k, dtype=dtype, b_layout=b_layout, shard_dim=shard_dim, impl=impl,
-                                 return_gathered_a=return_gathered_a)
+                                 return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale)
 
 
 def team_device(group):

@@ -382,7 +382,8 @@ def _aligned_scales(*scales):
     its own is (torch aligns storages to 256 bytes); a view at an offset, or strided, is copied. The
     caller holds the copies until the call is enqueued (then the caching allocator's stream order
     keeps them)."""
-    return [s if s.is_contiguous() and s.data_ptr() % 16 == 0 else s.contiguous().clone() for s in scales]
+    packed = [s if s.is_contiguous() else s.contiguous() for s in scales]
+    return [s if s.data_ptr() % 16 == 0 else s.clone() for s in packed]
 
 
 def _scale_mode(A, A_scale, gd, W):
@@ -484,12 +485,13 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
     A2, B0 = _operands(c, A, Bs[0])
     D = torch.empty(c.shape, dtype=out_dtypes[0], device=A.device)
     G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device)
+    # The other Bs multiply the gathered A in torch: row-wise, with the gathered rows' scales.
+    row = _scales_kind(A, Bs[0], A_scale, B_scales[0]) == "row"
+    G_scale = _gather_rows(A_scale.flatten(0, -2), group_name) if row and len(Bs) > 1 else A_scale
     sa, sb = _aligned_scales(A_scale, B_scales[0])
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"), T.address(G, "A_gathered"),
                T.stream(A.device.index), sa.data_ptr(), sb.data_ptr())
     G2 = G.flatten(0, -2)
-    # The other Bs multiply the gathered A in torch: row-wise, with the gathered rows' scales.
-    G_scale = A_scale if A_scale.numel() == 1 or len(Bs) == 1 else _gather_rows(A_scale.flatten(0, -2), group_name)
     outs = [D] + [torch._scaled_mm(G2, B, G_scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
                   .unflatten(0, G.shape[:-1])
                   for B, bs, bias, rs, od, fast in zip(Bs[1:], B_scales[1:], biases[1:], result_scales[1:],

@@ -125,7 +125,7 @@ void LtMatmul::run(const void* a, const void* b, const void* c, void* d, float a
                    cudaStream_t stream, const float* a_scale, const float* b_scale) const {
   if (shape_.dtype == DType::kE4M3) {
     if (a_scale == nullptr || b_scale == nullptr)
-      throw Error(ErrorCode::kInvalidArgument, "an e4m3 matmul needs a_scale and b_scale (device pointers to one fp32)");
+      throw Error(ErrorCode::kInvalidArgument, "an e4m3 matmul needs a_scale and b_scale (device pointers to fp32 scales)");
     set_scales(a_scale, b_scale);
   }
   const float beta_used = shape_.has_c ? beta : 0.0f;

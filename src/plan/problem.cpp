@@ -260,7 +260,8 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   // 16-bit D with tensor-wise scales; ag_gemm's gather carries every rank's scale, and row-wise
   // scales follow the rows through the collectives, which only the baseline does.
   if (p.scale_mode == ScaleMode::kRow && impl != Impl::kAuto && impl != Impl::kBaseline)
-    return unsupported(strfmt("impl %s takes tensor-wise scales, and scale_mode=row; use impl=baseline or auto",
+    return unsupported(strfmt("impl %s does not take scale_mode=row (row-wise e4m3 scales run in the baseline); use "
+                              "impl=baseline or auto",
                               name.c_str()));
   const bool moves_products = impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
                               impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;

@@ -28,7 +28,9 @@ void poison(void* p, int64_t count, DType dtype, cudaStream_t stream);
 // with fp32 output (for benchmark shapes). `row_scale` (device, [m], optional) scales row i of
 // every batch entry's product by row_scale[i], `col_scale` ([n]) column j by col_scale[j]: the
 // gathered e4m3 A, each rank's rows with its own scale, and row-wise e4m3 scales (the naive
-// kernel computes them; cuBLASLt where both are given for e4m3 with l = 1, 16-byte aligned).
+// kernel computes them; cuBLASLt where both are given for e4m3 with l = 1, 16-byte aligned: the
+// benchmark's check, through the scale mode the baseline uses too, so the tests, naive, are what
+// proves the orientation of the vectors).
 enum class RefEngine { kNaive, kCublasLt };
 void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
                     DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
