@@ -282,7 +282,7 @@ def test_plans_per_shape_exact_then_shared_by_powers_of_two(monkeypatch):
 
 @pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
 def test_scales_tpgemm_reads_tensor_wise_and_row_wise():
-    from tpgemm.ops import _aligned_scales, _scales_kind
+    from tpgemm._scaled_ops import _aligned_scales, _scales_kind
     A, B = _fp8(2, 3, 32), _fp8(16, 32).t()
     one = torch.tensor(0.5)
     assert _scales_kind(A, B, one, torch.tensor([2.0])) == "tensor"
