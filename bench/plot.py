@@ -6,7 +6,10 @@
 shared_shapes.png: `auto`'s speedup over the baseline per shared shape, per op, W=2 and W=4.
 random_shapes.png: `auto`'s time against the fastest implementation of each random shape, over
 the baseline's time (how long the shape takes), per op and W.
-The JSON files are the ones docs/perf.md cites; pass others with --shared / --random."""
+fp8.png: per shared shape, `auto` with e4m3 operands against `auto` with bf16 and against the e4m3
+baseline, from pairs of runs (e4m3 JSON, bf16 JSON) made in the same call; a later pair's shape
+replaces an earlier one's.
+The JSON files are the ones docs/perf.md cites; pass others with --shared / --random / --fp8."""
 import argparse
 import collections
 import json
@@ -21,6 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = [os.path.join(HERE, "results/2026-11-23-prologue/final2-h200x2/bench_W2.json"),
           os.path.join(HERE, "results/2026-11-22-fused-ar/final-h200x4/bench_W4.json")]
 RANDOM = [os.path.join(HERE, f"results/2026-11-26-planner-ties/random_W{w}.json") for w in (2, 3, 4)]
+FP8 = [os.path.join(HERE, f"results/2026-11-26-fp8/{name}_W2_{d}.json") for name in ("dtype", "dtype_all")
+       for d in ("e4m3", "bf16")]
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar")
 
 
@@ -82,16 +87,45 @@ def plot_random(paths, out):
     fig.savefig(out, dpi=110)
 
 
+def plot_fp8(paths, out):
+    """paths: e4m3 and bf16 JSON files, alternating."""
+    rows = {}
+    for e4m3, bf16 in zip(paths[0::2], paths[1::2]):
+        e, b = shapes(e4m3), shapes(bf16)
+        for key, v in e.items():
+            if "auto" in v and "baseline" in v and "auto" in b.get(key, {}):
+                rows[key] = (b[key]["auto"]["ms"] / v["auto"]["ms"], v["baseline"]["ms"] / v["auto"]["ms"])
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharey=True)
+    for ax, op in zip(axes, OPS):
+        keys = sorted(k for k in rows if k[0] == op)
+        x = range(len(keys))
+        ax.bar([i - 0.2 for i in x], [rows[k][0] for k in keys], width=0.4, color="tab:blue",
+               label="e4m3 auto over bf16 auto")
+        ax.bar([i + 0.2 for i in x], [rows[k][1] for k in keys], width=0.4, color="tab:orange",
+               label="e4m3 auto over the e4m3 baseline")
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xticks(list(x), [f"W={k[1]}\n{k[2]}x{k[3]}x{k[4]}" for k in keys], rotation=90, fontsize=7)
+        ax.set_title(op)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("speedup")
+    fig.suptitle("FP8 (e4m3, D in bf16) on the shared shapes (" + ", ".join(os.path.relpath(p, HERE) for p in paths[:1])
+                 + " ...)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "perf"))
     ap.add_argument("--shared", nargs="*", default=SHARED)
     ap.add_argument("--random", nargs="*", default=RANDOM)
+    ap.add_argument("--fp8", nargs="*", default=FP8, help="e4m3 and bf16 JSON files, alternating")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     plot_shared(a.shared, os.path.join(a.out, "shared_shapes.png"))
     plot_random(a.random, os.path.join(a.out, "random_shapes.png"))
-    print("wrote", os.path.join(a.out, "shared_shapes.png"), "and", os.path.join(a.out, "random_shapes.png"))
+    plot_fp8(a.fp8, os.path.join(a.out, "fp8.png"))
+    print("wrote shared_shapes.png, random_shapes.png and fp8.png in", a.out)
 
 
 if __name__ == "__main__":
