@@ -142,7 +142,8 @@ for s in $STAGES; do
         grep -A12 "^geomean" "$LOGS/rules_W$w.log" | tee -a "$SUMMARY" > /dev/null
       done ;;
     dtypes)  # FP8 beside bf16 in the same call: every op's implementations on the shared shapes with
-             # e4m3 A and B (each rank's scales: tensor-wise, then row-wise) and with bf16, D in bf16, checked
+             # e4m3 A and B (each rank's scales: tensor-wise, then row-wise) and with bf16, D in bf16,
+             # checked; then the FP8 torch peers
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || continue
         for d in e4m3:tensor e4m3:row bf16:tensor; do
@@ -151,6 +152,10 @@ for s in $STAGES; do
             --scale "${d##*:}" --out-dtype bf16 --check --json "$LOGS/$name.json"
           grep -A12 "^geomean" "$LOGS/$name.log" | sed "s/^/$d /" | tee -a "$SUMMARY" > /dev/null
         done
+        # torch's FP8 async-TP ops beside NCCL + torch._scaled_mm and tpgemm's torch ops (after python_install)
+        stage "peers_fp8_W$w" 900 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" \
+          bench/torch_peers.py bench/shapes.txt --fp8 --json "$LOGS/peers_fp8_W$w.json"
+        rows_to_summary "peers_fp8_W$w" "^(ag|rs) "
       done ;;
     bench_n)  # ag_gemm and gemm_rs along N (--shard n: B's columns gathered, D's columns scattered)
       for w in $WORLDS; do
