@@ -46,16 +46,24 @@ class AgGemmBaseline final : public OpImpl {
     auto* g = into_caller ? static_cast<char*>(o.a_gathered) : gathered_.as<char>();
     const int64_t scale_count = (along_n_ ? p.n : p.m) / W;  // row-wise: each rank's rows' (columns')
     float* own_slot = fp8_ && !row_scales_ ? scales_.as<float>() + W * kScaleSlot : nullptr;  // after the W slots
-    if (row_scales_) {
-      TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b_scale : o.a_scale, scales_.get(), static_cast<size_t>(scale_count),
-                                      ncclFloat32, team_->comm, stream));
-    } else if (fp8_) {
+    if (fp8_ && !row_scales_)
       TPGEMM_CUDA_CHECK(cudaMemcpyAsync(own_slot, along_n_ ? o.b_scale : o.a_scale, sizeof(float),
                                         cudaMemcpyDeviceToDevice, stream));
-      TPGEMM_NCCL_CHECK(ncclAllGather(own_slot, scales_.get(), kScaleSlot, ncclFloat32, team_->comm, stream));
+    // e4m3: the scales and the shards in one NCCL group, one launch.
+    if (fp8_) TPGEMM_NCCL_CHECK(ncclGroupStart());
+    try {
+      if (row_scales_)
+        TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b_scale : o.a_scale, scales_.get(),
+                                        static_cast<size_t>(scale_count), ncclFloat32, team_->comm, stream));
+      else if (fp8_)
+        TPGEMM_NCCL_CHECK(ncclAllGather(own_slot, scales_.get(), kScaleSlot, ncclFloat32, team_->comm, stream));
+      TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b : o.a, g, static_cast<size_t>(p.l * shard),
+                                      ops::nccl_type(p.dtype), team_->comm, stream));
+    } catch (...) {
+      if (fp8_) ncclGroupEnd();  // the group closes whatever failed inside it
+      throw;
     }
-    TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b : o.a, g, static_cast<size_t>(p.l * shard), ops::nccl_type(p.dtype),
-                                    team_->comm, stream));
+    if (fp8_) TPGEMM_NCCL_CHECK(ncclGroupEnd());
     const gemm::LtMatmul& matmul = matmuls_.get(shape(p));
     for (int64_t w = 0; w < (one_matmul_ ? 1 : W); ++w) {
       const char* block = g + w * p.l * shard * es;
