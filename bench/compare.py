@@ -4,6 +4,8 @@
   bench/compare.py BENCH.json PEERS.json [PEERS_AR.json] [--cutlass CUTLASS.json]   -> markdown on stdout
 
 CUTLASS.json: tpgemm-cutlass-distgemm's rows (CUTLASS's Distributed GEMM, same call), ag_gemm only.
+With an e4m3 BENCH.json, PEERS.json is torch_peers.py --fp8's (ag and rs; its tpgemm-op rows, the
+torch ops, are set against torch-symm's in a line of their own).
 
 Columns: the peers' NCCL+cuBLAS and torch-symm, tpgemm's baseline (and its ratio to the peers'
 NCCL+cuBLAS: a fair baseline is within 5%), what `auto` ran, its time, its speedup over tpgemm's
@@ -45,10 +47,10 @@ def main():
         sp = base["ms"] / r["ms"]
         vs_symm = symm / r["ms"] if symm else None
         per_op.setdefault(r["op"], []).append((sp, vs_symm, (symm and nccl) and nccl / symm))
-        print(f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f} | "
-              f"{r['ran']} | {r['ms']:.3f} | {sp:.2f}x | {symm:.3f} | {vs_symm:.2f}x | {r['check']} |" if symm else
-              f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f} | "
-              f"{r['ran']} | {r['ms']:.3f} | {sp:.2f}x | n/a | n/a | {r['check']} |")
+        peer_ms = f"{nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f}" if nccl else f"n/a | {base['ms']:.3f} | n/a"
+        symm_ms = f"{symm:.3f} | {vs_symm:.2f}x" if symm else "n/a | n/a"
+        print(f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {peer_ms} | {r['ran']} | {r['ms']:.3f} | {sp:.2f}x | "
+              f"{symm_ms} | {r['check']} |")
     print()
     for op, v in per_op.items():
         line = f"- W={W} {op}: auto geomean {geomean([x[0] for x in v]):.3f}x over the baseline (worst {min(x[0] for x in v):.3f}x)"
@@ -56,6 +58,12 @@ def main():
             line += f"; torch-symm geomean {geomean([x[2] for x in v]):.3f}x over the peers' NCCL+cuBLAS"
             line += f"; auto over torch-symm {geomean([x[1] for x in v]):.3f}x"
         print(line)
+    # tpgemm's torch ops timed by the peers' script (its --fp8 runs), beside torch's fused ops.
+    tp = [(symm, peer[k[:4] + ("tpgemm-op",)]) for k, symm in peer.items()
+          if k[4] == "torch-symm" and k[:4] + ("tpgemm-op",) in peer]
+    if tp:
+        print(f"- W={W} tpgemm's torch ops over torch-symm's, same script: geomean "
+              f"{geomean([s / t for s, t in tp]):.3f}x over {len(tp)} shapes (worst {min(s / t for s, t in tp):.3f}x)")
     print_gemm_targets(rows, W, per_op, peer)
     if len(sys.argv) > 3:
         par = json.load(open(sys.argv[3]))

@@ -156,6 +156,8 @@ for s in $STAGES; do
         stage "peers_fp8_W$w" 900 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" \
           bench/torch_peers.py bench/shapes.txt --fp8 --json "$LOGS/peers_fp8_W$w.json"
         rows_to_summary "peers_fp8_W$w" "^(ag|rs) "
+        python3 bench/compare.py "$LOGS/dtypes_W${w}_e4m3_tensor.json" "$LOGS/peers_fp8_W$w.json" \
+          > "$LOGS/compare_fp8_W$w.md" 2>&1 && grep -E "^- W=" "$LOGS/compare_fp8_W$w.md" | sed "s/^/fp8 /" | tee -a "$SUMMARY" > /dev/null
       done ;;
     bench_n)  # ag_gemm and gemm_rs along N (--shard n: B's columns gathered, D's columns scattered)
       for w in $WORLDS; do
