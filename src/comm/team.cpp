@@ -132,6 +132,7 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
     cudaDeviceProp prop{};
     TPGEMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     num_sms = prop.multiProcessorCount;
+    fp8 = prop.major * 10 + prop.minor >= 89;
     device_name = prop.name;
     TPGEMM_CUBLAS_CHECK(cublasLtCreate(&lt));
     mailbox = std::make_unique<comm::TimeoutMailbox>();

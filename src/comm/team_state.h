@@ -32,6 +32,7 @@ struct TeamState {
   bool all_lsa = false;
   bool all_sm90 = false;  // every rank's GPU is sm_90 (Hopper): tpgemm's GEMM core runs on all of them
   int num_sms = 0;
+  bool fp8 = false;  // this GPU has FP8 tensor cores (compute capability 8.9 or newer)
   std::string device_name;  // cudaDeviceProp::name (the planner's tuning cache keys by it)
   int nccl_version = 0;     // of the libnccl in this process (ncclGetVersion)
   int64_t timeout_ms = 5000;        // device waits

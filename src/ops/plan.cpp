@@ -45,7 +45,7 @@ const PlanState& live(const std::unique_ptr<PlanState>& s, const char* what) {
   return *s;
 }
 
-plan::Topology topology(const TeamState& t) { return {t.world, t.all_lsa, t.all_sm90, t.num_sms}; }
+plan::Topology topology(const TeamState& t) { return {t.world, t.all_lsa, t.all_sm90, t.num_sms, t.fp8}; }
 
 Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions& o) {
   Status s = plan::validate_problem(p, t.world);

@@ -259,6 +259,9 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   // cuBLASLt's and whose communication moves D (gemm_rs and gemm_ar, along M) take them into a
   // 16-bit D with tensor-wise scales; ag_gemm's gather carries every rank's scale, and row-wise
   // scales follow the rows through the collectives, which only the baseline does.
+  if (p.dtype == DType::kE4M3 && !topo.fp8)
+    return unsupported("dtype e4m3 needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU has "
+                       "none; expected bf16 or fp16");
   if (p.scale_mode == ScaleMode::kRow && impl != Impl::kAuto && impl != Impl::kBaseline)
     return unsupported(strfmt("impl %s does not take scale_mode=row (row-wise e4m3 scales run in the baseline); use "
                               "impl=baseline or auto",

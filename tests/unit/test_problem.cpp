@@ -375,6 +375,19 @@ TEST(Fp8, RowWiseScalesAreVectorsTheBaselineTakes) {
   EXPECT_EQ(choose(rs, topo, {}).impl, Impl::kBaseline);
 }
 
+// A GPU without FP8 tensor cores (before compute capability 8.9) takes no e4m3, auto included.
+TEST(Fp8, NeedsFp8TensorCores) {
+  GemmProblem p = ag(64, 64, 64);
+  p.dtype = DType::kE4M3;
+  p.out_dtype = DType::kBF16;
+  Topology ampere{2, true};
+  ampere.all_sm90 = false;
+  ampere.fp8 = false;
+  for (Impl impl : {Impl::kAuto, Impl::kBaseline})
+    expect_error(impl_supported(p, impl, ampere), ErrorCode::kUnsupported, {"e4m3", "FP8 tensor cores", "8.9"});
+  EXPECT_TRUE(impl_supported(ag(64, 64, 64), Impl::kBaseline, ampere).ok());
+}
+
 TEST(ValidateOperands, NullMisalignedAndOverlapping) {
   GemmProblem p = ag(64, 64, 64);
   alignas(256) static char mem[1 << 20];
