@@ -17,6 +17,12 @@ enum class DType : int { kBF16 = 0, kFP16 = 1, kFP32 = 2, kE4M3 = 3 };
 //   kNK: [N, K], the nn.Linear weight (CUTLASS calls this "column-major B").
 enum class BLayout : int { kKN = 0, kNK = 1 };
 
+// How A is stored:
+//   kMK: [M, K] row-major (default).
+//   kKM: [K, M] row-major, A^T packed (cuBLAS's transposed A, in its column-major terms). bf16 and
+//        fp16 only (cuBLASLt's FP8 matmul takes A as [M, K]); the baseline runs it.
+enum class ALayout : int { kMK = 0, kKM = 1 };
+
 // The three tensor-parallel GEMMs. In every op each rank multiplies an M x N x K GEMM:
 //   kAgGemm  A_local [L, M/W, K] gathered along M; B [L, K, N];       D [L, M, N]
 //   kGemmRs  A [L, M, K] (K is this rank's shard); B [L, K, N];       D [L, M/W, N] (sum over ranks, scattered along M)
@@ -67,6 +73,7 @@ enum class AllReduceImpl : int { kAuto = 0, kNccl, kOneShot, kTwoShot };
 
 std::string_view to_string(DType v);
 std::string_view to_string(BLayout v);
+std::string_view to_string(ALayout v);
 std::string_view to_string(ShardDim v);
 std::string_view to_string(ScaleMode v);
 std::string_view to_string(Op v);
@@ -76,6 +83,7 @@ std::string_view to_string(AllReduceImpl v);
 // Parse the names to_string() prints (and a few aliases, e.g. "bfloat16", "pipelined").
 std::optional<DType> parse_dtype(std::string_view s);
 std::optional<BLayout> parse_b_layout(std::string_view s);
+std::optional<ALayout> parse_a_layout(std::string_view s);
 std::optional<ShardDim> parse_shard_dim(std::string_view s);
 std::optional<ScaleMode> parse_scale_mode(std::string_view s);  // "tensor", "row" (or "rowwise")
 std::optional<Op> parse_op(std::string_view s);
@@ -99,6 +107,12 @@ struct GemmProblem {
   std::optional<DType> out_dtype;
   ScaleMode scale_mode = ScaleMode::kTensor;  // e4m3 only
   BLayout b_layout = BLayout::kNK;
+  ALayout a_layout = ALayout::kMK;
+  // Row strides in elements, 0 for packed: lda of A as a_layout stores it (kMK: at least K; kKM: at
+  // least this rank's rows of A), ldb of B as b_layout does (kNK: at least K; kKN: at least this
+  // rank's columns of B). Each a multiple of 16 bytes; with either, L = 1. A slice of a larger
+  // tensor passes without a copy. The baseline takes them (docs/design.md).
+  int64_t lda = 0, ldb = 0;
   float alpha = 1.0f;
   float beta = 0.0f;
   bool has_c = false;

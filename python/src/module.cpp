@@ -55,7 +55,8 @@ struct ProblemArgs {
 ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k, int64_t l, const std::string& dtype,
                          const std::string& b_layout, float alpha, float beta, bool has_c, const std::string& shard_dim,
                          const std::string& impl, int chunks_per_rank, int comm_sms, bool return_gathered_a,
-                         const std::string& out_dtype, const std::string& scale) {
+                         const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
+                         int64_t lda, int64_t ldb) {
   ProblemArgs a;
   a.p.op = parsed(parse_op(op), "op", op, "ag_gemm, gemm_rs or gemm_ar");
   a.p.m = m;
@@ -65,6 +66,9 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
   a.p.dtype = dtype_arg(dtype);
   if (!out_dtype.empty()) a.p.out_dtype = parsed(parse_dtype(out_dtype), "out_dtype", out_dtype, "bf16, fp16 or fp32");
   a.p.scale_mode = parsed(parse_scale_mode(scale), "scale", scale, "tensor or row");
+  a.p.a_layout = parsed(parse_a_layout(a_layout), "a_layout", a_layout, "mk ([M, K]) or km ([K, M])");
+  a.p.lda = lda;
+  a.p.ldb = ldb;
   a.p.b_layout = parsed(parse_b_layout(b_layout), "b_layout", b_layout, "nk ([N, K]) or kn ([K, N])");
   a.p.alpha = alpha;
   a.p.beta = beta;
@@ -188,9 +192,11 @@ NB_MODULE(_C, m) {
           [](Plan* self, const Team& team, const std::string& op, int64_t m_, int64_t n, int64_t k, int64_t l,
              const std::string& dtype, const std::string& b_layout, float alpha, float beta, bool has_c,
              const std::string& shard_dim, const std::string& impl, int chunks_per_rank, int comm_sms,
-             bool return_gathered_a, const std::string& out_dtype, const std::string& scale) {
+             bool return_gathered_a, const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
+             int64_t lda, int64_t ldb) {
             const ProblemArgs a = problem_args(op, m_, n, k, l, dtype, b_layout, alpha, beta, has_c, shard_dim, impl,
-                                               chunks_per_rank, comm_sms, return_gathered_a, out_dtype, scale);
+                                               chunks_per_rank, comm_sms, return_gathered_a, out_dtype, scale, a_layout,
+                                               lda, ldb);
             nb::gil_scoped_release release;
             new (self) Plan(team, a.p, a.o);
           },
@@ -198,10 +204,12 @@ NB_MODULE(_C, m) {
           nb::arg("dtype") = "bf16", nb::arg("b_layout") = "nk", nb::arg("alpha") = 1.0f, nb::arg("beta") = 0.0f,
           nb::arg("has_c") = false, nb::arg("shard_dim") = "m", nb::arg("impl") = "auto",
           nb::arg("chunks_per_rank") = 0, nb::arg("comm_sms") = -1, nb::arg("return_gathered_a") = false,
-          nb::arg("out_dtype") = "", nb::arg("scale") = "tensor",
+          nb::arg("out_dtype") = "", nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0,
+          nb::arg("ldb") = 0,
           "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `out_dtype`: D's "
           "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for e4m3; '': dtype). `scale`: "
-          "e4m3's scales, 'tensor' (one per operand) or 'row' (per row of A and per column of D).")
+          "e4m3's scales, 'tensor' (one per operand) or 'row' (per row of A and per column of D). `a_layout` "
+          "('mk' or 'km': A stored [K, M]), `lda`, `ldb`: row strides in elements (0: packed).")
       .def(
           "run",
           [](Plan& self, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, uintptr_t a_gathered, uintptr_t stream,
@@ -237,17 +245,19 @@ NB_MODULE(_C, m) {
           "can_implement",
           [](const Team& team, const std::string& op, int64_t m_, int64_t n, int64_t k, int64_t l,
              const std::string& dtype, const std::string& b_layout, bool has_c, const std::string& shard_dim,
-             const std::string& impl, bool return_gathered_a, const std::string& out_dtype, const std::string& scale) {
+             const std::string& impl, bool return_gathered_a, const std::string& out_dtype, const std::string& scale,
+             const std::string& a_layout, int64_t lda, int64_t ldb) {
             const ProblemArgs a =
                 problem_args(op, m_, n, k, l, dtype, b_layout, 1.0f, has_c ? 1.0f : 0.0f, has_c, shard_dim, impl, 0,
-                             -1, return_gathered_a, out_dtype, scale);
+                             -1, return_gathered_a, out_dtype, scale, a_layout, lda, ldb);
             const Status s = Plan::can_implement(team, a.p, a.o);
             return std::make_tuple(std::string(to_string(s.code)), s.message);
           },
           nb::arg("team"), nb::arg("op"), nb::arg("m"), nb::arg("n"), nb::arg("k"), nb::arg("l") = 1,
           nb::arg("dtype") = "bf16", nb::arg("b_layout") = "nk", nb::arg("has_c") = false, nb::arg("shard_dim") = "m",
           nb::arg("impl") = "auto", nb::arg("return_gathered_a") = false, nb::arg("out_dtype") = "",
-          nb::arg("scale") = "tensor", "(code, message): would this rank accept the problem? Local; 'Ok' if so.");
+          nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0, nb::arg("ldb") = 0,
+          "(code, message): would this rank accept the problem? Local; 'Ok' if so.");
 
   nb::class_<AllReducePlan>(m, "AllReducePlan")
       .def(

@@ -27,6 +27,7 @@ std::string_view to_string(DType v) {
   return "?";
 }
 std::string_view to_string(BLayout v) { return v == BLayout::kKN ? "kn" : v == BLayout::kNK ? "nk" : "?"; }
+std::string_view to_string(ALayout v) { return v == ALayout::kMK ? "mk" : v == ALayout::kKM ? "km" : "?"; }
 
 std::string_view to_string(ShardDim v) { return v == ShardDim::kM ? "m" : v == ShardDim::kN ? "n" : "?"; }
 
@@ -79,6 +80,11 @@ std::optional<DType> parse_dtype(std::string_view s) {
                                                                         {"float32", DType::kFP32},
                                                                         {"e4m3", DType::kE4M3},
                                                                         {"float8_e4m3fn", DType::kE4M3}}};
+  return lookup(t, s);
+}
+
+std::optional<ALayout> parse_a_layout(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, ALayout>, 2> t{{{"mk", ALayout::kMK}, {"km", ALayout::kKM}}};
   return lookup(t, s);
 }
 
@@ -142,6 +148,9 @@ std::string describe(const GemmProblem& p) {
   if (p.shard_dim != ShardDim::kM) s += strfmt(" shard=%s", std::string(to_string(p.shard_dim)).c_str());
   if (d_dtype(p) != p.dtype) s += strfmt(" out=%s", std::string(to_string(d_dtype(p))).c_str());
   if (p.scale_mode != ScaleMode::kTensor) s += strfmt(" scale=%s", std::string(to_string(p.scale_mode)).c_str());
+  if (p.a_layout != ALayout::kMK) s += strfmt(" A=%s", std::string(to_string(p.a_layout)).c_str());
+  if (p.lda != 0) s += strfmt(" lda=%lld", (long long)p.lda);
+  if (p.ldb != 0) s += strfmt(" ldb=%lld", (long long)p.ldb);
   return s;
 }
 

@@ -53,11 +53,13 @@ MatmulShape packed_shape(int64_t m, int64_t n, int64_t k, int64_t batch, DType d
 // D^T = op(B)^T * A^T. So cuBLASLt's "A" is our B and its "B" is our A:
 //   our B as [K, N] row-major is column-major [N, K] with ld = ldb: already B^T, no transpose;
 //   our B as [N, K] row-major is column-major [K, N]: transpose it (the "TN" GEMM cuBLAS likes);
-//   our A [M, K] row-major is column-major [K, M] = A^T: no transpose.
+//   our A [M, K] row-major is column-major [K, M] = A^T: no transpose;
+//   our A stored as [K, M] row-major (a_transposed) is column-major [M, K]: transpose it.
 LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(handle), shape_(s) {
   try {
     TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t ta = s.b_layout == BLayout::kNK ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    const cublasOperation_t ta = s.b_layout == BLayout::kNK ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = s.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     if (s.sm_count > 0) {
@@ -80,7 +82,8 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(hand
     }
     a_ = s.b_layout == BLayout::kNK ? make_layout(in, s.k, s.n, s.ldb, s.batch, s.stride_b)
                                     : make_layout(in, s.n, s.k, s.ldb, s.batch, s.stride_b);
-    b_ = make_layout(in, s.k, s.m, s.lda, s.batch, s.stride_a);
+    b_ = s.a_transposed ? make_layout(in, s.m, s.k, s.lda, s.batch, s.stride_a)
+                        : make_layout(in, s.k, s.m, s.lda, s.batch, s.stride_a);
     c_ = make_layout(out, s.n, s.m, s.has_c ? s.ldc : s.ldd, s.batch, s.has_c ? s.stride_c : s.stride_d);
     d_ = make_layout(out, s.n, s.m, s.ldd, s.batch, s.stride_d);
 

@@ -21,6 +21,7 @@ struct MatmulShape {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_d = 0;  // between batch entries, in elements
   DType dtype = DType::kBF16;  // of A and B: bf16, fp16 or e4m3 (e4m3: B as kNK, scales at run)
   BLayout b_layout = BLayout::kNK;
+  bool a_transposed = false;  // A stored as [k, m] row-major (lda its row stride)
   std::optional<DType> out_dtype;  // of C and D: unset = dtype (fp32 for the reference checks)
   ScaleMode scale_mode = ScaleMode::kTensor;  // e4m3: kRow, a scale per row of A and per column of D
   bool has_c = false;

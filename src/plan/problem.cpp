@@ -12,8 +12,11 @@ namespace tpgemm {
 
 OperandSizes operand_sizes(const GemmProblem& p, int world) {
   OperandSizes s;
-  s.a = p.l * plan::a_rows(p, world) * p.k;
-  s.b = p.l * p.k * plan::b_cols(p, world);
+  // A and B from their first element to their last, rows `ld` apart (packed: ld = the row).
+  const auto span = [](int64_t rows, int64_t row, int64_t ld) { return rows > 0 ? (rows - 1) * ld + row : 0; };
+  const int64_t ar = plan::a_rows(p, world), bc = plan::b_cols(p, world);
+  s.a = p.l * (p.a_layout == ALayout::kKM ? span(p.k, ar, plan::a_ld(p, world)) : span(ar, p.k, plan::a_ld(p, world)));
+  s.b = p.l * (p.b_layout == BLayout::kKN ? span(p.k, bc, plan::b_ld(p, world)) : span(bc, p.k, plan::b_ld(p, world)));
   s.d = p.l * plan::d_rows(p, world) * plan::d_cols(p, world);
   s.c = p.has_c ? s.d : 0;
   if (p.dtype == DType::kE4M3) {
@@ -60,6 +63,21 @@ int64_t a_rows(const GemmProblem& p, int world) { return p.op == Op::kAgGemm && 
 int64_t b_cols(const GemmProblem& p, int world) { return p.op == Op::kAgGemm && !along_m(p) ? p.n / world : p.n; }
 int64_t d_rows(const GemmProblem& p, int world) { return p.op == Op::kGemmRs && along_m(p) ? p.m / world : p.m; }
 int64_t d_cols(const GemmProblem& p, int world) { return p.op == Op::kGemmRs && !along_m(p) ? p.n / world : p.n; }
+
+int64_t a_ld(const GemmProblem& p, int world) {
+  return p.lda != 0 ? p.lda : p.a_layout == ALayout::kKM ? a_rows(p, world) : p.k;
+}
+int64_t b_ld(const GemmProblem& p, int world) {
+  return p.ldb != 0 ? p.ldb : p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
+}
+bool packed_operands(const GemmProblem& p, int world) {
+  const GemmProblem packed = [&] {
+    GemmProblem q = p;
+    q.lda = q.ldb = 0;
+    return q;
+  }();
+  return p.a_layout == ALayout::kMK && a_ld(p, world) == a_ld(packed, world) && b_ld(p, world) == b_ld(packed, world);
+}
 
 GemmProblem transposed(const GemmProblem& p) {
   GemmProblem t = p;
@@ -145,6 +163,37 @@ Status validate_problem(const GemmProblem& p, int world) {
   if (!std::isfinite(p.alpha) || !std::isfinite(p.beta))
     return invalid(strfmt("alpha=%g beta=%g: expected finite scalars", p.alpha, p.beta));
   if (p.beta != 0.0f && !p.has_c) return invalid(strfmt("beta=%g but has_c=false: beta scales C, so give C", p.beta));
+  return validate_layouts(p, world);
+}
+
+Status validate_layouts(const GemmProblem& p, int world) {
+  if (p.a_layout != ALayout::kMK && p.a_layout != ALayout::kKM)
+    return unsupported(strfmt("a_layout %d: expected mk ([M, K] row-major) or km ([K, M])", static_cast<int>(p.a_layout)));
+  if (p.a_layout == ALayout::kKM && p.dtype == DType::kE4M3)
+    return unsupported("a_layout=km with dtype e4m3: FP8 matmuls take A as [M, K] row-major; expected a_layout=mk");
+  const int64_t es = static_cast<int64_t>(dtype_size(p.dtype));
+  struct Stride { const char* name; int64_t ld, row; const char* row_is; };
+  const bool km = p.a_layout == ALayout::kKM, kn = p.b_layout == BLayout::kKN;
+  const Stride strides[] = {{"lda", p.lda, km ? a_rows(p, world) : p.k, km ? "this rank's rows of A (a_layout=km)" : "K"},
+                            {"ldb", p.ldb, kn ? b_cols(p, world) : p.k, kn ? "this rank's columns of B (b_layout=kn)" : "K"}};
+  for (const Stride& s : strides) {
+    if (s.ld == 0) continue;
+    if (s.ld < s.row)
+      return invalid(strfmt("%s=%lld: expected 0 (packed) or at least %lld, %s", s.name, (long long)s.ld,
+                            (long long)s.row, s.row_is));
+    if (s.ld * es % 16 != 0)
+      return invalid(strfmt("%s=%lld: expected a multiple of %lld elements (rows 16-byte aligned)", s.name,
+                            (long long)s.ld, (long long)(16 / es)));
+  }
+  // A's rows as stored must start 16-byte aligned too where they are packed.
+  if (km && p.lda == 0 && a_rows(p, world) * es % 16 != 0)
+    return invalid(strfmt("a_layout=km with %lld rows of A on this rank: packed, expected a multiple of %lld (rows "
+                          "16-byte aligned), or give lda", (long long)a_rows(p, world), (long long)(16 / es)));
+  if (!packed_operands(p, world) && p.l != 1)
+    return unsupported(strfmt("L=%lld with a_layout=%s lda=%lld ldb=%lld: A and B other than packed take one batch "
+                              "entry; expected L=1",
+                              (long long)p.l, std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
+                              (long long)p.ldb));
   return Status::Ok();
 }
 
@@ -171,6 +220,7 @@ int64_t range_top(const GemmProblem& p, int world, int64_t m) {
 }
 
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a) {
+  if (Status s = validate_layouts(p, world); !s.ok()) return s;
   const OperandSizes n = operand_sizes(p, world);
   const int64_t es = static_cast<int64_t>(dtype_size(p.dtype)), ds = static_cast<int64_t>(dtype_size(d_dtype(p)));
   struct Arg { const char* name; const void* ptr; int64_t bytes; };
@@ -239,6 +289,8 @@ Status gathered_a_supported(const GemmProblem& p, Impl impl) {
   if (p.op != Op::kAgGemm || p.shard_dim != ShardDim::kM)
     return invalid(strfmt("return_gathered_a with %s%s: only ag_gemm along M gathers A",
                           std::string(to_string(p.op)).c_str(), p.shard_dim == ShardDim::kN ? " (shard_dim=n)" : ""));
+  if (p.a_layout != ALayout::kMK)
+    return unsupported("return_gathered_a with a_layout=km: the gathered A is rows of [M, K]; expected a_layout=mk");
   switch (impl) {
     case Impl::kAuto:
     case Impl::kBaseline:
@@ -262,6 +314,11 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   if (p.dtype == DType::kE4M3 && !topo.fp8)
     return unsupported("dtype e4m3 needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU has "
                        "none; expected bf16 or fp16");
+  if (!packed_operands(p, topo.world) && impl != Impl::kAuto && impl != Impl::kBaseline)
+    return unsupported(strfmt("impl %s takes A and B packed (a_layout=mk, lda and ldb 0), and this problem has "
+                              "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto",
+                              name.c_str(), std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
+                              (long long)p.ldb));
   if (p.scale_mode == ScaleMode::kRow && impl != Impl::kAuto && impl != Impl::kBaseline)
     return unsupported(strfmt("impl %s does not take scale_mode=row (row-wise e4m3 scales run in the baseline); use "
                               "impl=baseline or auto",

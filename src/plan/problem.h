@@ -28,6 +28,12 @@ int64_t b_cols(const GemmProblem& p, int world);
 int64_t d_rows(const GemmProblem& p, int world);
 int64_t d_cols(const GemmProblem& p, int world);
 
+// The row strides of A and B as this rank passes them (GemmProblem::lda, ldb, or the packed row's
+// length), and whether both are packed in the default layouts (what every implementation takes).
+int64_t a_ld(const GemmProblem& p, int world);
+int64_t b_ld(const GemmProblem& p, int world);
+bool packed_operands(const GemmProblem& p, int world);
+
 // NOTE [shard along N]
 // ag_gemm and gemm_rs along N are ag_gemm and gemm_rs along M of the transposed product,
 // D^T = B^T A^T: B's columns play A's rows. transposed(p) is that problem (shard_dim kM, M and N
@@ -41,6 +47,8 @@ GemmProblem transposed(const GemmProblem& p);
 
 // Checks that do not depend on the data pointers: sizes, divisibility, dtype, layout, scalars.
 Status validate_problem(const GemmProblem& p, int world);
+// Its part on a_layout, lda and ldb (also per call: a packed [K, M] A's rows follow the call's M).
+Status validate_layouts(const GemmProblem& p, int world);
 
 // Checks of one call's pointers: non-null, 16-byte aligned, D not overlapping A, B or C
 // (C == D exactly is allowed for ag_gemm: in-place accumulation).

@@ -77,9 +77,38 @@ RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cuda
   refill(seed, stream);
 }
 
+namespace {
+// A packed [rows, row] matrix into `dst` as the problem stores it: its rows `ld` apart, or
+// transposed (rows of [row, rows], `ld` apart); what lies between rows is poison, so that an
+// implementation that reads it fails the check.
+void place(void* dst, int64_t span, const void* packed, int64_t rows, int64_t row, int64_t ld, bool transpose, DType dt,
+           cudaStream_t stream) {
+  poison(dst, span, dt, stream);
+  const int64_t es = static_cast<int64_t>(dtype_size(dt));
+  if (transpose)
+    transpose_into(dst, ld, packed, rows, row, dt, stream);
+  else
+    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(ld * es), packed, static_cast<size_t>(row * es),
+                                        static_cast<size_t>(row * es), static_cast<size_t>(rows),
+                                        cudaMemcpyDeviceToDevice, stream));
+}
+}  // namespace
+
 void RankData::refill(uint64_t seed, cudaStream_t stream) {
-  fill_a(a.get(), p, world, rank, seed, stream);
-  fill_b(b.get(), p, world, rank, seed, stream);
+  if (plan::packed_operands(p, world)) {
+    fill_a(a.get(), p, world, rank, seed, stream);
+    fill_b(b.get(), p, world, rank, seed, stream);
+  } else {  // the same values as packed, stored as the problem says (L = 1)
+    const OperandSizes s = operand_sizes(p, world);
+    const int64_t ar = plan::a_rows(p, world), bc = plan::b_cols(p, world);
+    const bool kn = p.b_layout == BLayout::kKN;
+    DeviceBuffer packed(bytes_of(std::max(ar * p.k, bc * p.k), p.dtype));
+    fill_a(packed.get(), p, world, rank, seed, stream);
+    place(a.get(), s.a, packed.get(), ar, p.k, plan::a_ld(p, world), p.a_layout == ALayout::kKM, p.dtype, stream);
+    fill_b(packed.get(), p, world, rank, seed, stream);
+    place(b.get(), s.b, packed.get(), kn ? p.k : bc, kn ? bc : p.k, plan::b_ld(p, world), false, p.dtype, stream);
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (packed dies here)
+  }
   if (p.has_c) fill_c(c.get(), p, world, rank, seed, stream);
   if (p.dtype == DType::kE4M3) {
     const OperandSizes n = operand_sizes(p, world);

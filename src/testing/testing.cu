@@ -52,6 +52,15 @@ __global__ void naive_gemm_kernel(const T* a, const T* b, const T* c, float* ref
 }
 
 template <typename T>
+__global__ void transpose_kernel(T* dst, int64_t ld, const T* src, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e / cols, j = e - i * cols;
+    dst[j * ld + i] = src[e];
+  }
+}
+
+template <typename T>
 __global__ void add_c_kernel(float* ref, const T* c, float beta, int64_t count) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
     ref[i] += beta * to_float(c[i]);
@@ -98,6 +107,23 @@ void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, in
 void poison(void* p, int64_t count, DType dtype, cudaStream_t stream) {
   const int64_t halves = count * static_cast<int64_t>(dtype_size(dtype)) / 2;  // all ones: NaN in fp32 too
   poison_kernel<<<grid_for(halves), 256, 0, stream>>>(static_cast<uint16_t*>(p), halves);
+  TPGEMM_CHECK_LAUNCH();
+}
+
+void transpose_into(void* dst, int64_t ld, const void* src, int64_t rows, int64_t cols, DType dtype, cudaStream_t stream) {
+  const int grid = grid_for(rows * cols);
+  switch (dtype_size(dtype)) {
+    case 1:
+      transpose_kernel<<<grid, 256, 0, stream>>>(static_cast<uint8_t*>(dst), ld, static_cast<const uint8_t*>(src), rows, cols);
+      break;
+    case 2:
+      transpose_kernel<<<grid, 256, 0, stream>>>(static_cast<uint16_t*>(dst), ld, static_cast<const uint16_t*>(src), rows,
+                                                 cols);
+      break;
+    default:
+      transpose_kernel<<<grid, 256, 0, stream>>>(static_cast<uint32_t*>(dst), ld, static_cast<const uint32_t*>(src), rows,
+                                                 cols);
+  }
   TPGEMM_CHECK_LAUNCH();
 }
 

@@ -22,6 +22,10 @@ void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, in
 // Every element becomes NaN (all bits set, in bf16, fp16 and fp32): anything left unwritten fails a check.
 void poison(void* p, int64_t count, DType dtype, cudaStream_t stream);
 
+// dst[j * ld + i] = src[i * cols + j]: a packed [rows, cols] matrix stored transposed, its rows
+// `ld` elements apart (ld >= rows), for an element of dtype's size.
+void transpose_into(void* dst, int64_t ld, const void* src, int64_t rows, int64_t cols, DType dtype, cudaStream_t stream);
+
 // ref[b][i][j] (fp32, [l][m][n]) += alpha * sum_k A[b][i][k] * B[b] (B as `layout`), plus
 // beta * C[b][i][j] when c is given (in dtype; not for e4m3: add it with reference_add). kNaive
 // is a plain CUDA kernel (independent of cuBLAS, for small test shapes); kCublasLt uses cuBLASLt

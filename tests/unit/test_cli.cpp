@@ -72,6 +72,10 @@ TEST(Cli, CutlassStyleFlagsBothSpellings) {
   const BenchConfig fp8 = parse({"--dtype=e4m3", "--out-dtype=bf16"});
   EXPECT_EQ(fp8.scale_mode, ScaleMode::kTensor);
   EXPECT_EQ(parse({"--dtype=e4m3", "--out-dtype=bf16", "--scale=row"}).scale_mode, ScaleMode::kRow);
+  const BenchConfig strided = parse({"--a-layout=km", "--lda=16", "--ldb=8"});
+  EXPECT_EQ(strided.a_layout, ALayout::kKM);
+  EXPECT_EQ(strided.lda, 16);
+  EXPECT_EQ(strided.ldb, 8);
   EXPECT_EQ(fp8.dtype, DType::kE4M3);
   EXPECT_EQ(fp8.ops.size(), 3u);
   EXPECT_FALSE(fp8.allreduce) << "the default --op=all leaves the all-reduce out for e4m3";
@@ -121,6 +125,7 @@ TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--op=ag_gemm,allreduce"}, "GEMM ops (ag_gemm");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--b-layout=kn"}, "B as nk");
   expect_rejected({"--scale=block"}, "--scale=block: expected tensor or row");
+  expect_rejected({"--a-layout=t"}, "--a-layout=t: expected mk or km");
   expect_rejected({"--scale=row"}, "e4m3 operands only");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--scale=row", "--l=2"}, "expected --l=1");
   expect_rejected({"--dtype=bf16", "--out-dtype=fp16"}, "--out-dtype=fp16 with --dtype=bf16: expected bf16 or fp32");

@@ -667,5 +667,70 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
   }
 }
 
+// A stored [K, M] and rows with strides: sizes from the first element to the last, strides at
+// least the row and 16-byte aligned, one batch entry, e4m3 only as [M, K], the baseline only.
+TEST(Layouts, StridesAndTransposedAValidateAndSize) {
+  EXPECT_EQ(parse_a_layout("km"), ALayout::kKM);
+  EXPECT_FALSE(parse_a_layout("t").has_value());
+  GemmProblem p = ag(64, 48, 40);  // bf16; W=2: 32 rows of A per rank
+  p.op = Op::kGemmRs;
+  EXPECT_TRUE(packed_operands(p, 2));
+  p.lda = 40;  // the packed row, given
+  EXPECT_TRUE(packed_operands(p, 2));
+  EXPECT_TRUE(validate_problem(p, 2).ok());
+  p.lda = 56;
+  EXPECT_FALSE(packed_operands(p, 2));
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  EXPECT_NE(describe(p).find("lda=56"), std::string::npos) << describe(p);
+  EXPECT_EQ(operand_sizes(p, 2).a, 63 * 56 + 40);
+  p.lda = 32;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"lda=32", "at least 40", "K"});
+  p.lda = 44;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"lda=44", "multiple of 8"});
+  p.lda = 0;
+  p.ldb = 48;  // B [N, K]: K=40 per row; 48 apart
+  EXPECT_EQ(operand_sizes(p, 2).b, 47 * 48 + 40);
+  p.b_layout = BLayout::kKN;  // B [K, N]: N=48 per row, so 48 is packed
+  EXPECT_TRUE(packed_operands(p, 2));
+  p.ldb = 40;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"ldb=40", "at least 48", "columns of B"});
+  p.ldb = 0;
+  p.b_layout = BLayout::kNK;
+  // A as [K, M]: this rank's rows are the row; packed, they must make 16-byte rows.
+  p.a_layout = ALayout::kKM;
+  EXPECT_FALSE(packed_operands(p, 2));
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  EXPECT_NE(describe(p).find("A=km"), std::string::npos);
+  EXPECT_EQ(operand_sizes(p, 2).a, 40 * 64);
+  GemmProblem ag_km = p;
+  ag_km.op = Op::kAgGemm;  // 32 rows of A on each of 2 ranks
+  EXPECT_EQ(operand_sizes(ag_km, 2).a, 40 * 32);
+  ag_km.m = 2 * 36;  // 36 rows per rank: 72 bytes, not 16-byte rows
+  expect_error(validate_problem(ag_km, 2), ErrorCode::kInvalidArgument, {"a_layout=km", "36 rows", "multiple of 8", "lda"});
+  ag_km.lda = 40;
+  EXPECT_TRUE(validate_problem(ag_km, 2).ok());
+  EXPECT_EQ(operand_sizes(ag_km, 2).a, 39 * 40 + 36);
+  expect_error(gathered_a_supported(ag_km, Impl::kBaseline), ErrorCode::kUnsupported, {"a_layout=km"});
+  GemmProblem batched = p;
+  batched.l = 2;
+  expect_error(validate_problem(batched, 2), ErrorCode::kUnsupported, {"L=2", "expected L=1"});
+  GemmProblem fp8 = p;
+  fp8.dtype = DType::kE4M3;
+  fp8.out_dtype = DType::kBF16;
+  fp8.n = 64, fp8.k = 64;
+  expect_error(validate_problem(fp8, 2), ErrorCode::kUnsupported, {"a_layout=km", "e4m3"});
+  // The baseline (and auto) only; the rules route there.
+  const Topology topo{2, true};
+  for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kGemmReduceScatter})
+    expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km", "baseline"});
+  EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
+  EXPECT_EQ(choose(p, topo, {}).impl, Impl::kBaseline);
+  // Per call: a packed [K, M] A's rows follow the call's M.
+  EXPECT_TRUE(validate_layouts(p, 2).ok());
+  GemmProblem call = p;
+  call.m = 37;
+  expect_error(validate_layouts(call, 2), ErrorCode::kInvalidArgument, {"37 rows"});
+}
+
 }  // namespace
 }  // namespace tpgemm::plan

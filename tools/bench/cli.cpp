@@ -87,6 +87,9 @@ all local GPUs.
   --scale=tensor|row     e4m3 scales: one per operand (default), or one per row of A and per
                          column of D (row-wise, --l=1)
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
+  --a-layout=mk|km       A as [M,K] (default) or [K,M] (stored transposed)
+  --lda=PAD --ldb=PAD    A's and B's rows PAD elements longer than they are (a slice of a wider
+                         tensor; a multiple of 16 bytes; --l=1)
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
                          columns gathered, D's columns scattered; rows named ag_gemm_n, gemm_rs_n)
   --alpha= --beta=       D = alpha * A B + beta * C (beta != 0 adds a random C)
@@ -164,6 +167,12 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       const auto d = parse_dtype(value);
       if (!d) throw bad(flag, value, "bf16, fp16 or fp32");
       c.out_dtype = *d;
+    } else if (flag == "--a-layout") {
+      const auto a = parse_a_layout(value);
+      if (!a) throw bad(flag, value, "mk or km");
+      c.a_layout = *a;
+    } else if (flag == "--lda" || flag == "--ldb") {
+      (flag == "--lda" ? c.lda : c.ldb) = int_arg(flag, value, 0, int64_t(1) << 20);
     } else if (flag == "--scale") {
       const auto s = parse_scale_mode(value);
       if (!s) throw bad(flag, value, "tensor or row");

@@ -22,6 +22,8 @@ struct BenchConfig {
   std::optional<DType> out_dtype;  // --out-dtype: D's type (GemmProblem::out_dtype); unset: dtype
   ScaleMode scale_mode = ScaleMode::kTensor;  // --scale: e4m3 scales (GemmProblem::scale_mode)
   BLayout b_layout = BLayout::kNK;
+  ALayout a_layout = ALayout::kMK;  // --a-layout
+  int64_t lda = 0, ldb = 0;         // --lda, --ldb: row strides beyond the row (0: packed)
   ShardDim shard_dim = ShardDim::kM;  // ag_gemm / gemm_rs; gemm_ar always kM
   // One shape from the flags (all of m, n, k given), else the shape file.
   int64_t m = 0, n = 0, k = 0, l = 1;

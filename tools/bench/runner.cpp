@@ -26,6 +26,7 @@
 #include "gemm/sm90_config.h"
 #include "gemm/sm90_gemm.h"
 #include "ops/common/nccl_types.h"
+#include "plan/problem.h"
 #include "testing/problem_data.h"
 #include "bench/random_shapes.h"
 #include "testing/testing.h"
@@ -236,10 +237,14 @@ class Runner {
     p.out_dtype = cfg_.out_dtype;
     p.scale_mode = cfg_.scale_mode;
     p.b_layout = cfg_.b_layout;
+    p.a_layout = cfg_.a_layout;
     p.alpha = cfg_.alpha;
     p.beta = cfg_.beta;
     p.has_c = cfg_.beta != 0.0f;
     if (s.op != Op::kGemmAr) p.shard_dim = cfg_.shard_dim;
+    // Strides: the rows as this rank passes them (they follow the shard dimension), padded.
+    if (cfg_.lda > 0) p.lda = (p.a_layout == ALayout::kKM ? plan::a_rows(p, t_.world) : p.k) + cfg_.lda;
+    if (cfg_.ldb > 0) p.ldb = (p.b_layout == BLayout::kKN ? plan::b_cols(p, t_.world) : p.k) + cfg_.ldb;
     return p;
   }
 

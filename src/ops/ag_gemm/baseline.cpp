@@ -6,6 +6,7 @@
 #include "ops/common/copy_batched.h"
 #include "ops/common/nccl_types.h"
 #include "ops/op_impl.h"
+#include "plan/problem.h"
 
 namespace tpgemm::detail {
 namespace {
@@ -25,7 +26,12 @@ class AgGemmBaseline final : public OpImpl {
     // one vector, and one matmul.
     fp8_ = p_.dtype == DType::kE4M3;
     row_scales_ = fp8_ && p_.scale_mode == ScaleMode::kRow;
-    one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && (!fp8_ || row_scales_);
+    // A stored [K, M]: the gathered blocks are [K, M/W] each, one matmul per block. A shard stored
+    // with a stride (lda, ldb) is packed into staging_ first: NCCL gathers contiguous bytes.
+    gathered_km_ = !along_n_ && p_.a_layout == ALayout::kKM;
+    one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && (!fp8_ || row_scales_) && !gathered_km_;
+    if (along_n_ ? p_.ldb != 0 : p_.lda != 0)
+      staging_ = DeviceBuffer(static_cast<size_t>((along_n_ ? p_.n : p_.m) / team_->world * p_.k) * dtype_size(p_.dtype));
     if (fp8_) {
       const size_t floats = row_scales_ ? static_cast<size_t>(along_n_ ? p_.n : p_.m)
                                         : kScaleSlot * static_cast<size_t>(team_->world + 1);
@@ -46,6 +52,7 @@ class AgGemmBaseline final : public OpImpl {
     auto* g = into_caller ? static_cast<char*>(o.a_gathered) : gathered_.as<char>();
     const int64_t scale_count = (along_n_ ? p.n : p.m) / W;  // row-wise: each rank's rows' (columns')
     float* own_slot = fp8_ && !row_scales_ ? scales_.as<float>() + W * kScaleSlot : nullptr;  // after the W slots
+    const void* sent = shard_as_sent(p, o, stream);
     if (fp8_ && !row_scales_)
       TPGEMM_CUDA_CHECK(cudaMemcpyAsync(own_slot, along_n_ ? o.b_scale : o.a_scale, sizeof(float),
                                         cudaMemcpyDeviceToDevice, stream));
@@ -57,8 +64,8 @@ class AgGemmBaseline final : public OpImpl {
                                         static_cast<size_t>(scale_count), ncclFloat32, team_->comm, stream));
       else if (fp8_)
         TPGEMM_NCCL_CHECK(ncclAllGather(own_slot, scales_.get(), kScaleSlot, ncclFloat32, team_->comm, stream));
-      TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b : o.a, g, static_cast<size_t>(p.l * shard),
-                                      ops::nccl_type(p.dtype), team_->comm, stream));
+      TPGEMM_NCCL_CHECK(ncclAllGather(sent, g, static_cast<size_t>(p.l * shard), ops::nccl_type(p.dtype), team_->comm,
+                                      stream));
     } catch (...) {
       if (fp8_) ncclGroupEnd();  // the group closes whatever failed inside it
       throw;
@@ -83,17 +90,37 @@ class AgGemmBaseline final : public OpImpl {
   }
 
  private:
+  // This rank's shard of the gathered operand (A along M, B along N), packed: as the caller's
+  // pointer, or copied into staging_ where its rows are further apart than they are long.
+  const void* shard_as_sent(const GemmProblem& p, const Operands& o, cudaStream_t stream) const {
+    const int64_t W = team_->world, es = static_cast<int64_t>(dtype_size(p.dtype));
+    const bool k_rows = along_n_ ? p.b_layout == BLayout::kKN : p.a_layout == ALayout::kKM;  // stored K x rows
+    const int64_t own = (along_n_ ? p.n : p.m) / W;
+    const int64_t rows = k_rows ? p.k : own, row = k_rows ? own : p.k;
+    const int64_t ld = along_n_ ? plan::b_ld(p, W) : plan::a_ld(p, W);
+    const void* x = along_n_ ? o.b : o.a;
+    if (ld == row) return x;
+    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(staging_.get(), static_cast<size_t>(row * es), x, static_cast<size_t>(ld * es),
+                                        static_cast<size_t>(row * es), static_cast<size_t>(rows),
+                                        cudaMemcpyDeviceToDevice, stream));
+    return staging_.get();
+  }
+
   // The matmul of one rank's block (or of the whole gathered A: one_matmul_) for the call's M.
   gemm::MatmulShape shape(const GemmProblem& p) const {
     const int64_t W = team_->world, mw = p.m / W, nw = p.n / W;
     gemm::MatmulShape s;
-    if (along_n_) {  // block w: columns [w N/W, (w + 1) N/W) of D
+    if (along_n_) {  // block w: columns [w N/W, (w + 1) N/W) of D; A in place
       s = gemm::packed_shape(p.m, one_matmul_ ? p.n : nw, p.k, p.l, p.dtype, p.b_layout);
       s.stride_b = nw * p.k;
       s.ldc = s.ldd = p.n;
-    } else {  // block w: rows [w M/W, (w + 1) M/W) of D
+      s.lda = plan::a_ld(p, W);
+      s.a_transposed = p.a_layout == ALayout::kKM;
+    } else {  // block w: rows [w M/W, (w + 1) M/W) of D; B in place
       s = gemm::packed_shape(one_matmul_ ? p.m : mw, p.n, p.k, p.l, p.dtype, p.b_layout);
       s.stride_a = mw * p.k;
+      s.ldb = plan::b_ld(p, W);
+      if (gathered_km_) s.lda = mw, s.a_transposed = true;  // the block as sent: [K, M/W]
     }
     s.stride_c = s.stride_d = p.m * p.n;
     s.has_c = p.has_c;
@@ -110,9 +137,10 @@ class AgGemmBaseline final : public OpImpl {
   bool one_matmul_ = false;
   bool fp8_ = false;
   bool row_scales_ = false;  // e4m3 with ScaleMode::kRow
+  bool gathered_km_ = false;  // the gathered A's blocks are [K, M/W] (a_layout=km)
   // scales_ (e4m3): a 16-byte slot per rank with its scale of the gathered operand, then this
   // rank's; row-wise, the gathered operand's scale vector
-  DeviceBuffer gathered_, workspace_, scales_;
+  DeviceBuffer gathered_, workspace_, scales_, staging_;
   gemm::LtMatmulCache matmuls_;
 };
 

@@ -1,5 +1,7 @@
 #include "ops/gemm_rs/partial_blocks.h"
 
+#include "plan/problem.h"
+
 namespace tpgemm::ops {
 
 PartialBlocks::PartialBlocks(cublasLtHandle_t lt, const GemmProblem& p, int world)
@@ -7,18 +9,28 @@ PartialBlocks::PartialBlocks(cublasLtHandle_t lt, const GemmProblem& p, int worl
   matmuls_.get(shape(p.m));
 }
 
+GemmProblem PartialBlocks::call(int64_t m) const {
+  GemmProblem q = p_;
+  q.m = m;
+  return q;
+}
+
 gemm::MatmulShape PartialBlocks::shape(int64_t m) const {
   const int64_t mw = m / world_, nw = p_.n / world_;
   gemm::MatmulShape s;
   if (p_.shard_dim == ShardDim::kN) {  // block w = columns [w N/W, (w + 1) N/W) of B
     s = gemm::packed_shape(m, nw, p_.k, p_.l, p_.dtype, p_.b_layout);
-    s.ldb = p_.b_layout == BLayout::kKN ? p_.n : p_.k;
     s.stride_b = p_.k * p_.n;
   } else {  // block w = rows [w M/W, (w + 1) M/W) of A
     s = gemm::packed_shape(one_matmul_ ? m : mw, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
     s.stride_a = m * p_.k;
     s.stride_d = mw * p_.n;
   }
+  // A and B in place, in their layouts and strides (a block of A's rows stored [K, M] is a block
+  // of its columns, with A's stride).
+  s.lda = plan::a_ld(call(m), world_);
+  s.ldb = plan::b_ld(p_, world_);
+  s.a_transposed = p_.a_layout == ALayout::kKM;
   s.out_dtype = p_.out_dtype;
   s.scale_mode = p_.scale_mode;
   return s;
@@ -33,10 +45,10 @@ void PartialBlocks::run(const void* a, const void* b, void* partial, float alpha
   for (int64_t w = 0; w < (one_matmul_ ? 1 : W); ++w) {
     const char* aw = static_cast<const char*>(a);
     const char* bw = static_cast<const char*>(b);
-    if (p_.shard_dim == ShardDim::kN)
-      bw += (p_.b_layout == BLayout::kKN ? w * (p_.n / W) : w * (p_.n / W) * p_.k) * es;
-    else
-      aw += w * (m / W) * p_.k * es;
+    if (p_.shard_dim == ShardDim::kN)  // B's columns w N/W..: kn, columns of its rows; nk, its rows
+      bw += (p_.b_layout == BLayout::kKN ? w * (p_.n / W) : w * (p_.n / W) * plan::b_ld(p_, W)) * es;
+    else  // A's rows w M/W..: mk, its rows; km, columns of its rows
+      aw += (p_.a_layout == ALayout::kKM ? w * (m / W) : w * (m / W) * plan::a_ld(call(m), W)) * es;
     // Row-wise scales: B's block of columns has its block of b_scale (along N; along M with one
     // batch entry, which they need, the matmul is one).
     const float* bw_scale = p_.scale_mode == ScaleMode::kRow && p_.shard_dim == ShardDim::kN ? b_scale + w * (p_.n / W)

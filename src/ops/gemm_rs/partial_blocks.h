@@ -30,6 +30,7 @@ class PartialBlocks {
   int world_ = 1;
   bool one_matmul_ = false;
   gemm::MatmulShape shape(int64_t m) const;
+  GemmProblem call(int64_t m) const;  // the problem with a call's M
 
   gemm::LtMatmulCache matmuls_;
 };

@@ -1,0 +1,92 @@
+// A stored [K, M] (a_layout=km) and A and B with row strides (lda, ldb): the baseline, and auto
+// (which routes there), give D as the reference of the same values packed, on every op and shard
+// dimension; every other implementation refuses naming the packed layouts it takes; and a gemm_ar
+// plan with a strided A serves calls of fewer rows.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support/dist_harness.h"
+#include "support/gpu_env.h"
+#include "support/plan_check.h"
+#include "plan/problem.h"
+#include "tpgemm/plan.h"
+
+namespace tpgemm {
+namespace {
+
+using testsupport::check_plan;
+using testsupport::describe_check;
+
+class Layouts : public ::testing::TestWithParam<int> {};
+
+std::vector<Impl> every_impl() {
+  return {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kFused,
+          Impl::kGemmReduceScatter, Impl::kAllGatherGemm, Impl::kAuto};
+}
+
+TEST_P(Layouts, TransposedAAndStridesMatchTheReferenceInTheBaseline) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 7000;
+              struct Layout { ALayout a; int64_t lda_extra; BLayout b; int64_t ldb_extra; };
+              // (extra: the stride beyond the row; 0 packed)
+              const Layout layouts[] = {{ALayout::kKM, 0, BLayout::kNK, 0},  {ALayout::kMK, 16, BLayout::kNK, 0},
+                                        {ALayout::kKM, 24, BLayout::kKN, 0}, {ALayout::kMK, 0, BLayout::kNK, 8},
+                                        {ALayout::kMK, 0, BLayout::kKN, 16}};
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (bool along_n : {false, true})
+                  for (const Layout& l : layouts)
+                    for (bool with_c : {false, true}) {
+                      if (along_n && op == Op::kGemmAr) continue;
+                      GemmProblem p;
+                      p.op = op;
+                      p.m = 64 * W;  // (a packed [K, M] A: 16-byte rows on every rank)
+                      p.n = along_n ? 24 * W : 136;
+                      p.k = 200;
+                      p.shard_dim = along_n ? ShardDim::kN : ShardDim::kM;
+                      p.a_layout = l.a;
+                      p.b_layout = l.b;
+                      const int64_t a_row = l.a == ALayout::kKM ? plan::a_rows(p, W) : p.k;
+                      const int64_t b_row = l.b == BLayout::kKN ? plan::b_cols(p, W) : p.k;
+                      p.lda = l.lda_extra > 0 ? a_row + l.lda_extra : 0;
+                      p.ldb = l.ldb_extra > 0 ? b_row + l.ldb_extra : 0;
+                      if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
+                      for (Impl impl : every_impl()) {
+                        PlanOptions o;
+                        o.impl = impl;
+                        const Status s = Plan::can_implement(team, p, o);
+                        if (impl == Impl::kBaseline || impl == Impl::kAuto) {
+                          const auto c = check_plan(team, p, o, 2, seed += 10, /*graph=*/with_c);
+                          RANK_EXPECT(c.ok && c.ran == Impl::kBaseline, "%s", describe_check(p, o, c).c_str());
+                          continue;
+                        }
+                        RANK_EXPECT(s.code == ErrorCode::kUnsupported, "%s impl=%s: %s", describe(p).c_str(),
+                                    std::string(to_string(impl)).c_str(), s.message.c_str());
+                        // (an implementation for another op refuses for that first)
+                        if (s.message.find("exists for") == std::string::npos)
+                          RANK_EXPECT(s.message.find("packed") != std::string::npos, "%s impl=%s: %s",
+                                      describe(p).c_str(), std::string(to_string(impl)).c_str(), s.message.c_str());
+                      }
+                    }
+              // One plan with A stored [K, M] at a stride, calls of fewer rows.
+              GemmProblem ar;
+              ar.op = Op::kGemmAr;
+              ar.m = 512;
+              ar.n = 136;
+              ar.k = 200;
+              ar.a_layout = ALayout::kKM;
+              ar.lda = 520;
+              const auto c = testsupport::check_calls_of_m(team, ar, PlanOptions{}, {512, 37, 1, 512}, seed += 100);
+              RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(ar, PlanOptions{}, c).c_str());
+            }),
+            0);
+}
+
+INSTANTIATE_TEST_SUITE_P(W, Layouts, ::testing::Values(2, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace tpgemm
