@@ -56,6 +56,7 @@ Status check_shape(const MatmulShape& s) {
     return no(ErrorCode::kUnsupported, strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(s.dtype)));
   if (s.b_layout != BLayout::kNK && s.b_layout != BLayout::kKN)
     return no(ErrorCode::kUnsupported, strfmt("B layout %d: expected nk or kn", static_cast<int>(s.b_layout)));
+  if (s.a_transposed) return no(ErrorCode::kUnsupported, "A stored [K, M] is not supported: expected A as [M, K]");
   if (s.m < 1 || s.n < 1 || s.k < 1 || s.batch < 1)
     return no(ErrorCode::kInvalidArgument, strfmt("M=%lld N=%lld K=%lld L=%lld: each must be >= 1", ll(s.m), ll(s.n),
                                                   ll(s.k), ll(s.batch)));

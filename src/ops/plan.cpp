@@ -270,6 +270,7 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   detail::TeamState& t = *s.team;
   Operands o = operands;
   if (o.m == 0) o.m = s.problem.m;
+  if (!s.return_gathered_a) o.a_gathered = nullptr;  // a plan made without it writes none
   GemmProblem call = s.problem;
   call.m = o.m;
   Status mine = t.failure();  // a failed team stops every rank, not only this one

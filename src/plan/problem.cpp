@@ -178,6 +178,8 @@ Status validate_layouts(const GemmProblem& p, int world) {
                             {"ldb", p.ldb, kn ? b_cols(p, world) : p.k, kn ? "this rank's columns of B (b_layout=kn)" : "K"}};
   for (const Stride& s : strides) {
     if (s.ld == 0) continue;
+    if (s.ld < 0 || s.ld > kMaxExtent)
+      return invalid(strfmt("%s=%lld: expected 0 (packed) to 2^31", s.name, (long long)s.ld));
     if (s.ld < s.row)
       return invalid(strfmt("%s=%lld: expected 0 (packed) or at least %lld, %s", s.name, (long long)s.ld,
                             (long long)s.row, s.row_is));
@@ -185,10 +187,13 @@ Status validate_layouts(const GemmProblem& p, int world) {
       return invalid(strfmt("%s=%lld: expected a multiple of %lld elements (rows 16-byte aligned)", s.name,
                             (long long)s.ld, (long long)(16 / es)));
   }
-  // A's rows as stored must start 16-byte aligned too where they are packed.
-  if (km && p.lda == 0 && a_rows(p, world) * es % 16 != 0)
-    return invalid(strfmt("a_layout=km with %lld rows of A on this rank: packed, expected a multiple of %lld (rows "
-                          "16-byte aligned), or give lda", (long long)a_rows(p, world), (long long)(16 / es)));
+  // A's rows as stored must start 16-byte aligned too where they are packed: as passed, and as
+  // ag_gemm sends each rank's block of a [K, M] A (packed, whatever lda says).
+  const bool packed_km = km && (p.lda == 0 || (p.op == Op::kAgGemm && p.shard_dim == ShardDim::kM));
+  if (packed_km && a_rows(p, world) * es % 16 != 0)
+    return invalid(strfmt("a_layout=km with %lld rows of A on this rank: expected a multiple of %lld (16-byte rows%s)",
+                          (long long)a_rows(p, world), (long long)(16 / es),
+                          p.lda == 0 ? "; or give lda" : ", as ag_gemm gathers them"));
   if (!packed_operands(p, world) && p.l != 1)
     return unsupported(strfmt("L=%lld with a_layout=%s lda=%lld ldb=%lld: A and B other than packed take one batch "
                               "entry; expected L=1",

@@ -707,10 +707,21 @@ TEST(Layouts, StridesAndTransposedAValidateAndSize) {
   EXPECT_EQ(operand_sizes(ag_km, 2).a, 40 * 32);
   ag_km.m = 2 * 36;  // 36 rows per rank: 72 bytes, not 16-byte rows
   expect_error(validate_problem(ag_km, 2), ErrorCode::kInvalidArgument, {"a_layout=km", "36 rows", "multiple of 8", "lda"});
-  ag_km.lda = 40;
+  ag_km.lda = 40;  // a stride does not help: ag_gemm gathers each rank's block packed
+  expect_error(validate_problem(ag_km, 2), ErrorCode::kInvalidArgument, {"36 rows", "as ag_gemm gathers them"});
+  GemmProblem rs_km = ag_km;
+  rs_km.op = Op::kGemmRs;  // read in place: the stride is what counts
+  rs_km.m = 36;
+  rs_km.shard_dim = ShardDim::kN;
+  rs_km.n = 64;
+  EXPECT_TRUE(validate_problem(rs_km, 2).ok()) << describe(rs_km);
+  EXPECT_EQ(operand_sizes(rs_km, 2).a, 39 * 40 + 36);
+  ag_km.m = 2 * 32, ag_km.lda = 40;
   EXPECT_TRUE(validate_problem(ag_km, 2).ok());
-  EXPECT_EQ(operand_sizes(ag_km, 2).a, 39 * 40 + 36);
   expect_error(gathered_a_supported(ag_km, Impl::kBaseline), ErrorCode::kUnsupported, {"a_layout=km"});
+  GemmProblem huge = ag_km;
+  huge.lda = int64_t(1) << 40;
+  expect_error(validate_problem(huge, 2), ErrorCode::kInvalidArgument, {"lda=", "2^31"});
   GemmProblem batched = p;
   batched.l = 2;
   expect_error(validate_problem(batched, 2), ErrorCode::kUnsupported, {"L=2", "expected L=1"});

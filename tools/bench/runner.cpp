@@ -485,11 +485,13 @@ class Runner {
     base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st, own.a_scale, own.b_scale); });
     // ag_gemm gathers the input type; gemm_rs and gemm_ar reduce D's.
     const ncclDataType_t type = ops::nccl_type(p.op == Op::kAgGemm ? p.dtype : d_dtype(p));
+    // (the shards' packed elements: the collective alone, whatever the operands' strides)
+    const size_t a_shard = static_cast<size_t>(p.l * (p.m / W) * p.k), b_shard = static_cast<size_t>(p.l * (p.n / W) * p.k);
     base.comm_ms = time_ms([&] {
       if (gather_b)
-        TPGEMM_NCCL_CHECK(ncclAllGather(g.b.get(), b_full.get(), static_cast<size_t>(operand_sizes(p, W).b), type, t_.comm, st));
+        TPGEMM_NCCL_CHECK(ncclAllGather(g.b.get(), b_full.get(), b_shard, type, t_.comm, st));
       else if (gather_a)
-        TPGEMM_NCCL_CHECK(ncclAllGather(g.a.get(), a_full.get(), static_cast<size_t>(operand_sizes(p, W).a), type, t_.comm, st));
+        TPGEMM_NCCL_CHECK(ncclAllGather(g.a.get(), a_full.get(), a_shard, type, t_.comm, st));
       else if (p.op == Op::kGemmRs)
         TPGEMM_NCCL_CHECK(ncclReduceScatter(d_full.get(), g.d.get(), static_cast<size_t>(operand_sizes(p, W).d), type, ncclSum, t_.comm, st));
       else
