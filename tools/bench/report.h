@@ -14,6 +14,7 @@ struct ResultRow {
   std::string dtype;
   std::string out_dtype;  // of D (GEMM ops; empty elsewhere)
   std::string scale;      // e4m3: tensor or row (empty elsewhere)
+  std::string layout;     // GEMM ops: B's layout, and A's and the strides where not packed ("nk", "kn A=km lda=264")
   std::string impl;    // as asked
   std::string chosen;  // what ran (differs for auto)
   int chunks = 0, comm_sms = -1;  // GEMM ops: the plan's resolved options (Plan::options)

@@ -342,6 +342,10 @@ class Runner {
     base.dtype = std::string(to_string(p.dtype));
     base.out_dtype = std::string(to_string(d_dtype(p)));
     if (p.dtype == DType::kE4M3) base.scale = std::string(to_string(p.scale_mode));
+    base.layout = std::string(to_string(p.b_layout));
+    if (p.a_layout != ALayout::kMK) base.layout += " A=" + std::string(to_string(p.a_layout));
+    if (p.lda != 0) base.layout += strfmt(" lda=%lld", (long long)p.lda);
+    if (p.ldb != 0) base.layout += strfmt(" ldb=%lld", (long long)p.ldb);
     const Status valid = Plan::can_implement(team_, p, {});
     if (!valid.ok()) {
       base.impl = std::string(1, '-');  // (not = "-": g++ 12 -Wrestrict false positive, GCC PR 105651)
