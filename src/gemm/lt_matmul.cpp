@@ -48,6 +48,13 @@ MatmulShape packed_shape(int64_t m, int64_t n, int64_t k, int64_t batch, DType d
   return s;
 }
 
+MatmulShape packed_shape(const GemmProblem& p, int64_t m, int64_t n) {
+  MatmulShape s = packed_shape(m, n, p.k, p.l, p.dtype, p.b_layout);
+  s.out_dtype = p.out_dtype;
+  s.scale_mode = p.scale_mode;
+  return s;
+}
+
 // NOTE [row-major through cuBLASLt]
 // cuBLASLt is column-major. A row-major D[m, n] is the column-major D^T[n, m], and
 // D^T = op(B)^T * A^T. So cuBLASLt's "A" is our B and its "B" is our A:

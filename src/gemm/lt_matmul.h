@@ -33,6 +33,9 @@ inline DType out_type(const MatmulShape& s) { return s.out_dtype.value_or(s.dtyp
 
 // Packed row-major operands: ld = row length, batch strides = matrix sizes.
 MatmulShape packed_shape(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, BLayout b_layout);
+// The same for an m x n x p.k matmul in problem p's batch count, B layout and types (dtype,
+// out_dtype, scale_mode): where every implementation's matmul starts from.
+MatmulShape packed_shape(const GemmProblem& p, int64_t m, int64_t n);
 
 class LtMatmul {
  public:

@@ -71,12 +71,8 @@ int64_t b_ld(const GemmProblem& p, int world) {
   return p.ldb != 0 ? p.ldb : p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
 }
 bool packed_operands(const GemmProblem& p, int world) {
-  const GemmProblem packed = [&] {
-    GemmProblem q = p;
-    q.lda = q.ldb = 0;
-    return q;
-  }();
-  return p.a_layout == ALayout::kMK && a_ld(p, world) == a_ld(packed, world) && b_ld(p, world) == b_ld(packed, world);
+  const int64_t b_row = p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
+  return p.a_layout == ALayout::kMK && (p.lda == 0 || p.lda == p.k) && (p.ldb == 0 || p.ldb == b_row);
 }
 
 GemmProblem transposed(const GemmProblem& p) {

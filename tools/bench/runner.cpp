@@ -475,9 +475,7 @@ class Runner {
     const void* a = gather_a ? a_full.get() : g.a.get();
     const void* b = gather_b ? b_full.get() : g.b.get();
     if (gather_a) testing::fill_random(a_full.get(), p.dtype, p.l, p.m, p.k, 0, p.m, kSeed, st);
-    gemm::MatmulShape shape = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
-    shape.out_dtype = p.out_dtype;
-    shape.scale_mode = p.scale_mode;
+    const gemm::MatmulShape shape = gemm::packed_shape(p, p.m, p.n);
     const gemm::LtMatmul mm(t_.lt, shape);
     Operands own = g.operands();  // (e4m3: this rank's scales)
     DeviceBuffer row_scales;  // row-wise: the whole M x N matmul reads M and N values (any)

@@ -111,21 +111,19 @@ class AgGemmBaseline final : public OpImpl {
     const int64_t W = team_->world, mw = p.m / W, nw = p.n / W;
     gemm::MatmulShape s;
     if (along_n_) {  // block w: columns [w N/W, (w + 1) N/W) of D; A in place
-      s = gemm::packed_shape(p.m, one_matmul_ ? p.n : nw, p.k, p.l, p.dtype, p.b_layout);
+      s = gemm::packed_shape(p, p.m, one_matmul_ ? p.n : nw);
       s.stride_b = nw * p.k;
       s.ldc = s.ldd = p.n;
       s.lda = plan::a_ld(p, W);
       s.a_transposed = p.a_layout == ALayout::kKM;
     } else {  // block w: rows [w M/W, (w + 1) M/W) of D; B in place
-      s = gemm::packed_shape(one_matmul_ ? p.m : mw, p.n, p.k, p.l, p.dtype, p.b_layout);
+      s = gemm::packed_shape(p, one_matmul_ ? p.m : mw, p.n);
       s.stride_a = mw * p.k;
       s.ldb = plan::b_ld(p, W);
       if (gathered_km_) s.lda = mw, s.a_transposed = true;  // the block as sent: [K, M/W]
     }
     s.stride_c = s.stride_d = p.m * p.n;
     s.has_c = p.has_c;
-    s.out_dtype = p.out_dtype;
-    s.scale_mode = p.scale_mode;
     return s;
   }
 

@@ -30,12 +30,10 @@ class GemmArBaseline final : public OpImpl {
  private:
   // A and B read in place, in their layouts and strides (GemmProblem::a_layout, lda, ldb).
   gemm::MatmulShape shape(const GemmProblem& p) const {
-    gemm::MatmulShape s = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
+    gemm::MatmulShape s = gemm::packed_shape(p, p.m, p.n);
     s.lda = plan::a_ld(p, team_->world);
     s.ldb = plan::b_ld(p, team_->world);
     s.a_transposed = p.a_layout == ALayout::kKM;
-    s.out_dtype = p.out_dtype;
-    s.scale_mode = p.scale_mode;
     return s;
   }
 

@@ -42,11 +42,7 @@ class GemmAllReduce final : public OpImpl {
 
  private:
   // The partial product in D's type (e4m3 operands: bf16 or fp16, which the all-reduce sums).
-  static gemm::MatmulShape shape(const GemmProblem& p) {
-    gemm::MatmulShape s = gemm::packed_shape(p.m, p.n, p.k, p.l, p.dtype, p.b_layout);
-    s.out_dtype = p.out_dtype;
-    return s;
-  }
+  static gemm::MatmulShape shape(const GemmProblem& p) { return gemm::packed_shape(p, p.m, p.n); }
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;

@@ -19,10 +19,10 @@ gemm::MatmulShape PartialBlocks::shape(int64_t m) const {
   const int64_t mw = m / world_, nw = p_.n / world_;
   gemm::MatmulShape s;
   if (p_.shard_dim == ShardDim::kN) {  // block w = columns [w N/W, (w + 1) N/W) of B
-    s = gemm::packed_shape(m, nw, p_.k, p_.l, p_.dtype, p_.b_layout);
+    s = gemm::packed_shape(p_, m, nw);
     s.stride_b = p_.k * p_.n;
   } else {  // block w = rows [w M/W, (w + 1) M/W) of A
-    s = gemm::packed_shape(one_matmul_ ? m : mw, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
+    s = gemm::packed_shape(p_, one_matmul_ ? m : mw, p_.n);
     s.stride_a = m * p_.k;
     s.stride_d = mw * p_.n;
   }
@@ -31,8 +31,6 @@ gemm::MatmulShape PartialBlocks::shape(int64_t m) const {
   s.lda = plan::a_ld(call(m), world_);
   s.ldb = plan::b_ld(p_, world_);
   s.a_transposed = p_.a_layout == ALayout::kKM;
-  s.out_dtype = p_.out_dtype;
-  s.scale_mode = p_.scale_mode;
   return s;
 }
 

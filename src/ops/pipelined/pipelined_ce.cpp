@@ -220,7 +220,7 @@ class PipelinedCE final : public OpImpl {
     const auto key = std::make_tuple(cols, src_rows, dst_rows, c ? int64_t(1) : int64_t(-1), sms);  // (C: as D)
     auto it = matmuls_.find(key);
     if (it != matmuls_.end()) return it->second;
-    gemm::MatmulShape shape = gemm::packed_shape(p_.m, cols, p_.k, p_.l, p_.dtype, p_.b_layout);
+    gemm::MatmulShape shape = gemm::packed_shape(p_, p_.m, cols);
     const bool kn = p_.b_layout == BLayout::kKN;
     if (p_.op == Op::kGemmRs) {  // the caller's [K, N] or [N, K]
       shape.ldb = kn ? p_.n : p_.k;
@@ -235,7 +235,6 @@ class PipelinedCE final : public OpImpl {
       shape.stride_d = dst_rows * p_.m;
     }
     shape.has_c = c;
-    shape.out_dtype = p_.out_dtype;
     shape.sm_count = sms;
     return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
   }
@@ -251,12 +250,11 @@ class PipelinedCE final : public OpImpl {
     const auto key = std::make_tuple(s.src.rows, ga.rows, gd.rows, c ? c_rows : -1, sms);
     auto it = matmuls_.find(key);
     if (it != matmuls_.end()) return it->second;
-    gemm::MatmulShape shape = gemm::packed_shape(s.src.rows, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
+    gemm::MatmulShape shape = gemm::packed_shape(p_, s.src.rows, p_.n);
     shape.stride_a = ga.rows * p_.k;
     shape.stride_d = gd.rows * p_.n;
     shape.stride_c = c_rows * p_.n;
     shape.has_c = c;
-    shape.out_dtype = p_.out_dtype;
     shape.sm_count = sms;
     return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
   }
