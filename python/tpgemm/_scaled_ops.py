@@ -167,9 +167,9 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
     A2, B0 = _operands(c, A, Bs[0])
     D = torch.empty(c.shape, dtype=out_dtypes[0], device=A.device)
     G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device)
-    # The other Bs multiply the gathered A in torch: row-wise, with the gathered rows' scales.
-    row = _scales_kind(A, Bs[0], A_scale, B_scales[0]) == "row"
-    G_scale = _gather_rows(A_scale.flatten(0, -2), group_name) if row and len(Bs) > 1 else A_scale
+    # The other Bs (if any) multiply the gathered A in torch: row-wise, with the gathered rows' scales.
+    row = len(Bs) > 1 and _scales_kind(A, Bs[0], A_scale, B_scales[0]) == "row"
+    G_scale = _gather_rows(A_scale.flatten(0, -2), group_name) if row else A_scale
     sa, sb = _aligned_scales(A_scale, B_scales[0])
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"), T.address(G, "A_gathered"),
                T.stream(A.device.index), sa.data_ptr(), sb.data_ptr())
