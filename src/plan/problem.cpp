@@ -310,8 +310,10 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   if (name == "?") return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
   // The types first, whatever the shape. e4m3 A and B: the implementations whose matmuls are
   // cuBLASLt's and whose communication moves D (gemm_rs and gemm_ar, along M) take them into a
-  // 16-bit D with tensor-wise scales; ag_gemm's gather carries every rank's scale, and row-wise
-  // scales follow the rows through the collectives, which only the baseline does.
+  // 16-bit D with tensor-wise scales; ag_gemm's gather must carry every rank's scale, which the
+  // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise scales follow the
+  // rows through the collectives, which only the baseline does. pipelined_ce's ag_gemm along M
+  // writes D by matmuls alone, so it takes any output type.
   if (p.dtype == DType::kE4M3 && !topo.fp8)
     return unsupported("dtype e4m3 needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU has "
                        "none; expected bf16 or fp16");
@@ -328,20 +330,22 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
                               impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
   const bool fp8_products = p.dtype == DType::kE4M3 && (p.op == Op::kGemmRs || p.op == Op::kGemmAr) &&
                             p.shard_dim == ShardDim::kM && d_dtype(p) != DType::kFP32 && moves_products;
-  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products) {
+  const bool gathers_a = p.op == Op::kAgGemm && p.shard_dim == ShardDim::kM && impl == Impl::kPipelinedCE;
+  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products && !gathers_a) {
     if (!moves_products)
-      return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3 (e4m3 runs in the baseline, and "
-                                "for gemm_rs and gemm_ar along M into a bf16 or fp16 D also in pipelined_ce, "
-                                "gemm_reducescatter, gemm_oneshot and gemm_twoshot); use impl=baseline or auto",
+      return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3 (e4m3 runs in the baseline, for "
+                                "ag_gemm along M also in pipelined_ce, and for gemm_rs and gemm_ar along M into a bf16 "
+                                "or fp16 D also in pipelined_ce, gemm_reducescatter, gemm_oneshot and gemm_twoshot); "
+                                "use impl=baseline or auto",
                                 name.c_str()));
-    const std::string why = p.op == Op::kAgGemm        ? std::string("ag_gemm (its gather must carry every rank's scale)")
-                            : p.shard_dim != ShardDim::kM ? std::string("shard_dim=n")
-                                                          : std::string("out_dtype=fp32");
-    return unsupported(strfmt("impl %s takes dtype=e4m3 only for gemm_rs and gemm_ar along M into a bf16 or fp16 D, "
-                              "and this is %s; use impl=baseline or auto",
+    const std::string why = p.shard_dim != ShardDim::kM ? std::string("shard_dim=n")
+                            : p.op == Op::kAgGemm      ? std::string("ag_gemm (its gather must carry every rank's scale)")
+                                                       : std::string("out_dtype=fp32");
+    return unsupported(strfmt("impl %s takes dtype=e4m3 only for gemm_rs and gemm_ar along M into a bf16 or fp16 D "
+                              "(pipelined_ce: ag_gemm along M too), and this is %s; use impl=baseline or auto",
                               name.c_str(), why.c_str()));
   }
-  if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products)
+  if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products && !gathers_a)
     return unsupported(strfmt("impl %s writes D in the input type (%s), and out_dtype=%s; use impl=baseline or auto",
                               name.c_str(), std::string(to_string(p.dtype)).c_str(),
                               std::string(to_string(d_dtype(p))).c_str()));

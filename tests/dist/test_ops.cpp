@@ -128,7 +128,7 @@ void check_types_beyond_the_input(const Team& team, const std::function<GemmProb
 }
 
 // D in fp32 for bf16 and fp16 inputs (GemmProblem::out_dtype), the partials summed in fp32.
-TEST_P(Dist, AnFp32OutputMatchesTheReferenceAndOnlyTheBaselineTakesIt) {
+TEST_P(Dist, AnFp32OutputMatchesTheReferenceWhereverItIsTaken) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {

@@ -153,7 +153,7 @@ def check_fp32_output(g, W, r):
         check(d.dtype == torch.float32 and e < 1e-3, f"rs scaled {m}x{n}x{k}: rel err {e:.2e}")
     # Row-wise scales (torch._scaled_mm's: A's rows x 1, 1 x N), tpgemm's path, each rank its own;
     # the all-gather with a second B, which torch multiplies with the gathered rows' scales.
-    noted = len(ops._noted)  # tpgemm's path must run them: no new fallback
+    noted = len(tpgemm.ops._noted)  # tpgemm's path must run them: no new fallback
     for m, n, k in ((128 * W, 2048, 1024), (16 * W, 1024, 512), (W, 1024, 512)):
         A8, w8, w8b = (randn(*s).float().to(torch.float8_e4m3fn) for s in ((m // W, k), (n, k), (n // 2, k)))
         sa = torch.rand(m // W, 1, device="cuda") + 0.5
@@ -170,7 +170,7 @@ def check_fp32_output(g, W, r):
                                                    out_dtype=torch.bfloat16)
         e = rel(d, ref.chunk(W, dim=0)[r])
         check(e < BF16_TOL, f"rs scaled row-wise {m}x{n}x{k}: rel err {e:.2e}")
-    check(len(ops._noted) == noted, f"row-wise scaled ops fell back to torch: {sorted(ops._noted)}")
+    check(len(tpgemm.ops._noted) == noted, f"row-wise scaled ops fell back to torch: {sorted(tpgemm.ops._noted)}")
     code, msg = tpgemm._C.Plan.can_implement(team, "gemm_rs", 256 * W, 2048, 1024, dtype="e4m3", out_dtype="bf16",
                                              impl="pipelined_ce", scale="row")
     check(code == "Unsupported" and "scale_mode=row" in msg, f"pipelined_ce with row-wise scales: {code} {msg}")

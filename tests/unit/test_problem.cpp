@@ -196,7 +196,7 @@ TEST(ValidateProblem, NamesArgumentValueAndExpectation) {
 }
 
 // D in fp32 for bf16 / fp16 inputs (GemmProblem::out_dtype): the baseline writes it, the rest refuse.
-TEST(OutDtype, Fp32DIsTheBaselinesAndSizedInFourBytes) {
+TEST(OutDtype, Fp32DIsTakenWhereMatmulsAloneWriteDAndSizedInFourBytes) {
   EXPECT_EQ(parse_dtype("fp32"), DType::kFP32);
   EXPECT_EQ(parse_dtype("float32"), DType::kFP32);
   EXPECT_EQ(dtype_size(DType::kFP32), 4u);
@@ -225,18 +225,25 @@ TEST(OutDtype, Fp32DIsTheBaselinesAndSizedInFourBytes) {
   EXPECT_TRUE(validate_operands(ag(64, 64, 64), 2, before_b).ok()) << "a bf16 D ends 4 KiB before B";
   expect_error(validate_operands(p, 2, before_b), ErrorCode::kInvalidArgument, {"overlaps B"});
   const Topology topo{4, true};
-  for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
+  for (Impl impl : {Impl::kFused, Impl::kAllGatherGemm})
     expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"out_dtype=fp32", "baseline"});
+  // pipelined_ce's ag_gemm along M writes D by matmuls alone; along N it moves D's columns.
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
   GemmProblem along_n = p;  // the type is the reason given, whatever else the shape rules out
   along_n.shard_dim = ShardDim::kN;
   expect_error(impl_supported(along_n, Impl::kFused, topo), ErrorCode::kUnsupported, {"out_dtype=fp32"});
+  expect_error(impl_supported(along_n, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"out_dtype=fp32"});
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
     for (int64_t m : {64, 4096, 65536}) {
       GemmProblem q = ag(m, 8192, 8192);
       q.op = op;
       q.out_dtype = DType::kFP32;
-      EXPECT_EQ(choose(q, topo, {}).impl, Impl::kBaseline) << describe(q);
+      const Impl chosen = choose(q, topo, {}).impl;
+      EXPECT_TRUE(impl_supported(q, chosen, topo).ok()) << describe(q) << " chose " << to_string(chosen);
+      if (op != Op::kAgGemm) {
+        EXPECT_EQ(chosen, Impl::kBaseline) << describe(q);
+      }
     }
 }
 
@@ -291,9 +298,18 @@ TEST(Fp8, ValidationNamesWhatIsMissingAndWhichImplementationsTakeIt) {
   expect_error(validate_operands(ag(64, 64, 64), 2, o), ErrorCode::kInvalidArgument, {"a_scale or b_scale", "bf16"});
   EXPECT_TRUE(gathered_a_supported(p, Impl::kBaseline).ok()) << "the rows as sent (types.h: Operands::a_gathered)";
   const Topology topo{4, true};
-  for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
+  for (Impl impl : {Impl::kFused, Impl::kAllGatherGemm})
     expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"dtype=e4m3", "baseline"});
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
+  // ag_gemm along M: pipelined_ce gathers every rank's scale with its rows (NOTE [gathered
+  // scales]), into any output type; along N it does not.
+  for (DType out : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    GemmProblem q = p;
+    q.out_dtype = out;
+    EXPECT_TRUE(impl_supported(q, Impl::kPipelinedCE, topo).ok()) << describe(q);
+    q.shard_dim = ShardDim::kN;
+    expect_error(impl_supported(q, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"dtype=e4m3", "shard_dim=n"});
+  }
   // gemm_rs and gemm_ar along M into a 16-bit D: the implementations that run cuBLASLt and move D.
   for (Op op : {Op::kGemmRs, Op::kGemmAr}) {
     GemmProblem q = p;
@@ -322,7 +338,7 @@ TEST(Fp8, ValidationNamesWhatIsMissingAndWhichImplementationsTakeIt) {
       q.out_dtype = out;
       const Impl chosen = choose(q, topo, {}).impl;
       EXPECT_TRUE(impl_supported(q, chosen, topo).ok()) << describe(q) << " chose " << to_string(chosen);
-      if (op == Op::kAgGemm || out == DType::kFP32) {
+      if (op != Op::kAgGemm && out == DType::kFP32) {
         EXPECT_EQ(chosen, Impl::kBaseline) << describe(q);
       }
     }

@@ -66,18 +66,21 @@ class PipelinedCE final : public OpImpl {
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
       for (const Step& s : schedule_.steps)
         if (s.kind == StepKind::kGemm) matmul_for(s);  // plan every matmul now, not in run()
+      if (gathers_scales()) peer_scales_ = DeviceBuffer(static_cast<size_t>(t.world * kScaleSlot) * sizeof(float));
     });
     // Symmetric buffers, in the same order on every rank.
     for (int b = static_cast<int>(Buf::kShard); b < plan::kNumBufs; ++b)
       if (used[b] && plan::is_symmetric(static_cast<Buf>(b)) && t.world > 1)
         symmetric_[b] =
             comm::SymmetricBuffer(team_, bytes_of(static_cast<Buf>(b)), std::string(plan::to_string(static_cast<Buf>(b))).c_str());
+    if (gathers_scales()) own_scale_ = comm::SymmetricBuffer(team_, kScaleSlot * sizeof(float), "pipelined e4m3 scale");
     if (t.world > 1) pad_ = comm::SignalPad(team_, schedule_.num_barriers, plan::kNumFlags, schedule_.rounds, "pipelined flags");
     drop_signals_ = comm::test_drops_signals(t.rank);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
     ops_ = o;
+    pulled_scales_.assign(static_cast<size_t>(team_->world), false);
     for (const Step& s : schedule_.steps) {
       const cudaStream_t st = s.stream == plan::Stream::kCompute ? stream
                               : s.stream == plan::Stream::kCopy  ? copy_stream_.get()
@@ -97,7 +100,8 @@ class PipelinedCE final : public OpImpl {
           }
           const bool c = s.add_c && p_.has_c;
           const char* cptr = c ? static_cast<const char*>(o.c) + (d.ptr - static_cast<char*>(o.d)) : nullptr;
-          matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st, o.a_scale, o.b_scale);
+          matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st, a_scale_of(s.src),
+                            o.b_scale);
           break;
         }
         case StepKind::kCopy: copy(s, st); break;
@@ -259,7 +263,34 @@ class PipelinedCE final : public OpImpl {
     return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
   }
 
-  void copy(const Step& s, cudaStream_t st) const {
+  // NOTE [gathered scales]
+  // ag_gemm with e4m3 A: every rank's shard comes with its own tensor-wise scale, and each chunk
+  // matmul needs the scale of the rank whose rows it multiplies. The scale travels like the rows:
+  // copied beside the shard into this rank's symmetric slot before barrier 1 (the copy into
+  // Buf::kShard precedes it on the copy stream), and pulled from the owner's slot just before
+  // the first rows pulled from it, on the same stream, so every matmul that waits for those rows
+  // also sees their scale. Barrier 0 of the next call keeps a slot until every peer has pulled
+  // it. Slots are 16 bytes: cuBLASLt reads a scale only from a 16-byte aligned address.
+  static constexpr int64_t kScaleSlot = 4;  // floats
+  bool gathers_scales() const {
+    return p_.op == Op::kAgGemm && p_.dtype == DType::kE4M3 && p_.shard_dim == ShardDim::kM && team_->world > 1;
+  }
+  const float* a_scale_of(const Region& a) const {
+    if (!gathers_scales() || a.buf != Buf::kGathered) return ops_.a_scale;
+    return peer_scales_.as<float>() + a.row0 / (p_.m / team_->world) * kScaleSlot;
+  }
+  void move_scale(const Step& s, cudaStream_t st) {
+    if (s.dst.buf == Buf::kShard) {
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(own_scale_.local(), ops_.a_scale, sizeof(float), cudaMemcpyDeviceToDevice, st));
+    } else if (s.src.buf == Buf::kShard && !pulled_scales_[static_cast<size_t>(s.src.rank)]) {
+      pulled_scales_[static_cast<size_t>(s.src.rank)] = true;
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(peer_scales_.as<float>() + s.src.rank * kScaleSlot, own_scale_.peer(s.src.rank),
+                                        sizeof(float), cudaMemcpyDeviceToDevice, st));
+    }
+  }
+
+  void copy(const Step& s, cudaStream_t st) {
+    if (gathers_scales()) move_scale(s, st);
     const Ptr src = address(s.src), dst = address(s.dst);
     const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols, e = es(s.src.buf);
     TPGEMM_ASSERT(e == es(s.dst.buf));  // rows move between buffers of one kind
@@ -312,6 +343,10 @@ class PipelinedCE final : public OpImpl {
   // Keyed by rows, A's, D's and C's rows per batch entry (-1: no C), and the SMs allowed.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, gemm::LtMatmul> matmuls_;
   Operands ops_{};  // the operands of the call being enqueued
+  // NOTE [gathered scales]: this rank's scale of A for its peers; each rank's, pulled
+  comm::SymmetricBuffer own_scale_;
+  DeviceBuffer peer_scales_;
+  std::vector<bool> pulled_scales_;  // this call's pulls so far, by rank
   bool drop_signals_ = false;
 };
 
