@@ -113,6 +113,10 @@ struct GemmProblem {
   // rank's columns of B). Each a multiple of 16 bytes; with either, L = 1. A slice of a larger
   // tensor passes without a copy. The baseline takes them (docs/design.md).
   int64_t lda = 0, ldb = 0;
+  // Row strides of C and D in elements, 0 for packed: at least this rank's columns of D, each a
+  // multiple of 16 bytes in D's type; with either, L = 1. D written into a slice of a wider
+  // tensor (and C read from one), what lies between the rows untouched. The baseline takes them.
+  int64_t ldc = 0, ldd = 0;
   float alpha = 1.0f;
   float beta = 0.0f;
   bool has_c = false;

@@ -56,7 +56,7 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
                          const std::string& b_layout, float alpha, float beta, bool has_c, const std::string& shard_dim,
                          const std::string& impl, int chunks_per_rank, int comm_sms, bool return_gathered_a,
                          const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
-                         int64_t lda, int64_t ldb) {
+                         int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd) {
   ProblemArgs a;
   a.p.op = parsed(parse_op(op), "op", op, "ag_gemm, gemm_rs or gemm_ar");
   a.p.m = m;
@@ -69,6 +69,8 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
   a.p.a_layout = parsed(parse_a_layout(a_layout), "a_layout", a_layout, "mk ([M, K]) or km ([K, M])");
   a.p.lda = lda;
   a.p.ldb = ldb;
+  a.p.ldc = ldc;
+  a.p.ldd = ldd;
   a.p.b_layout = parsed(parse_b_layout(b_layout), "b_layout", b_layout, "nk ([N, K]) or kn ([K, N])");
   a.p.alpha = alpha;
   a.p.beta = beta;
@@ -193,10 +195,10 @@ NB_MODULE(_C, m) {
              const std::string& dtype, const std::string& b_layout, float alpha, float beta, bool has_c,
              const std::string& shard_dim, const std::string& impl, int chunks_per_rank, int comm_sms,
              bool return_gathered_a, const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
-             int64_t lda, int64_t ldb) {
+             int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd) {
             const ProblemArgs a = problem_args(op, m_, n, k, l, dtype, b_layout, alpha, beta, has_c, shard_dim, impl,
                                                chunks_per_rank, comm_sms, return_gathered_a, out_dtype, scale, a_layout,
-                                               lda, ldb);
+                                               lda, ldb, ldc, ldd);
             nb::gil_scoped_release release;
             new (self) Plan(team, a.p, a.o);
           },
@@ -205,11 +207,11 @@ NB_MODULE(_C, m) {
           nb::arg("has_c") = false, nb::arg("shard_dim") = "m", nb::arg("impl") = "auto",
           nb::arg("chunks_per_rank") = 0, nb::arg("comm_sms") = -1, nb::arg("return_gathered_a") = false,
           nb::arg("out_dtype") = "", nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0,
-          nb::arg("ldb") = 0,
+          nb::arg("ldb") = 0, nb::arg("ldc") = 0, nb::arg("ldd") = 0,
           "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `out_dtype`: D's "
           "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for e4m3; '': dtype). `scale`: "
           "e4m3's scales, 'tensor' (one per operand) or 'row' (per row of A and per column of D). `a_layout` "
-          "('mk' or 'km': A stored [K, M]), `lda`, `ldb`: row strides in elements (0: packed).")
+          "('mk' or 'km': A stored [K, M]), `lda`, `ldb`, `ldc`, `ldd`: row strides in elements (0: packed).")
       .def(
           "run",
           [](Plan& self, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, uintptr_t a_gathered, uintptr_t stream,
@@ -246,10 +248,10 @@ NB_MODULE(_C, m) {
           [](const Team& team, const std::string& op, int64_t m_, int64_t n, int64_t k, int64_t l,
              const std::string& dtype, const std::string& b_layout, bool has_c, const std::string& shard_dim,
              const std::string& impl, bool return_gathered_a, const std::string& out_dtype, const std::string& scale,
-             const std::string& a_layout, int64_t lda, int64_t ldb) {
+             const std::string& a_layout, int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd) {
             const ProblemArgs a =
                 problem_args(op, m_, n, k, l, dtype, b_layout, 1.0f, has_c ? 1.0f : 0.0f, has_c, shard_dim, impl, 0,
-                             -1, return_gathered_a, out_dtype, scale, a_layout, lda, ldb);
+                             -1, return_gathered_a, out_dtype, scale, a_layout, lda, ldb, ldc, ldd);
             const Status s = Plan::can_implement(team, a.p, a.o);
             return std::make_tuple(std::string(to_string(s.code)), s.message);
           },
@@ -257,7 +259,7 @@ NB_MODULE(_C, m) {
           nb::arg("dtype") = "bf16", nb::arg("b_layout") = "nk", nb::arg("has_c") = false, nb::arg("shard_dim") = "m",
           nb::arg("impl") = "auto", nb::arg("return_gathered_a") = false, nb::arg("out_dtype") = "",
           nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0, nb::arg("ldb") = 0,
-          "(code, message): would this rank accept the problem? Local; 'Ok' if so.");
+          nb::arg("ldc") = 0, nb::arg("ldd") = 0, "(code, message): would this rank accept the problem? Local; 'Ok' if so.");
 
   nb::class_<AllReducePlan>(m, "AllReducePlan")
       .def(

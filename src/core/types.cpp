@@ -151,6 +151,8 @@ std::string describe(const GemmProblem& p) {
   if (p.a_layout != ALayout::kMK) s += strfmt(" A=%s", std::string(to_string(p.a_layout)).c_str());
   if (p.lda != 0) s += strfmt(" lda=%lld", (long long)p.lda);
   if (p.ldb != 0) s += strfmt(" ldb=%lld", (long long)p.ldb);
+  if (p.ldc != 0) s += strfmt(" ldc=%lld", (long long)p.ldc);
+  if (p.ldd != 0) s += strfmt(" ldd=%lld", (long long)p.ldd);
   return s;
 }
 

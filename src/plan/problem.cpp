@@ -17,8 +17,9 @@ OperandSizes operand_sizes(const GemmProblem& p, int world) {
   const int64_t ar = plan::a_rows(p, world), bc = plan::b_cols(p, world);
   s.a = p.l * (p.a_layout == ALayout::kKM ? span(p.k, ar, plan::a_ld(p, world)) : span(ar, p.k, plan::a_ld(p, world)));
   s.b = p.l * (p.b_layout == BLayout::kKN ? span(p.k, bc, plan::b_ld(p, world)) : span(bc, p.k, plan::b_ld(p, world)));
-  s.d = p.l * plan::d_rows(p, world) * plan::d_cols(p, world);
-  s.c = p.has_c ? s.d : 0;
+  const int64_t dr = plan::d_rows(p, world), dc = plan::d_cols(p, world);
+  s.d = p.l * span(dr, dc, plan::d_ld(p, world));
+  s.c = p.has_c ? p.l * span(dr, dc, plan::c_ld(p, world)) : 0;
   if (p.dtype == DType::kE4M3) {
     const bool row = p.scale_mode == ScaleMode::kRow;
     s.a_scale = row ? plan::a_rows(p, world) : 1;
@@ -69,6 +70,11 @@ int64_t a_ld(const GemmProblem& p, int world) {
 }
 int64_t b_ld(const GemmProblem& p, int world) {
   return p.ldb != 0 ? p.ldb : p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
+}
+int64_t c_ld(const GemmProblem& p, int world) { return p.ldc != 0 ? p.ldc : d_cols(p, world); }
+int64_t d_ld(const GemmProblem& p, int world) { return p.ldd != 0 ? p.ldd : d_cols(p, world); }
+bool packed_output(const GemmProblem& p, int world) {
+  return c_ld(p, world) == d_cols(p, world) && d_ld(p, world) == d_cols(p, world);
 }
 bool packed_operands(const GemmProblem& p, int world) {
   const int64_t b_row = p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
@@ -168,10 +174,14 @@ Status validate_layouts(const GemmProblem& p, int world) {
   if (p.a_layout == ALayout::kKM && p.dtype == DType::kE4M3)
     return unsupported("a_layout=km with dtype e4m3: FP8 matmuls take A as [M, K] row-major; expected a_layout=mk");
   const int64_t es = static_cast<int64_t>(dtype_size(p.dtype));
-  struct Stride { const char* name; int64_t ld, row; const char* row_is; };
+  struct Stride { const char* name; int64_t ld, row; const char* row_is; int64_t es; };
   const bool km = p.a_layout == ALayout::kKM, kn = p.b_layout == BLayout::kKN;
-  const Stride strides[] = {{"lda", p.lda, km ? a_rows(p, world) : p.k, km ? "this rank's rows of A (a_layout=km)" : "K"},
-                            {"ldb", p.ldb, kn ? b_cols(p, world) : p.k, kn ? "this rank's columns of B (b_layout=kn)" : "K"}};
+  const int64_t ds = static_cast<int64_t>(dtype_size(d_dtype(p)));
+  const Stride strides[] = {
+      {"lda", p.lda, km ? a_rows(p, world) : p.k, km ? "this rank's rows of A (a_layout=km)" : "K", es},
+      {"ldb", p.ldb, kn ? b_cols(p, world) : p.k, kn ? "this rank's columns of B (b_layout=kn)" : "K", es},
+      {"ldc", p.ldc, d_cols(p, world), "this rank's columns of C and D", ds},
+      {"ldd", p.ldd, d_cols(p, world), "this rank's columns of D", ds}};
   for (const Stride& s : strides) {
     if (s.ld == 0) continue;
     if (s.ld < 0 || s.ld > kMaxExtent)
@@ -179,9 +189,9 @@ Status validate_layouts(const GemmProblem& p, int world) {
     if (s.ld < s.row)
       return invalid(strfmt("%s=%lld: expected 0 (packed) or at least %lld, %s", s.name, (long long)s.ld,
                             (long long)s.row, s.row_is));
-    if (s.ld * es % 16 != 0)
+    if (s.ld * s.es % 16 != 0)
       return invalid(strfmt("%s=%lld: expected a multiple of %lld elements (rows 16-byte aligned)", s.name,
-                            (long long)s.ld, (long long)(16 / es)));
+                            (long long)s.ld, (long long)(16 / s.es)));
   }
   // A's rows as stored must start 16-byte aligned too where they are packed: as passed, and as
   // ag_gemm sends each rank's block of a [K, M] A (packed, whatever lda says).
@@ -195,6 +205,10 @@ Status validate_layouts(const GemmProblem& p, int world) {
                               "entry; expected L=1",
                               (long long)p.l, std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
                               (long long)p.ldb));
+  if (!packed_output(p, world) && p.l != 1)
+    return unsupported(strfmt("L=%lld with ldc=%lld ldd=%lld: C and D other than packed take one batch entry; "
+                              "expected L=1",
+                              (long long)p.l, (long long)p.ldc, (long long)p.ldd));
   return Status::Ok();
 }
 
@@ -260,7 +274,11 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops, b
     if (a.name[0] == 'C' && a.ptr == ops.d) {
       // In place is safe where each element of C is read before its D is written: ag_gemm's
       // matmul epilogue. gemm_rs and gemm_ar write D (the reduced sum) before they add C.
-      if (p.op == Op::kAgGemm) continue;
+      if (p.op == Op::kAgGemm && plan::c_ld(p, world) == plan::d_ld(p, world)) continue;
+      if (p.op == Op::kAgGemm)
+        return invalid(strfmt("C == D (in place) with ldc=%lld and ldd=%lld: in place, C's rows are D's; expected "
+                              "ldc == ldd",
+                              (long long)plan::c_ld(p, world), (long long)plan::d_ld(p, world)));
       return invalid(strfmt("C == D (in place) with %s: D receives the reduced sum before C is added, so C must be "
                             "a separate buffer (in place is supported for ag_gemm)",
                             std::string(to_string(p.op)).c_str()));
@@ -322,6 +340,10 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
                               "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto",
                               name.c_str(), std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
                               (long long)p.ldb));
+  if (!packed_output(p, topo.world) && impl != Impl::kAuto && impl != Impl::kBaseline)
+    return unsupported(strfmt("impl %s writes D packed (ldc and ldd 0), and this problem has ldc=%lld ldd=%lld; use "
+                              "impl=baseline or auto",
+                              name.c_str(), (long long)p.ldc, (long long)p.ldd));
   if (p.scale_mode == ScaleMode::kRow && impl != Impl::kAuto && impl != Impl::kBaseline)
     return unsupported(strfmt("impl %s does not take scale_mode=row (row-wise e4m3 scales run in the baseline); use "
                               "impl=baseline or auto",

@@ -33,6 +33,11 @@ int64_t d_cols(const GemmProblem& p, int world);
 int64_t a_ld(const GemmProblem& p, int world);
 int64_t b_ld(const GemmProblem& p, int world);
 bool packed_operands(const GemmProblem& p, int world);
+// Likewise C's and D's (GemmProblem::ldc, ldd, or this rank's columns of D), and whether both are
+// packed (what every implementation but the baseline writes).
+int64_t c_ld(const GemmProblem& p, int world);
+int64_t d_ld(const GemmProblem& p, int world);
+bool packed_output(const GemmProblem& p, int world);
 
 // NOTE [shard along N]
 // ag_gemm and gemm_rs along N are ag_gemm and gemm_rs along M of the transposed product,
@@ -47,7 +52,8 @@ GemmProblem transposed(const GemmProblem& p);
 
 // Checks that do not depend on the data pointers: sizes, divisibility, dtype, layout, scalars.
 Status validate_problem(const GemmProblem& p, int world);
-// Its part on a_layout, lda and ldb (also per call: a packed [K, M] A's rows follow the call's M).
+// Its part on a_layout, lda, ldb, ldc and ldd (also per call: a packed [K, M] A's rows follow the
+// call's M).
 Status validate_layouts(const GemmProblem& p, int world);
 
 // Checks of one call's pointers: non-null, 16-byte aligned, D not overlapping A, B or C

@@ -109,7 +109,15 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
     place(b.get(), s.b, packed.get(), kn ? p.k : bc, kn ? bc : p.k, plan::b_ld(p, world), false, p.dtype, stream);
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (packed dies here)
   }
-  if (p.has_c) fill_c(c.get(), p, world, rank, seed, stream);
+  if (p.has_c && plan::c_ld(p, world) == plan::d_cols(p, world)) {
+    fill_c(c.get(), p, world, rank, seed, stream);
+  } else if (p.has_c) {  // the same values as packed, rows ldc apart (L = 1)
+    const int64_t rows = plan::d_rows(p, world), cols = plan::d_cols(p, world);
+    DeviceBuffer packed(bytes_of(rows * cols, d_dtype(p)));
+    fill_c(packed.get(), p, world, rank, seed, stream);
+    place(c.get(), operand_sizes(p, world).c, packed.get(), rows, cols, plan::c_ld(p, world), false, d_dtype(p), stream);
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (packed dies here)
+  }
   if (p.dtype == DType::kE4M3) {
     const OperandSizes n = operand_sizes(p, world);
     const bool row = p.scale_mode == ScaleMode::kRow;
@@ -226,8 +234,21 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
 }
 
 Diff compare_d(const void* d, const DeviceBuffer& expected, const GemmProblem& p, int world, cudaStream_t stream) {
-  const int64_t n = operand_sizes(p, world).d;
-  return compare(d, d_dtype(p), expected.as<float>(), 1, n, n, n, 0, stream);
+  const int64_t ld = plan::d_ld(p, world), cols = plan::d_cols(p, world), rows = plan::d_rows(p, world);
+  if (ld == cols) {
+    const int64_t n = operand_sizes(p, world).d;
+    return compare(d, d_dtype(p), expected.as<float>(), 1, n, n, n, 0, stream);
+  }
+  Diff diff = compare(d, d_dtype(p), expected.as<float>(), rows, cols, ld, cols, 0, stream);  // (L = 1)
+  const int64_t gap = ld - cols;
+  if (rows > 1) {
+    DeviceBuffer zeros(static_cast<size_t>(gap) * sizeof(float));
+    TPGEMM_CUDA_CHECK(cudaMemsetAsync(zeros.get(), 0, zeros.bytes(), stream));
+    const char* first_gap = static_cast<const char*>(d) + cols * static_cast<int64_t>(dtype_size(d_dtype(p)));
+    const Diff g = compare(first_gap, d_dtype(p), zeros.as<float>(), rows - 1, gap, ld, 0, 0, stream);
+    diff.written_outside = (rows - 1) * gap - g.nonfinite;
+  }
+  return diff;
 }
 
 }  // namespace tpgemm::testing

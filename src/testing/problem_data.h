@@ -53,7 +53,8 @@ void fill_c(void* c, const GemmProblem& p, int world, int rank, uint64_t seed, c
 DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed, RefEngine engine, cublasLtHandle_t lt,
                         cudaStream_t stream);
 
-// D against the expectation (synchronises the stream).
+// D against the expectation (synchronises the stream); with a row stride (GemmProblem::ldd),
+// its rows, and the elements between them, which the run was given as poison, must still be.
 Diff compare_d(const void* d, const DeviceBuffer& expected, const GemmProblem& p, int world, cudaStream_t stream);
 
 }  // namespace tpgemm::testing

@@ -1,7 +1,7 @@
 // A stored [K, M] (a_layout=km) and A and B with row strides (lda, ldb): the baseline, and auto
 // (which routes there), give D as the reference of the same values packed, on every op and shard
 // dimension; every other implementation refuses naming the packed layouts it takes; and a gemm_ar
-// plan with a strided A serves calls of fewer rows.
+// plan with a strided A serves calls of fewer rows. Likewise C and D with row strides.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -86,6 +86,61 @@ TEST_P(Layouts, TransposedAAndStridesMatchTheReferenceInTheBaseline) {
                   const auto c = testsupport::check_calls_of_m(team, p, PlanOptions{}, ms, seed += 100);
                   RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(p, PlanOptions{}, c).c_str());
                 }
+            }),
+            0);
+}
+
+// C and D with row strides (ldc, ldd: a slice of a wider tensor), poison between the rows: the
+// baseline and auto give D as the reference and leave what lies between D's rows untouched, on
+// every op and shard dimension, with and without C, in an fp32 D too; every other implementation
+// refuses naming the packed D it writes. An ag_gemm C == D in place needs ldc == ldd.
+TEST_P(Layouts, StridedCAndDMatchTheReferenceInTheBaseline) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 7500;
+              struct Strides { int64_t ldc_extra, ldd_extra; };
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (bool along_n : {false, true})
+                  for (Strides x : {Strides{0, 8}, Strides{24, 0}, Strides{16, 40}})
+                    for (bool with_c : {false, true})
+                      for (DType out : {DType::kBF16, DType::kFP32}) {
+                        if (along_n && op == Op::kGemmAr) continue;
+                        if (!with_c && x.ldd_extra == 0) continue;  // (ldc alone: nothing strided is used)
+                        GemmProblem p;
+                        p.op = op;
+                        p.m = 16 * W;
+                        p.n = along_n ? 24 * W : 136;
+                        p.k = 200;
+                        p.shard_dim = along_n ? ShardDim::kN : ShardDim::kM;
+                        p.out_dtype = out;
+                        const int64_t cols = plan::d_cols(p, W);
+                        p.ldc = x.ldc_extra > 0 ? cols + x.ldc_extra : 0;
+                        p.ldd = x.ldd_extra > 0 ? cols + x.ldd_extra : 0;
+                        if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
+                        for (Impl impl : every_impl()) {
+                          PlanOptions o;
+                          o.impl = impl;
+                          const Status s = Plan::can_implement(team, p, o);
+                          if (impl == Impl::kBaseline || impl == Impl::kAuto) {
+                            const auto c = check_plan(team, p, o, 2, seed += 10, /*graph=*/with_c);
+                            RANK_EXPECT(c.ok && c.ran == Impl::kBaseline, "%s", describe_check(p, o, c).c_str());
+                            continue;
+                          }
+                          RANK_EXPECT(s.code == ErrorCode::kUnsupported && s.message.find("ldd") != std::string::npos,
+                                      "%s impl=%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(),
+                                      s.message.c_str());
+                        }
+                      }
+              // A gemm_ar plan with a strided D serves calls of fewer rows, from one up.
+              GemmProblem ar;
+              ar.op = Op::kGemmAr;
+              ar.m = 64 * W;
+              ar.n = 136;
+              ar.k = 200;
+              ar.ldd = 200;
+              const auto c = testsupport::check_calls_of_m(team, ar, PlanOptions{}, {ar.m, 37, 1, ar.m}, seed += 100);
+              RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(ar, PlanOptions{}, c).c_str());
             }),
             0);
 }

@@ -72,7 +72,8 @@ TEST(Cli, CutlassStyleFlagsBothSpellings) {
   const BenchConfig fp8 = parse({"--dtype=e4m3", "--out-dtype=bf16"});
   EXPECT_EQ(fp8.scale_mode, ScaleMode::kTensor);
   EXPECT_EQ(parse({"--dtype=e4m3", "--out-dtype=bf16", "--scale=row"}).scale_mode, ScaleMode::kRow);
-  const BenchConfig strided = parse({"--a-layout=km", "--lda=16", "--ldb=8"});
+  const BenchConfig strided = parse({"--a-layout=km", "--lda=16", "--ldb=8", "--ldd=24"});
+  EXPECT_EQ(strided.ldd, 24);
   EXPECT_EQ(strided.a_layout, ALayout::kKM);
   EXPECT_EQ(strided.lda, 16);
   EXPECT_EQ(strided.ldb, 8);

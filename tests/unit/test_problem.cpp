@@ -685,6 +685,57 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
 
 // A stored [K, M] and rows with strides: sizes from the first element to the last, strides at
 // least the row and 16-byte aligned, one batch entry, e4m3 only as [M, K], the baseline only.
+// C and D with row strides (ldc, ldd): at least this rank's columns of D, 16-byte rows in D's
+// type, one batch entry; sized from the first element to the last; the baseline's alone; an
+// ag_gemm C == D in place only where the two strides agree.
+TEST(Layouts, StridedCAndDValidateAndSize) {
+  GemmProblem p = ag(64, 48, 40);  // bf16 D; W=2
+  p.op = Op::kGemmRs;              // this rank's D: 32 x 48
+  EXPECT_TRUE(packed_output(p, 2));
+  p.ldd = 48;  // the packed row, given
+  EXPECT_TRUE(packed_output(p, 2));
+  p.ldd = 64;
+  EXPECT_FALSE(packed_output(p, 2));
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  EXPECT_NE(describe(p).find("ldd=64"), std::string::npos) << describe(p);
+  EXPECT_EQ(operand_sizes(p, 2).d, 31 * 64 + 48);
+  p.has_c = true, p.beta = 1.0f, p.ldc = 56;
+  EXPECT_EQ(operand_sizes(p, 2).c, 31 * 56 + 48);
+  p.ldc = 40;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"ldc=40", "at least 48", "columns of C and D"});
+  p.ldc = 52;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"ldc=52", "multiple of 8"});
+  GemmProblem f32 = p;
+  f32.ldc = 52, f32.out_dtype = DType::kFP32;  // 4-float rows are 16 bytes
+  EXPECT_TRUE(validate_problem(f32, 2).ok()) << describe(f32);
+  p.ldc = 0;
+  GemmProblem along_n = p;  // gemm_rs along N: this rank's columns, 48 / 2
+  along_n.shard_dim = ShardDim::kN;
+  along_n.n = 48, along_n.ldd = 24;
+  EXPECT_TRUE(packed_output(along_n, 2));
+  along_n.ldd = 16;
+  expect_error(validate_problem(along_n, 2), ErrorCode::kInvalidArgument, {"ldd=16", "at least 24"});
+  GemmProblem batched = p;
+  batched.l = 2;
+  expect_error(validate_problem(batched, 2), ErrorCode::kUnsupported, {"L=2", "ldd=64", "expected L=1"});
+  GemmProblem huge = p;
+  huge.ldd = int64_t(1) << 40;
+  expect_error(validate_problem(huge, 2), ErrorCode::kInvalidArgument, {"ldd=", "2^31"});
+  const Topology topo{2, true};
+  for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kGemmReduceScatter})
+    expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"writes D packed", "ldd=64", "baseline"});
+  EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
+  EXPECT_EQ(choose(p, topo, {}).impl, Impl::kBaseline);
+  // ag_gemm in place (C == D): one stride for both.
+  alignas(256) static char mem[1 << 20];
+  GemmProblem in_place = ag(64, 48, 40);
+  in_place.has_c = true, in_place.beta = 1.0f, in_place.ldd = 64;
+  Operands o{mem, mem + 65536, mem + 131072, mem + 131072};
+  expect_error(validate_operands(in_place, 2, o), ErrorCode::kInvalidArgument, {"C == D", "ldc=48", "ldd=64"});
+  in_place.ldc = 64;
+  EXPECT_TRUE(validate_operands(in_place, 2, o).ok());
+}
+
 TEST(Layouts, StridesAndTransposedAValidateAndSize) {
   EXPECT_EQ(parse_a_layout("km"), ALayout::kKM);
   EXPECT_FALSE(parse_a_layout("t").has_value());

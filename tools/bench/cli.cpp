@@ -90,6 +90,8 @@ all local GPUs.
   --a-layout=mk|km       A as [M,K] (default) or [K,M] (stored transposed)
   --lda=PAD --ldb=PAD    A's and B's rows PAD elements longer than they are (a slice of a wider
                          tensor; a multiple of 16 bytes; --l=1)
+  --ldd=PAD              D's (and C's) rows PAD elements longer than they are (written into a
+                         slice of a wider tensor; a multiple of 16 bytes in D's type; --l=1)
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
                          columns gathered, D's columns scattered; rows named ag_gemm_n, gemm_rs_n)
   --alpha= --beta=       D = alpha * A B + beta * C (beta != 0 adds a random C)
@@ -171,8 +173,8 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       const auto a = parse_a_layout(value);
       if (!a) throw bad(flag, value, "mk or km");
       c.a_layout = *a;
-    } else if (flag == "--lda" || flag == "--ldb") {
-      (flag == "--lda" ? c.lda : c.ldb) = int_arg(flag, value, 0, int64_t(1) << 20);
+    } else if (flag == "--lda" || flag == "--ldb" || flag == "--ldd") {
+      (flag == "--lda" ? c.lda : flag == "--ldb" ? c.ldb : c.ldd) = int_arg(flag, value, 0, int64_t(1) << 20);
     } else if (flag == "--scale") {
       const auto s = parse_scale_mode(value);
       if (!s) throw bad(flag, value, "tensor or row");

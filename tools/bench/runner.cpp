@@ -245,6 +245,7 @@ class Runner {
     // Strides: the rows as this rank passes them (they follow the shard dimension), padded.
     if (cfg_.lda > 0) p.lda = (p.a_layout == ALayout::kKM ? plan::a_rows(p, t_.world) : p.k) + cfg_.lda;
     if (cfg_.ldb > 0) p.ldb = (p.b_layout == BLayout::kKN ? plan::b_cols(p, t_.world) : p.k) + cfg_.ldb;
+    if (cfg_.ldd > 0) p.ldc = p.ldd = plan::d_cols(p, t_.world) + cfg_.ldd;
     return p;
   }
 
@@ -346,6 +347,7 @@ class Runner {
     if (p.a_layout != ALayout::kMK) base.layout += " A=" + std::string(to_string(p.a_layout));
     if (p.lda != 0) base.layout += strfmt(" lda=%lld", (long long)p.lda);
     if (p.ldb != 0) base.layout += strfmt(" ldb=%lld", (long long)p.ldb);
+    if (p.ldd != 0) base.layout += strfmt(" ldd=%lld", (long long)p.ldd);
     const Status valid = Plan::can_implement(team_, p, {});
     if (!valid.ok()) {
       base.impl = std::string(1, '-');  // (not = "-": g++ 12 -Wrestrict false positive, GCC PR 105651)

@@ -74,8 +74,10 @@ class AgGemmBaseline final : public OpImpl {
     const gemm::LtMatmul& matmul = matmuls_.get(shape(p));
     for (int64_t w = 0; w < (one_matmul_ ? 1 : W); ++w) {
       const char* block = g + w * p.l * shard * es;
-      const int64_t d_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * p.n) * ds;
-      const char* c = o.c ? static_cast<const char*>(o.c) + d_off : nullptr;
+      // Rank w's block of D (and C): its columns along N, its rows along M, rows ldd (ldc) apart.
+      const int64_t d_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * plan::d_ld(p, W)) * ds;
+      const int64_t c_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * plan::c_ld(p, W)) * ds;
+      const char* c = o.c ? static_cast<const char*>(o.c) + c_off : nullptr;
       // The gathered operand's scale for rank w's block (row-wise: the whole vector, one matmul).
       const float* block_scale = row_scales_ ? scales_.as<float>() + w * scale_count
                                  : fp8_      ? scales_.as<float>() + w * kScaleSlot
@@ -113,7 +115,6 @@ class AgGemmBaseline final : public OpImpl {
     if (along_n_) {  // block w: columns [w N/W, (w + 1) N/W) of D; A in place
       s = gemm::packed_shape(p, p.m, one_matmul_ ? p.n : nw);
       s.stride_b = nw * p.k;
-      s.ldc = s.ldd = p.n;
       s.lda = plan::a_ld(p, W);
       s.a_transposed = p.a_layout == ALayout::kKM;
     } else {  // block w: rows [w M/W, (w + 1) M/W) of D; B in place
@@ -122,7 +123,9 @@ class AgGemmBaseline final : public OpImpl {
       s.ldb = plan::b_ld(p, W);
       if (gathered_km_) s.lda = mw, s.a_transposed = true;  // the block as sent: [K, M/W]
     }
-    s.stride_c = s.stride_d = p.m * p.n;
+    s.ldc = plan::c_ld(p, W);
+    s.ldd = plan::d_ld(p, W);
+    s.stride_c = s.stride_d = p.m * p.n;  // (strided C and D: L = 1)
     s.has_c = p.has_c;
     return s;
   }

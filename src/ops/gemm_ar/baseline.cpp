@@ -1,5 +1,6 @@
 // GEMM + AllReduce, no overlap: one cuBLASLt matmul into D, ncclAllReduce in place, and
-// D += beta * C when C is given (C is this rank's own, added after the sum).
+// D += beta * C when C is given (C is this rank's own, added after the sum). NCCL sums packed
+// buffers: a D with a row stride (GemmProblem::ldd) is summed in a staging buffer, then copied.
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
@@ -15,16 +16,29 @@ class GemmArBaseline final : public OpImpl {
  public:
   explicit GemmArBaseline(const ImplContext& ctx) : team_(ctx.team), p_(ctx.problem), matmuls_(team_->lt) {
     workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
+    if (!plan::packed_output(p_, team_->world))
+      staging_ = DeviceBuffer(static_cast<size_t>(p_.m * p_.n) * dtype_size(d_dtype(p_)));  // (strided: L = 1)
     matmuls_.get(shape(p_));
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
     const GemmProblem p = call_problem(p_, o);
-    matmuls_.get(shape(p)).run(o.a, o.b, nullptr, o.d, p.alpha, 0.0f, workspace_.get(), stream, o.a_scale, o.b_scale);
+    void* sum = staging_.get() != nullptr ? staging_.get() : o.d;
+    matmuls_.get(shape(p)).run(o.a, o.b, nullptr, sum, p.alpha, 0.0f, workspace_.get(), stream, o.a_scale, o.b_scale);
     const int64_t count = p.l * p.m * p.n;
     const DType dt = d_dtype(p);  // the partials', summed in it
-    TPGEMM_NCCL_CHECK(ncclAllReduce(o.d, o.d, static_cast<size_t>(count), ops::nccl_type(dt), ncclSum, team_->comm, stream));
-    if (p.has_c && p.beta != 0.0f) ops::add_scaled(o.d, o.c, p.beta, count, dt, team_->num_sms, stream);
+    TPGEMM_NCCL_CHECK(ncclAllReduce(sum, sum, static_cast<size_t>(count), ops::nccl_type(dt), ncclSum, team_->comm, stream));
+    const bool add_c = p.has_c && p.beta != 0.0f;
+    if (staging_.get() == nullptr) {
+      if (add_c) ops::add_scaled(o.d, o.c, p.beta, count, dt, team_->num_sms, stream);
+      return;
+    }
+    const int W = team_->world;
+    const int64_t es = static_cast<int64_t>(dtype_size(dt)), ldd = plan::d_ld(p, W);
+    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(o.d, static_cast<size_t>(ldd * es), sum, static_cast<size_t>(p.n * es),
+                                        static_cast<size_t>(p.n * es), static_cast<size_t>(p.m),
+                                        cudaMemcpyDeviceToDevice, stream));
+    if (add_c) ops::add_scaled_strided(o.d, ldd, o.c, plan::c_ld(p, W), p.beta, p.m, p.n, dt, team_->num_sms, stream);
   }
 
  private:
@@ -39,7 +53,7 @@ class GemmArBaseline final : public OpImpl {
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
-  DeviceBuffer workspace_;
+  DeviceBuffer workspace_, staging_;  // staging_: the packed sum, where D is not
   gemm::LtMatmulCache matmuls_;
 };
 
