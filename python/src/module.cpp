@@ -101,6 +101,11 @@ cudaStream_t stream_of(uintptr_t v) { return reinterpret_cast<cudaStream_t>(v); 
 NB_MODULE(_C, m) {
   using namespace tpgemm;
   m.doc() = "tpgemm's C++ core (tensor-parallel GEMMs over NVLink). Use the tpgemm package, not this module.";
+  // Plans cached by tpgemm's ops and modules live until the interpreter exits, and are left to the
+  // process's end there rather than destroyed: a plan's teardown deregisters symmetric memory
+  // with its team, and at exit neither the order nor the peers' presence is known. nanobind
+  // would report each of them as leaked.
+  nb::set_leak_warnings(false);
 
   m.def("_set_error_classes", [](nb::dict classes) {
     for (auto [key, cls] : classes) {
