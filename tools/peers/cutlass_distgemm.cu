@@ -3,9 +3,12 @@
 // AllGather+GEMM means to beat, on the `ag` lines of a shapes file, in the same device call as
 // tpgemm-bench and with its method: each run between two events per GPU, synchronised, the
 // slowest GPU's time, the median over the runs. One host thread launches the W GPUs in turn, and
-// CUTLASS's first kernel waits for every GPU's launch, so a timed run is held at a gate (a kernel
-// spinning on a host flag) on every GPU until all W are enqueued: otherwise the first GPU's time
-// would hold the others' launches, tens of us that tpgemm's ranks, one process each, do not pay.
+// CUTLASS's first kernel waits for every GPU's launch. A timed run starts at a gate (a kernel
+// spinning on a host flag) on every GPU, so that the W start events fire together; as in CUTLASS's
+// example 65, the host opens the gates before it launches any DistGEMM graph: no graph is ever
+// enqueued behind a kernel that only the host can end (a launch that waits there would hold each
+// gate to its 10 s bound). The first GPU's time then holds the others' graph launches, a few us
+// each. A run that has not ended after kRunLimitS is reported and the process exits.
 //
 // Schedule AllGather1D_TilingCD_RotatingA: A sharded by rows and passed around the ring, B and D
 // sharded by columns. So tpgemm's per-rank M x N x K at W (every rank multiplies M global rows by
@@ -30,12 +33,14 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/shapes.h"
@@ -68,14 +73,43 @@ __host__ __device__ inline float operand_value(int which, int64_t row, int64_t c
   return static_cast<float>(static_cast<int>(h % 64) - 32) / 16.0f;
 }
 
-// Holds a stream until the host sets *go (pinned, mapped memory), or 10 s pass (then the run is
-// timed from there: the host failed between launches, and the waits must still end).
-__global__ void gate(const volatile int* go) {
+// Holds a stream until the host sets *go (pinned, mapped memory), or 10 s pass; then it sets
+// *timed_out, which the host reports (the host failed to open the gate in time).
+__global__ void gate(const volatile int* go, volatile int* timed_out) {
   uint64_t t0, t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   do {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   } while (*go == 0 && t - t0 < 10000000000ull);
+  if (*go == 0) *timed_out = 1;
+}
+
+// Progress on stderr, with seconds since the start, when TPGEMM_DISTGEMM_TRACE is set.
+void trace(const char* what, int a = -1, int b = -1) {
+  static const bool on = std::getenv("TPGEMM_DISTGEMM_TRACE") != nullptr;
+  static const auto t0 = std::chrono::steady_clock::now();
+  if (!on) return;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "[distgemm %8.3f s] %s %d %d\n", s, what, a, b);
+}
+
+// Waits for GPU g's stream: a DistGEMM run that has not ended after kRunLimitS is reported
+// (GPU, stage) and the process exits, instead of hanging in cudaStreamSynchronize.
+constexpr double kRunLimitS = 60;
+void wait_or_exit(int g, cudaStream_t s, const char* stage) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(s);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) CK(e);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > kRunLimitS) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "tpgemm-cutlass-distgemm: GPU %d: %s has not ended after %.0f s (hung)\n", g, stage, kRunLimitS);
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 // rows x cols of operand `which`, row-major with leading dimension `ld`, from global (row0, 0).
@@ -138,6 +172,8 @@ struct DistGemmAt {
     std::vector<typename Dist::Arguments> args(W);
     for (int g = 0; g < W; ++g) {
       CK(cudaSetDevice(g));
+      cudaFuncAttributes loaded{};  // loads the gate now, not on its first launch (NOTE [lazy loading])
+      CK(cudaFuncGetAttributes(&loaded, gate));
       CK(cudaStreamCreateWithFlags(&stream[g], cudaStreamNonBlocking));
       CK(cudaEventCreate(&start[g]));
       CK(cudaEventCreate(&stop[g]));
@@ -165,29 +201,40 @@ struct DistGemmAt {
       CK_CUTLASS(dist[g].initialize(args.data(), workspace.data(), exclusive.data(), g, stream[g], false));
       CK(cudaStreamSynchronize(stream[g]));
     }
-    int* go = nullptr;
-    CK(cudaHostAlloc(&go, sizeof(int), cudaHostAllocPortable | cudaHostAllocMapped));
+    trace("initialized, W m", W, static_cast<int>(m));
+    int* go = nullptr;  // go[0]: the gates' flag; go[1]: set by a gate that timed out
+    CK(cudaHostAlloc(&go, 2 * sizeof(int), cudaHostAllocPortable | cudaHostAllocMapped));
+    volatile int* flags = go;
+    flags[1] = 0;
+    int run_index = 0;
     auto run_all = [&](bool timed) {
-      *reinterpret_cast<volatile int*>(go) = 0;
-      for (int g = 0; g < W; ++g) {
-        CK(cudaSetDevice(g));
-        if (timed) {
-          gate<<<1, 1, 0, stream[g]>>>(go);
+      if (timed) {  // every GPU held at its gate, start events behind it; then opened
+        flags[0] = 0;
+        for (int g = 0; g < W; ++g) {
+          CK(cudaSetDevice(g));
+          gate<<<1, 1, 0, stream[g]>>>(go, go + 1);
           CK(cudaGetLastError());
           CK(cudaEventRecord(start[g], stream[g]));
         }
+        flags[0] = 1;
+      }
+      // The DistGEMM graphs only now, no GPU held by the host (as example 65 does).
+      for (int g = 0; g < W; ++g) {
+        CK(cudaSetDevice(g));
         CK_CUTLASS(dist[g].run(stream[g]));
         if (timed) CK(cudaEventRecord(stop[g], stream[g]));
       }
-      *reinterpret_cast<volatile int*>(go) = 1;
+      trace("run launched, index timed", run_index, timed);
       float slowest = 0;
       for (int g = 0; g < W; ++g) {
         CK(cudaSetDevice(g));
-        CK(cudaStreamSynchronize(stream[g]));
+        wait_or_exit(g, stream[g], timed ? "a timed DistGEMM run" : "the first (checked) DistGEMM run");
         float ms = 0;
         if (timed) CK(cudaEventElapsedTime(&ms, start[g], stop[g]));
         slowest = std::max(slowest, ms);
       }
+      if (flags[1] != 0) throw std::runtime_error("a gate timed out (10 s): the host did not open it in time");
+      trace("run done, index ms*1000", run_index++, static_cast<int>(slowest * 1000));
       return slowest;
     };
     Result r;
@@ -196,6 +243,7 @@ struct DistGemmAt {
       CK(cudaMemsetAsync(d[g], 0xFF, sizeof(T) * d_rows * d_cols, stream[g]));  // NaN in bf16
     }
     run_all(false);
+    trace("first run done");
     std::mt19937_64 rng(12345);
     std::vector<float> a_row(k);
     for (int g = 0; g < W; ++g) {
@@ -244,6 +292,7 @@ int main(int argc, char** argv) {
     else return std::fprintf(stderr, "unknown flag %s\n", flag.c_str()), 2;
     ++i;
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row reaches a log as it is printed
   try {
     int gpus = 0;
     if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
