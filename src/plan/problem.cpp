@@ -73,8 +73,8 @@ int64_t b_ld(const GemmProblem& p, int world) {
 }
 int64_t c_ld(const GemmProblem& p, int world) { return p.ldc != 0 ? p.ldc : d_cols(p, world); }
 int64_t d_ld(const GemmProblem& p, int world) { return p.ldd != 0 ? p.ldd : d_cols(p, world); }
-bool packed_output(const GemmProblem& p, int world) {
-  return c_ld(p, world) == d_cols(p, world) && d_ld(p, world) == d_cols(p, world);
+bool packed_output(const GemmProblem& p, int world) {  // (a stride of a C not given is no stride)
+  return (!p.has_c || c_ld(p, world) == d_cols(p, world)) && d_ld(p, world) == d_cols(p, world);
 }
 bool packed_operands(const GemmProblem& p, int world) {
   const int64_t b_row = p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
@@ -174,14 +174,14 @@ Status validate_layouts(const GemmProblem& p, int world) {
   if (p.a_layout == ALayout::kKM && p.dtype == DType::kE4M3)
     return unsupported("a_layout=km with dtype e4m3: FP8 matmuls take A as [M, K] row-major; expected a_layout=mk");
   const int64_t es = static_cast<int64_t>(dtype_size(p.dtype));
-  struct Stride { const char* name; int64_t ld, row; const char* row_is; int64_t es; };
+  struct Stride { const char* name; int64_t ld, row; const char* row_is; int64_t es; bool of_d; };
   const bool km = p.a_layout == ALayout::kKM, kn = p.b_layout == BLayout::kKN;
   const int64_t ds = static_cast<int64_t>(dtype_size(d_dtype(p)));
   const Stride strides[] = {
-      {"lda", p.lda, km ? a_rows(p, world) : p.k, km ? "this rank's rows of A (a_layout=km)" : "K", es},
-      {"ldb", p.ldb, kn ? b_cols(p, world) : p.k, kn ? "this rank's columns of B (b_layout=kn)" : "K", es},
-      {"ldc", p.ldc, d_cols(p, world), "this rank's columns of C and D", ds},
-      {"ldd", p.ldd, d_cols(p, world), "this rank's columns of D", ds}};
+      {"lda", p.lda, km ? a_rows(p, world) : p.k, km ? "this rank's rows of A (a_layout=km)" : "K", es, false},
+      {"ldb", p.ldb, kn ? b_cols(p, world) : p.k, kn ? "this rank's columns of B (b_layout=kn)" : "K", es, false},
+      {"ldc", p.ldc, d_cols(p, world), "this rank's columns of C and D", ds, true},
+      {"ldd", p.ldd, d_cols(p, world), "this rank's columns of D", ds, true}};
   for (const Stride& s : strides) {
     if (s.ld == 0) continue;
     if (s.ld < 0 || s.ld > kMaxExtent)
@@ -192,6 +192,11 @@ Status validate_layouts(const GemmProblem& p, int world) {
     if (s.ld * s.es % 16 != 0)
       return invalid(strfmt("%s=%lld: expected a multiple of %lld elements (rows 16-byte aligned)", s.name,
                             (long long)s.ld, (long long)(16 / s.es)));
+    // cuBLASLt's FP8 matmul takes rows of C and D in multiples of 16 elements (as it takes N).
+    if (p.dtype == DType::kE4M3 && s.of_d && s.ld % 16 != 0)
+      return unsupported(strfmt("%s=%lld with dtype e4m3: expected a multiple of 16 elements (cuBLASLt's FP8 "
+                                "matmul takes rows of C and D in multiples of 16)",
+                                s.name, (long long)s.ld));
   }
   // A's rows as stored must start 16-byte aligned too where they are packed: as passed, and as
   // ag_gemm sends each rank's block of a [K, M] A (packed, whatever lda says).

@@ -718,6 +718,15 @@ TEST(Layouts, StridedCAndDValidateAndSize) {
   GemmProblem batched = p;
   batched.l = 2;
   expect_error(validate_problem(batched, 2), ErrorCode::kUnsupported, {"L=2", "ldd=64", "expected L=1"});
+  GemmProblem no_c = batched;  // a stride for a C not given is no stride
+  no_c.has_c = false, no_c.beta = 0.0f, no_c.ldc = 56, no_c.ldd = 0;
+  EXPECT_TRUE(packed_output(no_c, 2));
+  EXPECT_TRUE(validate_problem(no_c, 2).ok()) << describe(no_c);
+  GemmProblem fp8 = p;  // cuBLASLt's FP8 matmul: rows of C and D in multiples of 16 elements
+  fp8.dtype = DType::kE4M3, fp8.out_dtype = DType::kBF16, fp8.n = 64, fp8.k = 64, fp8.ldd = 72;
+  expect_error(validate_problem(fp8, 2), ErrorCode::kUnsupported, {"ldd=72", "e4m3", "multiple of 16"});
+  fp8.ldd = 80;
+  EXPECT_TRUE(validate_problem(fp8, 2).ok()) << describe(fp8);
   GemmProblem huge = p;
   huge.ldd = int64_t(1) << 40;
   expect_error(validate_problem(huge, 2), ErrorCode::kInvalidArgument, {"ldd=", "2^31"});

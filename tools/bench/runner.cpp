@@ -245,7 +245,8 @@ class Runner {
     // Strides: the rows as this rank passes them (they follow the shard dimension), padded.
     if (cfg_.lda > 0) p.lda = (p.a_layout == ALayout::kKM ? plan::a_rows(p, t_.world) : p.k) + cfg_.lda;
     if (cfg_.ldb > 0) p.ldb = (p.b_layout == BLayout::kKN ? plan::b_cols(p, t_.world) : p.k) + cfg_.ldb;
-    if (cfg_.ldd > 0) p.ldc = p.ldd = plan::d_cols(p, t_.world) + cfg_.ldd;
+    if (cfg_.ldd > 0) p.ldd = plan::d_cols(p, t_.world) + cfg_.ldd;
+    if (cfg_.ldd > 0 && p.has_c) p.ldc = p.ldd;
     return p;
   }
 
@@ -497,7 +498,9 @@ class Runner {
       else if (gather_a)
         TPGEMM_NCCL_CHECK(ncclAllGather(g.a.get(), a_full.get(), a_shard, type, t_.comm, st));
       else if (p.op == Op::kGemmRs)
-        TPGEMM_NCCL_CHECK(ncclReduceScatter(d_full.get(), g.d.get(), static_cast<size_t>(operand_sizes(p, W).d), type, ncclSum, t_.comm, st));
+        TPGEMM_NCCL_CHECK(ncclReduceScatter(d_full.get(), g.d.get(),
+                                            static_cast<size_t>(p.l * plan::d_rows(p, W) * plan::d_cols(p, W)), type,
+                                            ncclSum, t_.comm, st));
       else
         TPGEMM_NCCL_CHECK(ncclAllReduce(d_full.get(), d_full.get(), static_cast<size_t>(p.l * p.m * p.n), type, ncclSum, t_.comm, st));
     });
