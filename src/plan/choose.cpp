@@ -29,7 +29,9 @@ namespace tpgemm::plan {
 //            picks for D's size (one-shot further than alone), fused's decode kernel at W=2 for
 //            M = 16-64, and at W > 2 between 4 and 16 MB of D the baseline (nothing won reliably).
 // Along N (shard_dim n) the rules of the transposed problem, without fused (NOTE [shard along N]).
-// Unmeasured world sizes (W > 4) follow the W = 4 rules.
+// Unmeasured world sizes (W > 4) follow the W = 4 rules. e4m3 operands take the same rules among
+// the implementations that take them: at W=2, pipelined_ce's e4m3 ag_gemm measured faster than the
+// e4m3 baseline on every shared shape, as did the gemm_rs and gemm_ar picks (docs/perf.md, FP8).
 namespace {
 
 constexpr int64_t kMiB = int64_t(1) << 20;
