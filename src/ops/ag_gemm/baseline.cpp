@@ -102,9 +102,8 @@ class AgGemmBaseline final : public OpImpl {
     const int64_t ld = along_n_ ? plan::b_ld(p, W) : plan::a_ld(p, W);
     const void* x = along_n_ ? o.b : o.a;
     if (ld == row) return x;
-    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(staging_.get(), static_cast<size_t>(row * es), x, static_cast<size_t>(ld * es),
-                                        static_cast<size_t>(row * es), static_cast<size_t>(rows),
-                                        cudaMemcpyDeviceToDevice, stream));
+    ops::copy_batched(staging_.get(), static_cast<size_t>(row * es), x, static_cast<size_t>(ld * es),
+                      static_cast<size_t>(row * es), rows, stream);
     return staging_.get();
   }
 

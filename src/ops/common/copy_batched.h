@@ -11,7 +11,8 @@
 
 namespace tpgemm::ops {
 
-// `width` bytes from src + b * src_pitch to dst + b * dst_pitch, for b < batches.
+// `width` bytes from src + b * src_pitch to dst + b * dst_pitch, for b < batches (batch entries,
+// or the rows of a matrix whose rows are a pitch apart).
 inline void copy_batched(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, int64_t batches,
                          cudaStream_t stream) {
   if (batches == 1)

@@ -4,6 +4,7 @@
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
+#include "ops/common/copy_batched.h"
 #include "ops/common/elementwise.h"
 #include "ops/common/nccl_types.h"
 #include "ops/op_impl.h"
@@ -35,9 +36,8 @@ class GemmArBaseline final : public OpImpl {
     }
     const int W = team_->world;
     const int64_t es = static_cast<int64_t>(dtype_size(dt)), ldd = plan::d_ld(p, W);
-    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(o.d, static_cast<size_t>(ldd * es), sum, static_cast<size_t>(p.n * es),
-                                        static_cast<size_t>(p.n * es), static_cast<size_t>(p.m),
-                                        cudaMemcpyDeviceToDevice, stream));
+    ops::copy_batched(o.d, static_cast<size_t>(ldd * es), sum, static_cast<size_t>(p.n * es),
+                      static_cast<size_t>(p.n * es), p.m, stream);
     if (add_c) ops::add_scaled_strided(o.d, ldd, o.c, plan::c_ld(p, W), p.beta, p.m, p.n, dt, team_->num_sms, stream);
   }
 

@@ -3,6 +3,7 @@
 // with a row stride (GemmProblem::ldd) receives it through a staging buffer and a 2D copy.
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "ops/common/copy_batched.h"
 #include "ops/common/elementwise.h"
 #include "ops/common/nccl_types.h"
 #include "ops/gemm_rs/partial_blocks.h"
@@ -41,9 +42,8 @@ class GemmRsBaseline final : public OpImpl {
     const int W = team_->world;
     const int64_t cols = plan::d_cols(p_, W), rows = count / cols, es = static_cast<int64_t>(dtype_size(dt));
     const int64_t ldd = plan::d_ld(p_, W);
-    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(o.d, static_cast<size_t>(ldd * es), out, static_cast<size_t>(cols * es),
-                                        static_cast<size_t>(cols * es), static_cast<size_t>(rows),
-                                        cudaMemcpyDeviceToDevice, stream));
+    ops::copy_batched(o.d, static_cast<size_t>(ldd * es), out, static_cast<size_t>(cols * es),
+                      static_cast<size_t>(cols * es), rows, stream);
     if (add_c) ops::add_scaled_strided(o.d, ldd, o.c, plan::c_ld(p_, W), p_.beta, rows, cols, dt, team_->num_sms, stream);
   }
 
