@@ -10,7 +10,6 @@ std::string_view to_string(Buf b) {
     case Buf::kUserA: return "A";
     case Buf::kUserC: return "C";
     case Buf::kUserD: return "D";
-    case Buf::kShard: return "shard";
     case Buf::kGathered: return "gathered";
     case Buf::kStage: return "stage";
     case Buf::kRecv: return "recv";
@@ -19,7 +18,7 @@ std::string_view to_string(Buf b) {
   return "?";
 }
 
-bool is_symmetric(Buf b) { return b == Buf::kShard || b == Buf::kRecv || b == Buf::kReduced; }
+bool is_symmetric(Buf b) { return b == Buf::kGathered || b == Buf::kRecv || b == Buf::kReduced; }
 
 BufGeometry buffer_geometry(Buf b, const GemmProblem& p, int world) {
   const bool ag = p.op == Op::kAgGemm, ar = p.op == Op::kGemmAr;
@@ -28,7 +27,6 @@ BufGeometry buffer_geometry(Buf b, const GemmProblem& p, int world) {
     case Buf::kUserA: return {a_rows(p, world), p.k, 1};
     case Buf::kUserC: return {d_rows(p, world), p.n, p.has_c ? 1 : 0};
     case Buf::kUserD: return {d_rows(p, world), p.n, 1};
-    case Buf::kShard: return {ag ? block : 0, p.k, ag ? 1 : 0};
     case Buf::kGathered: return {ag ? p.m : 0, p.k, ag ? 1 : 0};
     case Buf::kStage: return {ag ? 0 : p.m, p.n, ag ? 0 : 1};
     case Buf::kRecv: return {ag ? 0 : block, p.n, ag ? 0 : world};
@@ -164,30 +162,50 @@ void gather_reduced(Builder& b, const GemmProblem& p, int W, int r, Stream st, i
 }
 
 // AllGather + GEMM, rotating A (CUTLASS's AllGather1D_TilingCD_RotatingA; PyTorch async-TP):
-// multiply the own shard straight from the caller's A while the copy engine pulls shard
-// (r + s) mod W directly from its owner, then multiply each shard as it lands.
+// multiply the own shard straight from the caller's A while the copy engine pushes it, chunk by
+// chunk, from the caller's A into every peer's gathered buffer, raising the peer's arrival flag
+// after each chunk; multiply each peer's shard (r + s) mod W as its chunks' flags rise.
+// Pushing from the caller's A, no copy of the shard comes first: a pull needs the shard in
+// symmetric memory, and that local copy, queued beside the first matmul, ran as late as the
+// matmul's end (every transfer behind it exposed).
 Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
-  Builder b(p, W, r, 1);
+  Builder b(p, W, r, chunks);  // one sequence number per chunk of a shard
   const int64_t mw = p.m / W;
   if (W == 1) {
     b.gemm(region(Buf::kUserA, r, 0, 0, mw), region(Buf::kUserD, r, 0, 0, mw), p.has_c, false);
     return b.take();
   }
   b.join(Stream::kCompute, Stream::kCopy);  // the call starts after everything before it on the caller's stream
-  b.barrier();  // 0: every peer has finished pulling my shard of the previous call
-  b.copy(region(Buf::kUserA, r, 0, 0, mw), region(Buf::kShard, r, 0, 0, mw));
-  b.barrier();  // 1: every shard of this call is in place
+  b.barrier();  // 0: every rank has finished multiplying its gathered rows of the previous call
+  const int epoch_bumped = b.record(Stream::kCopy);
+  for (int s = 1; s < W; ++s) {  // rank r - s multiplies r's shard at its step s
+    const int dest = (r + W - s) % W;
+    for (int j = 0; j < chunks; ++j) {
+      const RowBlock c = split_rows(mw, chunks, j);
+      b.copy(region(Buf::kUserA, r, 0, c.begin, c.rows), region(Buf::kGathered, dest, 0, r * mw + c.begin, c.rows));
+      b.signal(dest, Flag::kArrive, j);
+    }
+  }
+  // The flag waits are enqueued before the first matmul, so the first of them holds its SM
+  // before the matmul fills the rest; the compute stream then waits on events only.
+  b.wait_event(Stream::kGather, epoch_bumped);  // the waits read this call's sequence numbers
+  std::vector<int> landed;
+  for (int s = 1; s < W; ++s)
+    for (int j = 0; j < chunks; ++j) {
+      b.wait_signal(Stream::kGather, (r + s) % W, Flag::kArrive, j);
+      landed.push_back(b.record(Stream::kGather));
+    }
   b.gemm(region(Buf::kUserA, r, 0, 0, mw), region(Buf::kUserD, r, 0, r * mw, mw), p.has_c, true);
-  for (int s = 1; s < W; ++s) {
+  for (int s = 1, e = 0; s < W; ++s) {
     const int src = (r + s) % W;
     for (int j = 0; j < chunks; ++j) {
       const RowBlock c = split_rows(mw, chunks, j);
       const int64_t g = src * mw + c.begin;
-      b.copy(region(Buf::kShard, src, 0, c.begin, c.rows), region(Buf::kGathered, r, 0, g, c.rows));
-      b.join(Stream::kCopy, Stream::kCompute);
+      b.wait_event(Stream::kCompute, landed[static_cast<size_t>(e++)]);
       b.gemm(region(Buf::kGathered, r, 0, g, c.rows), region(Buf::kUserD, r, 0, g, c.rows), p.has_c, false);
     }
   }
+  b.join(Stream::kCopy, Stream::kCompute);  // the caller may reuse A once its pushes are done
   return b.take();
 }
 

@@ -32,14 +32,14 @@ namespace tpgemm::plan {
 //   kUserA     the caller's A: ag_gemm [0, M/W) (its shard); gemm_rs / gemm_ar [0, M)
 //   kUserC     the caller's C, rows as kUserD
 //   kUserD     the caller's D: ag_gemm / gemm_ar [0, M); gemm_rs [0, M/W)
-//   kShard     symmetric, [0, M/W) x K: a copy of this rank's A shard that peers pull (ag_gemm)
-//   kGathered  local, [0, M) x K: peers' shards land here at their global rows (ag_gemm)
+//   kGathered  symmetric, [0, M) x K: peers push their shards here, at their global rows (ag_gemm)
 //   kStage     local, [0, M) x N: partial products bound for other ranks (gemm_rs / gemm_ar)
 //   kRecv      symmetric, W slots of [0, maxblock) x N: partials for my rows (slot = source
 //              rank), or in NOTE [partial as C] running sums (slot = the block's owner)
 //   kReduced   symmetric, [0, maxblock) x N: my reduced rows, pulled by peers (gemm_ar)
-enum class Buf : uint8_t { kUserA, kUserC, kUserD, kShard, kGathered, kStage, kRecv, kReduced };
-constexpr int kNumBufs = 8;
+enum class Buf : uint8_t { kUserA, kUserC, kUserD, kGathered, kStage, kRecv, kReduced };
+constexpr int kNumBufs = 7;
+constexpr Buf kFirstOwnBuf = Buf::kGathered;  // the buffers the implementation allocates
 std::string_view to_string(Buf b);
 bool is_symmetric(Buf b);
 

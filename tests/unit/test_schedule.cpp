@@ -230,21 +230,21 @@ std::vector<plan::Schedule> without(const GemmProblem& p, int w, plan::StepKind 
   return out;
 }
 
-TEST(SimulationCanFail, AllGatherWithoutTheReadyBarrierReadsAStaleShard) {
+TEST(SimulationCanFail, AllGatherWithoutTheArrivalWaitReadsAShardNotYetPushed) {
   const GemmProblem p = make(Op::kAgGemm, 8);
   sim::SimOptions o;
-  o.slow_rank = 1;  // rank 1 copies its shard late
-  const std::string err = sim::simulate(p, without(p, 4, plan::StepKind::kBarrier, 1), o);
-  EXPECT_NE(err.find("reads shard@"), std::string::npos) << err;
+  o.slow_rank = 1;  // rank 1 pushes its shard late
+  const std::string err = sim::simulate(p, without(p, 4, plan::StepKind::kWaitSignal, 0), o);
+  EXPECT_NE(err.find("reads gathered@"), std::string::npos) << err;
   EXPECT_NE(err.find("last written in call"), std::string::npos) << err;
 }
 
-TEST(SimulationCanFail, AllGatherWithoutTheReuseBarrierOverwritesAShardStillBeingRead) {
+TEST(SimulationCanFail, AllGatherWithoutTheReuseBarrierOverwritesAGatheredShardStillBeingRead) {
   const GemmProblem p = make(Op::kAgGemm, 8);
   sim::SimOptions o;
-  o.slow_rank = 2;  // rank 2 pulls late, while the others already start the next call
+  o.slow_rank = 2;  // rank 2 multiplies late, while the others already push the next call's shards
   const std::string err = sim::simulate(p, without(p, 4, plan::StepKind::kBarrier, 0), o);
-  EXPECT_FALSE(err.empty());
+  EXPECT_NE(err.find("gathered@"), std::string::npos) << err;
 }
 
 TEST(SimulationCanFail, ReduceScatterWithoutArrivalSignalsDeadlocksAndSaysWhere) {

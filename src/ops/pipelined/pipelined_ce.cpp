@@ -57,7 +57,7 @@ class PipelinedCE final : public OpImpl {
         }
         gather = gather || s.stream == plan::Stream::kGather;
       }
-      for (int b = static_cast<int>(Buf::kShard); b < plan::kNumBufs; ++b)
+      for (int b = static_cast<int>(plan::kFirstOwnBuf); b < plan::kNumBufs; ++b)
         if (used[b] && !(plan::is_symmetric(static_cast<Buf>(b)) && t.world > 1))
           local_[b] = DeviceBuffer(bytes_of(static_cast<Buf>(b)));
       copy_stream_ = Stream::highest_priority();
@@ -66,21 +66,21 @@ class PipelinedCE final : public OpImpl {
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
       for (const Step& s : schedule_.steps)
         if (s.kind == StepKind::kGemm) matmul_for(s);  // plan every matmul now, not in run()
-      if (gathers_scales()) peer_scales_ = DeviceBuffer(static_cast<size_t>(t.world * kScaleSlot) * sizeof(float));
     });
     // Symmetric buffers, in the same order on every rank.
-    for (int b = static_cast<int>(Buf::kShard); b < plan::kNumBufs; ++b)
+    for (int b = static_cast<int>(plan::kFirstOwnBuf); b < plan::kNumBufs; ++b)
       if (used[b] && plan::is_symmetric(static_cast<Buf>(b)) && t.world > 1)
         symmetric_[b] =
             comm::SymmetricBuffer(team_, bytes_of(static_cast<Buf>(b)), std::string(plan::to_string(static_cast<Buf>(b))).c_str());
-    if (gathers_scales()) own_scale_ = comm::SymmetricBuffer(team_, kScaleSlot * sizeof(float), "pipelined e4m3 scale");
+    if (gathers_scales())
+      peer_scales_ = comm::SymmetricBuffer(team_, static_cast<size_t>(t.world * kScaleSlot) * sizeof(float), "pipelined e4m3 scales");
     if (t.world > 1) pad_ = comm::SignalPad(team_, schedule_.num_barriers, plan::kNumFlags, schedule_.rounds, "pipelined flags");
     drop_signals_ = comm::test_drops_signals(t.rank);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
     ops_ = o;
-    pulled_scales_.assign(static_cast<size_t>(team_->world), false);
+    pushed_scales_.assign(static_cast<size_t>(team_->world), false);
     for (const Step& s : schedule_.steps) {
       const cudaStream_t st = s.stream == plan::Stream::kCompute ? stream
                               : s.stream == plan::Stream::kCopy  ? copy_stream_.get()
@@ -136,7 +136,6 @@ class PipelinedCE final : public OpImpl {
   int64_t es(Buf b) const {
     switch (b) {
       case Buf::kUserA:
-      case Buf::kShard:
       case Buf::kGathered: return a_es_;
       case Buf::kUserC:
       case Buf::kUserD:
@@ -159,7 +158,7 @@ class PipelinedCE final : public OpImpl {
     const int64_t mw = p_.m / team_->world, row = p_.k * a_es_, own = team_->rank * mw;
     ops::copy_rows(o.a_gathered, p_.m, own, o.a, mw, 0, mw, row, p_.l, stream);
     if (team_->world == 1) return;
-    const char* g = local_[static_cast<int>(Buf::kGathered)].as<char>();
+    const char* g = static_cast<const char*>(symmetric_[static_cast<int>(Buf::kGathered)].local());
     TPGEMM_ASSERT(g != nullptr);
     ops::copy_rows(o.a_gathered, p_.m, 0, g, p_.m, 0, own, row, p_.l, stream);
     ops::copy_rows(o.a_gathered, p_.m, own + mw, g, p_.m, own + mw, p_.m - own - mw, row, p_.l, stream);
@@ -266,31 +265,28 @@ class PipelinedCE final : public OpImpl {
   // NOTE [gathered scales]
   // ag_gemm with e4m3 A: every rank's shard comes with its own tensor-wise scale, and each chunk
   // matmul needs the scale of the rank whose rows it multiplies. The scale travels like the rows:
-  // copied beside the shard into this rank's symmetric slot before barrier 1 (the copy into
-  // Buf::kShard precedes it on the copy stream), and pulled from the owner's slot just before
-  // the first rows pulled from it, on the same stream, so every matmul that waits for those rows
-  // also sees their scale. Barrier 0 of the next call keeps a slot until every peer has pulled
-  // it. Slots are 16 bytes: cuBLASLt reads a scale only from a 16-byte aligned address.
+  // pushed from the caller's scale into slot r of the peer's symmetric scale table just before
+  // the first rows pushed there, on the same stream, so every matmul that waits for those rows
+  // (their arrival flag follows them) also sees their scale. Barrier 0 of the next call keeps a
+  // slot until its rank has multiplied with it. Slots are 16 bytes: cuBLASLt reads a scale only
+  // from a 16-byte aligned address.
   static constexpr int64_t kScaleSlot = 4;  // floats
   bool gathers_scales() const {
     return p_.op == Op::kAgGemm && p_.dtype == DType::kE4M3 && p_.shard_dim == ShardDim::kM && team_->world > 1;
   }
   const float* a_scale_of(const Region& a) const {
     if (!gathers_scales() || a.buf != Buf::kGathered) return ops_.a_scale;
-    return peer_scales_.as<float>() + a.row0 / (p_.m / team_->world) * kScaleSlot;
+    return static_cast<const float*>(peer_scales_.local()) + a.row0 / (p_.m / team_->world) * kScaleSlot;
   }
-  void move_scale(const Step& s, cudaStream_t st) {
-    if (s.dst.buf == Buf::kShard) {
-      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(own_scale_.local(), ops_.a_scale, sizeof(float), cudaMemcpyDeviceToDevice, st));
-    } else if (s.src.buf == Buf::kShard && !pulled_scales_[static_cast<size_t>(s.src.rank)]) {
-      pulled_scales_[static_cast<size_t>(s.src.rank)] = true;
-      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(peer_scales_.as<float>() + s.src.rank * kScaleSlot, own_scale_.peer(s.src.rank),
-                                        sizeof(float), cudaMemcpyDeviceToDevice, st));
-    }
+  void push_scale(const Step& s, cudaStream_t st) {
+    if (s.dst.buf != Buf::kGathered || pushed_scales_[static_cast<size_t>(s.dst.rank)]) return;
+    pushed_scales_[static_cast<size_t>(s.dst.rank)] = true;
+    float* slot = static_cast<float*>(peer_scales_.peer(s.dst.rank)) + team_->rank * kScaleSlot;
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(slot, ops_.a_scale, sizeof(float), cudaMemcpyDeviceToDevice, st));
   }
 
   void copy(const Step& s, cudaStream_t st) {
-    if (gathers_scales()) move_scale(s, st);
+    if (gathers_scales()) push_scale(s, st);
     const Ptr src = address(s.src), dst = address(s.dst);
     const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols, e = es(s.src.buf);
     TPGEMM_ASSERT(e == es(s.dst.buf));  // rows move between buffers of one kind
@@ -343,10 +339,9 @@ class PipelinedCE final : public OpImpl {
   // Keyed by rows, A's, D's and C's rows per batch entry (-1: no C), and the SMs allowed.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, gemm::LtMatmul> matmuls_;
   Operands ops_{};  // the operands of the call being enqueued
-  // NOTE [gathered scales]: this rank's scale of A for its peers; each rank's, pulled
-  comm::SymmetricBuffer own_scale_;
-  DeviceBuffer peer_scales_;
-  std::vector<bool> pulled_scales_;  // this call's pulls so far, by rank
+  // NOTE [gathered scales]: every rank's scale of A, in slot order; this call's pushes so far, by rank
+  comm::SymmetricBuffer peer_scales_;
+  std::vector<bool> pushed_scales_;
   bool drop_signals_ = false;
 };
 
