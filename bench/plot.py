@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = [os.path.join(HERE, "results/2026-11-23-prologue/final2-h200x2/bench_W2.json"),
+SHARED = [os.path.join(HERE, "results/2026-11-26-push-gather/bench_W2.json"),
           os.path.join(HERE, "results/2026-11-22-fused-ar/final-h200x4/bench_W4.json")]
 RANDOM = [os.path.join(HERE, f"results/2026-11-26-planner-ties/random_W{w}.json") for w in (2, 3, 4)]
 FP8 = [os.path.join(HERE, f"results/2026-11-26-fp8-gather/dtypes_W2_{d}_tensor.json") for d in ("e4m3", "bf16")]
