@@ -27,6 +27,7 @@ const char* to_string(WaitSite s) {
     case WaitSite::kTileGather: return "the sums of a peer's rows to be pushed to it (fused gemm_ar)";
     case WaitSite::kDecodeTile: return "a peer's partial of a tile to be pushed to it (fused gemm_ar, decode)";
     case WaitSite::kDecodeSum: return "the sum of a tile it does not own to be pushed to it (fused gemm_ar, decode, two-shot)";
+    case WaitSite::kRowsPushed: return "a peer's rows of A to be pushed to it (pipelined ag_gemm)";
   }
   return "?";
 }

@@ -186,8 +186,9 @@ Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
       b.signal(dest, Flag::kArrive, j);
     }
   }
-  // The flag waits are enqueued before the first matmul, so the first of them holds its SM
-  // before the matmul fills the rest; the compute stream then waits on events only.
+  // The flag waits run on the gather stream, so that the compute stream waits on events only;
+  // the first matmul leaves SMs free (carveout) for them and for barrier 0 beside it. Later
+  // matmuls take every SM: a wait still pending then starts as soon as one frees.
   b.wait_event(Stream::kGather, epoch_bumped);  // the waits read this call's sequence numbers
   std::vector<int> landed;
   for (int s = 1; s < W; ++s)

@@ -6,7 +6,8 @@
 // and reduction kernels), kCopy (a high-priority side stream; copy-engine transfers over
 // NVLink, flag writes, small synchronisation kernels) and kGather (a second such stream: for
 // gemm_ar's all-gather, so that pulling round j's reduced rows never delays round j + 1's
-// pushes; in NOTE [partial as C], for the arrival waits). Steps are listed in host enqueue
+// pushes; for the arrival waits of ag_gemm and of NOTE [partial as C], so that no wait sits
+// behind this rank's own pushes). Steps are listed in host enqueue
 // order. Ordering between the streams of one rank is by events only (record / wait);
 // ordering between ranks is by barriers and by flags in symmetric memory (signal /
 // wait_signal / reduce). Every cross-rank wait is bounded on the GPU.

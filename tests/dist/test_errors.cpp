@@ -232,8 +232,8 @@ TEST(DistErrors, WithoutP2PTheSymmetricPathsRefuseAndTheBaselineRuns) {
   EXPECT_EQ(rc, 0);
 }
 
-// Two ranks, rank 1 silent (test hook TPGEMM_TEST_DROP_SIGNALS_RANK: it raises no flag and
-// stores nothing into its peer). `call(team, stream)` builds and runs one plan and leaves it
+// Two ranks, rank 1 silent (test hook TPGEMM_TEST_DROP_SIGNALS_RANK: it joins no barrier and
+// raises no flag; what it pushes, its peer never waits for). `call(team, stream)` builds and runs one plan and leaves it
 // (and its operands) alive: a rank exits without destroying anything of a failed team. Rank 0's
 // bounded waits must end in Error(Timeout) naming rank 1, within the configured time, and
 // nothing hangs.

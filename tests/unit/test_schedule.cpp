@@ -242,9 +242,12 @@ TEST(SimulationCanFail, AllGatherWithoutTheArrivalWaitReadsAShardNotYetPushed) {
 TEST(SimulationCanFail, AllGatherWithoutTheReuseBarrierOverwritesAGatheredShardStillBeingRead) {
   const GemmProblem p = make(Op::kAgGemm, 8);
   sim::SimOptions o;
-  o.slow_rank = 2;  // rank 2 multiplies late, while the others already push the next call's shards
-  const std::string err = sim::simulate(p, without(p, 4, plan::StepKind::kBarrier, 0), o);
-  EXPECT_NE(err.find("gathered@"), std::string::npos) << err;
+  o.slow_matmul_rank = 2;  // rank 2 multiplies late, while the others already push the next call's shards
+  o.barrier0_waits = false;
+  std::vector<plan::Schedule> s;
+  for (int r = 0; r < 4; ++r) s.push_back(plan::build_pipelined(p, 4, r, 1));
+  const std::string err = sim::simulate(p, s, o);
+  EXPECT_NE(err.find("overwrites gathered@2"), std::string::npos) << err;
 }
 
 TEST(SimulationCanFail, ReduceScatterWithoutArrivalSignalsDeadlocksAndSaysWhere) {

@@ -23,6 +23,7 @@ enum class WaitSite : int32_t {
   kTileGather,          // fused gemm_ar: a peer has pushed me the sums of its rows (data as flag)
   kDecodeTile,          // fused gemm_ar, decode path: a peer has pushed me its partial of a tile (data as flag)
   kDecodeSum,           // fused gemm_ar, decode path, two-shot: a tile's owner has pushed me its sum (data as flag)
+  kRowsPushed,          // pipelined ag_gemm: a peer has pushed a chunk of its A rows into my gathered buffer (index = chunk)
 };
 const char* to_string(WaitSite s);
 

@@ -109,7 +109,10 @@ class PipelinedCE final : public OpImpl {
         case StepKind::kSignal: pad_.signal(static_cast<int>(s.flag), s.peer, s.round, st); break;
         case StepKind::kWaitSignal:
           pad_.wait(static_cast<int>(s.flag), s.peer, s.round,
-                    s.flag == plan::Flag::kReady ? comm::WaitSite::kReadyFlag : comm::WaitSite::kArriveFlag, st);
+                    s.flag == plan::Flag::kReady ? comm::WaitSite::kReadyFlag
+                    : p_.op == Op::kAgGemm       ? comm::WaitSite::kRowsPushed
+                                                 : comm::WaitSite::kArriveFlag,
+                    st);
           break;
         case StepKind::kReduce: reduce(s, st); break;
         case StepKind::kAddC:  // (gemm_ar only: always along M)

@@ -193,6 +193,7 @@ class Sim {
         const uint64_t v = me.epoch;
         for (int q = 0; q < W_; ++q)
           if (q != r) ranks_[q].barrier_flags[static_cast<size_t>(s.index * W_ + r)] = v;
+        if (s.index == 0 && !o_.barrier0_waits) break;
         for (int q = 0; q < W_; ++q)
           if (q != r) wait(lk, [&] { return me.barrier_flags[static_cast<size_t>(s.index * W_ + q)] >= v; }, who);
         break;

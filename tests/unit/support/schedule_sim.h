@@ -26,6 +26,9 @@ struct SimOptions {
   int slow_matmul_rank = -1;
   int slow_matmul_us = 5000;
   int wait_timeout_ms = 5000;  // a wait longer than this is reported as a deadlock
+  // Barrier 0 still bumps the epoch but waits for no peer: what only its waiting protects (reuse
+  // of buffers across calls) is exposed, and the flags of the call still work.
+  bool barrier0_waits = true;
 };
 
 // "" when every call of every rank ran without a hazard and produced the right D; else the
