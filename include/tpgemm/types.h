@@ -8,9 +8,12 @@
 
 namespace tpgemm {
 
-// kFP32 is an output type only (GemmProblem::out_dtype). kE4M3 (FP8, e4m3fn) is an input type
-// only: A and B with one fp32 scale each (Operands::a_scale, b_scale), D in bf16, fp16 or fp32.
-enum class DType : int { kBF16 = 0, kFP16 = 1, kFP32 = 2, kE4M3 = 3 };
+// kFP32 is an output type only (GemmProblem::out_dtype). kE4M3 (FP8, e4m3fn) and kE5M2 (FP8,
+// e5m2: the wider range of gradients) are input types only: A and B with their fp32 scales
+// (Operands::a_scale, b_scale), D in bf16, fp16 or fp32. A and B may differ in FP8 type
+// (GemmProblem::b_dtype), but not both be e5m2: cuBLASLt's FP8 matmul has no e5m2 x e5m2.
+enum class DType : int { kBF16 = 0, kFP16 = 1, kFP32 = 2, kE4M3 = 3, kE5M2 = 4 };
+constexpr bool is_fp8(DType t) { return t == DType::kE4M3 || t == DType::kE5M2; }
 
 // How B is stored (always row-major, packed):
 //   kKN: [K, N], as in D = A @ B.
@@ -41,7 +44,7 @@ enum class Op : int { kAgGemm = 0, kGemmRs = 1, kGemmAr = 2 };
 //       N must be a multiple of 8 x W (each rank's columns, 16-byte rows).
 enum class ShardDim : int { kM = 0, kN = 1 };
 
-// How e4m3 operands are scaled (Operands::a_scale, b_scale, fp32 on the GPU):
+// How FP8 operands are scaled (Operands::a_scale, b_scale, fp32 on the GPU):
 //   kTensor  one value for all of this rank's A, one for all of its B.
 //   kRow     one value per row of this rank's A (its M rows; M/W for ag_gemm along M) and one per
 //            column of D that this rank's B makes (per row of the [N, K] weight: N; N/W for ag_gemm
@@ -100,12 +103,16 @@ struct GemmProblem {
   int64_t n = 0;  // columns of D (this rank's columns for ag_gemm along M; with kN always the global N)
   int64_t k = 0;  // inner dimension this rank multiplies (its shard for gemm_rs / gemm_ar)
   int64_t l = 1;  // batch count
-  DType dtype = DType::kBF16;  // of A and B: bf16, fp16 or e4m3 (e4m3: B as kNK; docs/design.md says where it runs)
-  // Of D and C; unset: dtype (e4m3 needs one: bf16, fp16 or fp32). kFP32 keeps the fp32
+  DType dtype = DType::kBF16;  // of A (and of B where b_dtype is unset): bf16, fp16, e4m3 or e5m2
+                               // (FP8: B as kNK; docs/design.md says where it runs)
+  // Of B; unset: dtype. Only beside an FP8 A, and FP8 itself: an e5m2 gradient times e4m3
+  // weights or activations, and the reverse.
+  std::optional<DType> b_dtype;
+  // Of D and C; unset: dtype (FP8 needs one: bf16, fp16 or fp32). kFP32 keeps the fp32
   // accumulation in D, and the sums of gemm_rs and gemm_ar add fp32 partials (the baseline's; the
   // other implementations write D in dtype). Partial sums are never reduced in FP8.
   std::optional<DType> out_dtype;
-  ScaleMode scale_mode = ScaleMode::kTensor;  // e4m3 only
+  ScaleMode scale_mode = ScaleMode::kTensor;  // FP8 only
   BLayout b_layout = BLayout::kNK;
   ALayout a_layout = ALayout::kMK;
   // Row strides in elements, 0 for packed: lda of A as a_layout stores it (kMK: at least K; kKM: at
@@ -127,6 +134,8 @@ std::string describe(const GemmProblem& p);  // "ag_gemm M=4096 N=8192 K=8192 L=
 
 // The type of D and C: out_dtype where given, else dtype.
 inline DType d_dtype(const GemmProblem& p) { return p.out_dtype.value_or(p.dtype); }
+// The type of B: b_dtype where given, else dtype.
+inline DType b_dtype(const GemmProblem& p) { return p.b_dtype.value_or(p.dtype); }
 
 // Device pointers of one call. `c` is read only when the problem has_c.
 struct Operands {

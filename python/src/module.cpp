@@ -29,9 +29,10 @@ T parsed(std::optional<T> v, const char* arg, const std::string& s, const char* 
 }
 
 DType dtype_arg(const std::string& s) {
-  const DType d = parsed(parse_dtype(s), "dtype", s, "bf16, fp16 or e4m3");
+  const DType d = parsed(parse_dtype(s), "dtype", s, "bf16, fp16, e4m3 or e5m2");
   if (d == DType::kFP32)
-    throw Error(ErrorCode::kInvalidArgument, "dtype='fp32': expected bf16, fp16 or e4m3 (fp32 is an output type: out_dtype)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "dtype='fp32': expected bf16, fp16, e4m3 or e5m2 (fp32 is an output type: out_dtype)");
   return d;
 }
 
@@ -56,7 +57,7 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
                          const std::string& b_layout, float alpha, float beta, bool has_c, const std::string& shard_dim,
                          const std::string& impl, int chunks_per_rank, int comm_sms, bool return_gathered_a,
                          const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
-                         int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd) {
+                         int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype) {
   ProblemArgs a;
   a.p.op = parsed(parse_op(op), "op", op, "ag_gemm, gemm_rs or gemm_ar");
   a.p.m = m;
@@ -65,6 +66,7 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
   a.p.l = l;
   a.p.dtype = dtype_arg(dtype);
   if (!out_dtype.empty()) a.p.out_dtype = parsed(parse_dtype(out_dtype), "out_dtype", out_dtype, "bf16, fp16 or fp32");
+  if (!b_dtype.empty()) a.p.b_dtype = parsed(parse_dtype(b_dtype), "b_dtype", b_dtype, "e4m3 or e5m2");
   a.p.scale_mode = parsed(parse_scale_mode(scale), "scale", scale, "tensor or row");
   a.p.a_layout = parsed(parse_a_layout(a_layout), "a_layout", a_layout, "mk ([M, K]) or km ([K, M])");
   a.p.lda = lda;
@@ -200,10 +202,10 @@ NB_MODULE(_C, m) {
              const std::string& dtype, const std::string& b_layout, float alpha, float beta, bool has_c,
              const std::string& shard_dim, const std::string& impl, int chunks_per_rank, int comm_sms,
              bool return_gathered_a, const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
-             int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd) {
+             int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype) {
             const ProblemArgs a = problem_args(op, m_, n, k, l, dtype, b_layout, alpha, beta, has_c, shard_dim, impl,
                                                chunks_per_rank, comm_sms, return_gathered_a, out_dtype, scale, a_layout,
-                                               lda, ldb, ldc, ldd);
+                                               lda, ldb, ldc, ldd, b_dtype);
             nb::gil_scoped_release release;
             new (self) Plan(team, a.p, a.o);
           },
@@ -212,10 +214,11 @@ NB_MODULE(_C, m) {
           nb::arg("has_c") = false, nb::arg("shard_dim") = "m", nb::arg("impl") = "auto",
           nb::arg("chunks_per_rank") = 0, nb::arg("comm_sms") = -1, nb::arg("return_gathered_a") = false,
           nb::arg("out_dtype") = "", nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0,
-          nb::arg("ldb") = 0, nb::arg("ldc") = 0, nb::arg("ldd") = 0,
+          nb::arg("ldb") = 0, nb::arg("ldc") = 0, nb::arg("ldd") = 0, nb::arg("b_dtype") = "",
           "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `out_dtype`: D's "
-          "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for e4m3; '': dtype). `scale`: "
-          "e4m3's scales, 'tensor' (one per operand) or 'row' (per row of A and per column of D). `a_layout` "
+          "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for FP8; '': dtype). `b_dtype`: "
+          "B's type where it differs from A's ('e4m3' or 'e5m2' beside an FP8 A; '': dtype). `scale`: "
+          "FP8 scales, 'tensor' (one per operand) or 'row' (per row of A and per column of D). `a_layout` "
           "('mk' or 'km': A stored [K, M]), `lda`, `ldb`, `ldc`, `ldd`: row strides in elements (0: packed).")
       .def(
           "run",
@@ -235,7 +238,7 @@ NB_MODULE(_C, m) {
           nb::arg("a"), nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("a_gathered"), nb::arg("stream"),
           nb::arg("m") = 0, nb::arg("a_scale") = 0, nb::arg("b_scale") = 0, nb::call_guard<nb::gil_scoped_release>(),
           "Enqueues the op on `stream` (device addresses as ints; 0 for an absent C or A_gathered); `m`: this "
-          "call's M, at most the plan's (0: the plan's); `a_scale`, `b_scale`: e4m3 A and B's fp32 scales "
+          "call's M, at most the plan's (0: the plan's); `a_scale`, `b_scale`: FP8 A and B's fp32 scales "
           "(16-byte aligned; row-wise: a vector each).")
       .def("prepare", &Plan::prepare, nb::arg("m"), nb::call_guard<nb::gil_scoped_release>(),
            "Collective: makes the implementation the calls of `m` rows run, outside any CUDA-graph capture.")
@@ -253,10 +256,11 @@ NB_MODULE(_C, m) {
           [](const Team& team, const std::string& op, int64_t m_, int64_t n, int64_t k, int64_t l,
              const std::string& dtype, const std::string& b_layout, bool has_c, const std::string& shard_dim,
              const std::string& impl, bool return_gathered_a, const std::string& out_dtype, const std::string& scale,
-             const std::string& a_layout, int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd) {
+             const std::string& a_layout, int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd,
+             const std::string& b_dtype) {
             const ProblemArgs a =
                 problem_args(op, m_, n, k, l, dtype, b_layout, 1.0f, has_c ? 1.0f : 0.0f, has_c, shard_dim, impl, 0,
-                             -1, return_gathered_a, out_dtype, scale, a_layout, lda, ldb, ldc, ldd);
+                             -1, return_gathered_a, out_dtype, scale, a_layout, lda, ldb, ldc, ldd, b_dtype);
             const Status s = Plan::can_implement(team, a.p, a.o);
             return std::make_tuple(std::string(to_string(s.code)), s.message);
           },
@@ -264,7 +268,8 @@ NB_MODULE(_C, m) {
           nb::arg("dtype") = "bf16", nb::arg("b_layout") = "nk", nb::arg("has_c") = false, nb::arg("shard_dim") = "m",
           nb::arg("impl") = "auto", nb::arg("return_gathered_a") = false, nb::arg("out_dtype") = "",
           nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0, nb::arg("ldb") = 0,
-          nb::arg("ldc") = 0, nb::arg("ldd") = 0, "(code, message): would this rank accept the problem? Local; 'Ok' if so.");
+          nb::arg("ldc") = 0, nb::arg("ldd") = 0, nb::arg("b_dtype") = "",
+          "(code, message): would this rank accept the problem? Local; 'Ok' if so.");
 
   nb::class_<AllReducePlan>(m, "AllReducePlan")
       .def(

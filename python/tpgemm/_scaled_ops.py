@@ -20,7 +20,8 @@ from .ops import (TORCH_PATH, _ag_plan_call, _alpha, _c10d, _kept, _layout, _lib
 #
 # torch.ops.symm_mem's fused_all_gather_scaled_matmul and fused_scaled_matmul_reduce_scatter, with
 # their schemas: A and B in FP8 with dequantisation scales, as torch._scaled_mm takes them.
-# tpgemm serves e4m3 operands with tensor-wise scales (one fp32 each, on the GPU) or row-wise ones
+# tpgemm serves FP8 operands (float8_e4m3fn, or float8_e5m2 beside an e4m3 one: cuBLASLt has no
+# e5m2 x e5m2 matmul) with tensor-wise scales (one fp32 each, on the GPU) or row-wise ones
 # (_scales_kind), an out_dtype of bf16, fp16 or fp32, no bias or result scale, B as the transpose
 # of an [N, K] row-major weight;
 # use_fast_accum is a permission tpgemm does not take (it accumulates in full). Everything else
@@ -59,6 +60,11 @@ def _scales_kind(A, B, A_scale, B_scale):
     return None
 
 
+def _b_dtype(A, B):
+    """B's FP8 type for the plan where it differs from A's ('' where they match)."""
+    return "" if B.dtype == A.dtype else T.FP8_DTYPES[B.dtype]
+
+
 def _aligned_scales(*scales):
     """The scales as cuBLASLt reads them: packed, each from a 16-byte aligned address. A tensor of
     its own is (torch aligns storages to 256 bytes); a view at an offset, or strided, is copied. The
@@ -91,8 +97,9 @@ def _why_not_scaled(A, B, A_scale, B_scale, bias, result_scale, out_dtype):
         raise InvalidArgument(f"B is on {where}: expected a tensor on A's device {A.device}")
     if A.device.type != "cuda":
         return f"A is on {A.device}"
-    if A.dtype not in T.FP8_DTYPES or B.dtype != A.dtype:
-        return f"A {A.dtype} and B {B.dtype} (tpgemm's scaled ops take float8_e4m3fn)"
+    if A.dtype not in T.FP8_DTYPES or B.dtype not in T.FP8_DTYPES or A.dtype == B.dtype == torch.float8_e5m2:
+        return (f"A {A.dtype} and B {B.dtype} (tpgemm's scaled ops take float8_e4m3fn, or float8_e5m2 beside "
+                "float8_e4m3fn)")
     if _scales_kind(A, B, A_scale, B_scale) is None:
         return ("scales other than fp32 on A's device, one per operand or row-wise (A's rows x 1 and 1 x N): "
                 f"A_scale {tuple(A_scale.shape)}, B_scale {tuple(B_scale.shape)}")
@@ -149,7 +156,7 @@ def _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, re
         _note_fallback("fused_all_gather_scaled_matmul", why)
         return TORCH_PATH
     return _ag_plan_call(A, Bs[0], group_name, T.FP8_DTYPES[A.dtype], True, out_dtype=T.OUT_DTYPES[out_dtypes[0]],
-                         scale=_scales_kind(A, Bs[0], A_scale, B_scales[0]))
+                         scale=_scales_kind(A, Bs[0], A_scale, B_scales[0]), b_dtype=_b_dtype(A, Bs[0]))
 
 
 def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
@@ -206,7 +213,7 @@ def _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_n
         return TORCH_PATH
     return _rs_plan_call(A, B, out_shape[:-1], f"output_shape {list(output_shape)}", sd == 0, group_name,
                          T.FP8_DTYPES[A.dtype], alpha=alpha, out_dtype=T.OUT_DTYPES[out_dtype],
-                         scale=_scales_kind(A, B, A_scale, B_scale))
+                         scale=_scales_kind(A, B, A_scale, B_scale), b_dtype=_b_dtype(A, B))
 
 
 def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatter_dim_after_maybe_reshape,

@@ -17,7 +17,8 @@ from ._errors import InvalidArgument
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 # The scaled (FP8) ops: their operands' type, and the output types tpgemm writes from it.
-FP8_DTYPES = {torch.float8_e4m3fn: "e4m3"} if hasattr(torch, "float8_e4m3fn") else {}
+FP8_DTYPES = ({torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"} if hasattr(torch, "float8_e4m3fn")
+              else {})
 OUT_DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
@@ -149,7 +150,7 @@ class PlanCall:
 
 
 def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False, out_dtype="",
-         scale="tensor"):
+         scale="tensor", b_dtype=""):
     """The cached Plan for this problem on the group's team, made (collectively) on first use.
 
     A shape (everything but M) gets a plan of its own for each of its first few token counts, so a
@@ -158,7 +159,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     (Operands::m), so their number grows with log M, not with M."""
     e = _entry(group)
     impl = impl_for(op)
-    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype, scale)
+    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype, scale, b_dtype)
     p = e.plans.get(shape + (m,))
     if p is not None:
         return PlanCall(p, m)
@@ -173,7 +174,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     if p is None:
         _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
         p = _C.Plan(e.team, op, top, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim,
-                    impl=impl, return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale)
+                    impl=impl, return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale, b_dtype=b_dtype)
         e.plans[shape + (top,)] = p
         if top == m:
             exact.add(m)
@@ -197,12 +198,13 @@ def allreduce_plan(group, count, dtype):
 
 
 def can_implement(group, op, m, n, k, dtype, b_layout, *, shard_dim="m", return_gathered_a=False, out_dtype="",
-                  scale="tensor"):
+                  scale="tensor", b_dtype=""):
     """(code, message) from the C++ core: 'Ok' when this rank accepts the problem."""
     e = _entry(group)
     impl = _forced_impl.get(op, "auto")
     return _C.Plan.can_implement(e.team, op, m, n, k, dtype=dtype, b_layout=b_layout, shard_dim=shard_dim, impl=impl,
-                                 return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale)
+                                 return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale,
+                                 b_dtype=b_dtype)
 
 
 def team_device(group):

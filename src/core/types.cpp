@@ -23,6 +23,7 @@ std::string_view to_string(DType v) {
     case DType::kFP16: return "fp16";
     case DType::kFP32: return "fp32";
     case DType::kE4M3: return "e4m3";
+    case DType::kE5M2: return "e5m2";
   }
   return "?";
 }
@@ -72,14 +73,16 @@ std::string_view to_string(AllReduceImpl v) {
 }
 
 std::optional<DType> parse_dtype(std::string_view s) {
-  static constexpr std::array<std::pair<std::string_view, DType>, 8> t{{{"bf16", DType::kBF16},
+  static constexpr std::array<std::pair<std::string_view, DType>, 10> t{{{"bf16", DType::kBF16},
                                                                         {"bfloat16", DType::kBF16},
                                                                         {"fp16", DType::kFP16},
                                                                         {"float16", DType::kFP16},
                                                                         {"fp32", DType::kFP32},
                                                                         {"float32", DType::kFP32},
                                                                         {"e4m3", DType::kE4M3},
-                                                                        {"float8_e4m3fn", DType::kE4M3}}};
+                                                                        {"float8_e4m3fn", DType::kE4M3},
+                                                                        {"e5m2", DType::kE5M2},
+                                                                        {"float8_e5m2", DType::kE5M2}}};
   return lookup(t, s);
 }
 
@@ -138,7 +141,7 @@ std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s) {
   return lookup(t, s);
 }
 
-size_t dtype_size(DType v) { return v == DType::kFP32 ? 4 : v == DType::kE4M3 ? 1 : 2; }
+size_t dtype_size(DType v) { return v == DType::kFP32 ? 4 : is_fp8(v) ? 1 : 2; }
 
 std::string describe(const GemmProblem& p) {
   std::string s = strfmt("%s M=%lld N=%lld K=%lld L=%lld %s B=%s", std::string(to_string(p.op)).c_str(),
@@ -146,6 +149,7 @@ std::string describe(const GemmProblem& p) {
                          std::string(to_string(p.dtype)).c_str(), std::string(to_string(p.b_layout)).c_str());
   if (p.alpha != 1.0f || p.beta != 0.0f || p.has_c) s += strfmt(" alpha=%g beta=%g%s", p.alpha, p.beta, p.has_c ? " +C" : "");
   if (p.shard_dim != ShardDim::kM) s += strfmt(" shard=%s", std::string(to_string(p.shard_dim)).c_str());
+  if (b_dtype(p) != p.dtype) s += strfmt(" b=%s", std::string(to_string(b_dtype(p))).c_str());
   if (d_dtype(p) != p.dtype) s += strfmt(" out=%s", std::string(to_string(d_dtype(p))).c_str());
   if (p.scale_mode != ScaleMode::kTensor) s += strfmt(" scale=%s", std::string(to_string(p.scale_mode)).c_str());
   if (p.a_layout != ALayout::kMK) s += strfmt(" A=%s", std::string(to_string(p.a_layout)).c_str());

@@ -13,6 +13,7 @@ cudaDataType_t cuda_type(DType t) {
     case DType::kFP16: return CUDA_R_16F;
     case DType::kFP32: return CUDA_R_32F;
     case DType::kE4M3: return CUDA_R_8F_E4M3;
+    case DType::kE5M2: return CUDA_R_8F_E5M2;
   }
   throw Error(ErrorCode::kUnsupported, strfmt("dtype %d: cuBLASLt has no such type", static_cast<int>(t)));
 }
@@ -50,6 +51,7 @@ MatmulShape packed_shape(int64_t m, int64_t n, int64_t k, int64_t batch, DType d
 
 MatmulShape packed_shape(const GemmProblem& p, int64_t m, int64_t n) {
   MatmulShape s = packed_shape(m, n, p.k, p.l, p.dtype, p.b_layout);
+  s.b_dtype = p.b_dtype;
   s.out_dtype = p.out_dtype;
   s.scale_mode = p.scale_mode;
   return s;
@@ -73,8 +75,9 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(hand
       const int32_t sms = s.sm_count;
       TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
     }
-    const cudaDataType_t in = cuda_type(s.dtype), out = cuda_type(out_type(s));
-    if (s.dtype == DType::kE4M3) {
+    const cudaDataType_t in = cuda_type(s.dtype), in_b = cuda_type(s.b_dtype.value_or(s.dtype)),
+                         out = cuda_type(out_type(s));
+    if (is_fp8(s.dtype)) {
       // cuBLASLt's heuristic offers kernels that apply operand scales only when the descriptor
       // carries scale pointers, and cublasLtMatmul refuses (NOT_SUPPORTED) an algorithm chosen
       // without them. The heuristic never reads the pointers: a placeholder stands in until run()
@@ -87,8 +90,8 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(hand
         TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
       }
     }
-    a_ = s.b_layout == BLayout::kNK ? make_layout(in, s.k, s.n, s.ldb, s.batch, s.stride_b)
-                                    : make_layout(in, s.n, s.k, s.ldb, s.batch, s.stride_b);
+    a_ = s.b_layout == BLayout::kNK ? make_layout(in_b, s.k, s.n, s.ldb, s.batch, s.stride_b)
+                                    : make_layout(in_b, s.n, s.k, s.ldb, s.batch, s.stride_b);
     b_ = s.a_transposed ? make_layout(in, s.m, s.k, s.lda, s.batch, s.stride_a)
                         : make_layout(in, s.k, s.m, s.lda, s.batch, s.stride_a);
     c_ = make_layout(out, s.n, s.m, s.has_c ? s.ldc : s.ldd, s.batch, s.has_c ? s.stride_c : s.stride_d);
@@ -117,9 +120,10 @@ cublasLtMatmulAlgo_t LtMatmul::best_algo(uint32_t alignment) const {
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error(ErrorCode::kUnsupported,
-                strfmt("cuBLASLt has no algorithm for D[%lld x %lld] = A[%lld x %lld] * B (%s, B %s, batch %lld, out %s, "
-                       "%u-byte aligned operands): status %d", (long long)s.m, (long long)s.n, (long long)s.m,
-                       (long long)s.k, std::string(to_string(s.dtype)).c_str(), std::string(to_string(s.b_layout)).c_str(),
+                strfmt("cuBLASLt has no algorithm for D[%lld x %lld] = A[%lld x %lld] * B (%s x %s, B %s, batch %lld, "
+                       "out %s, %u-byte aligned operands): status %d", (long long)s.m, (long long)s.n, (long long)s.m,
+                       (long long)s.k, std::string(to_string(s.dtype)).c_str(),
+                       std::string(to_string(s.b_dtype.value_or(s.dtype))).c_str(), std::string(to_string(s.b_layout)).c_str(),
                        (long long)s.batch, std::string(to_string(out_type(s))).c_str(), alignment, static_cast<int>(st)));
   return result.algo;
 }
@@ -133,9 +137,9 @@ void LtMatmul::set_scales(const float* a_scale, const float* b_scale) const {
 
 void LtMatmul::run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
                    cudaStream_t stream, const float* a_scale, const float* b_scale) const {
-  if (shape_.dtype == DType::kE4M3) {
+  if (is_fp8(shape_.dtype)) {
     if (a_scale == nullptr || b_scale == nullptr)
-      throw Error(ErrorCode::kInvalidArgument, "an e4m3 matmul needs a_scale and b_scale (device pointers to fp32 scales)");
+      throw Error(ErrorCode::kInvalidArgument, "an FP8 matmul needs a_scale and b_scale (device pointers to fp32 scales)");
     set_scales(a_scale, b_scale);
   }
   const float beta_used = shape_.has_c ? beta : 0.0f;

@@ -19,11 +19,12 @@ struct MatmulShape {
   int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;  // row strides in elements
   int64_t batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_d = 0;  // between batch entries, in elements
-  DType dtype = DType::kBF16;  // of A and B: bf16, fp16 or e4m3 (e4m3: B as kNK, scales at run)
+  DType dtype = DType::kBF16;  // of A (and B where b_dtype is unset): bf16, fp16, e4m3 or e5m2 (FP8: B as kNK, scales at run)
+  std::optional<DType> b_dtype;  // of B: unset = dtype (FP8 only: e4m3 or e5m2, not both e5m2)
   BLayout b_layout = BLayout::kNK;
   bool a_transposed = false;  // A stored as [k, m] row-major (lda its row stride)
   std::optional<DType> out_dtype;  // of C and D: unset = dtype (fp32 for the reference checks)
-  ScaleMode scale_mode = ScaleMode::kTensor;  // e4m3: kRow, a scale per row of A and per column of D
+  ScaleMode scale_mode = ScaleMode::kTensor;  // FP8: kRow, a scale per row of A and per column of D
   bool has_c = false;
   int sm_count = 0;  // > 0: ask cuBLASLt to use at most this many SMs (leaves the rest to communication)
   bool operator==(const MatmulShape&) const = default;
@@ -49,7 +50,7 @@ class LtMatmul {
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
 
-  // `workspace` holds kWorkspaceBytes and is not used concurrently by another stream. e4m3
+  // `workspace` holds kWorkspaceBytes and is not used concurrently by another stream. FP8
   // operands take `a_scale` and `b_scale`, 16-byte aligned device pointers: one fp32 each
   // (D = alpha a_scale b_scale A B + beta C), or with ScaleMode::kRow m and n of them
   // (D[i][j] = alpha a_scale[i] b_scale[j] (A B)[i][j] + beta C[i][j]).

@@ -38,13 +38,13 @@ TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cud
   t.d = DeviceBuffer(static_cast<size_t>(n.d) * ds);
   if (gathered_a) t.a_gathered = DeviceBuffer(static_cast<size_t>(p.l * p.m * p.k) * es);
   ops::fill_random(t.a.get(), p.dtype, 1, 1, n.a, 0, 1, 0x7a11, stream);
-  ops::fill_random(t.b.get(), p.dtype, 1, 1, n.b, 0, 1, 0x7a12, stream);
+  ops::fill_random(t.b.get(), b_dtype(p), 1, 1, n.b, 0, 1, 0x7a12, stream);
   if (p.has_c) ops::fill_random(t.c.get(), d_dtype(p), 1, 1, n.c, 0, 1, 0x7a13, stream);
   t.ops = {t.a.get(), t.b.get(), t.c.get(), t.d.get(), t.a_gathered.get(), p.m};
-  // e4m3: unit scales, one vector for both (as long as the longer one; 16-byte aligned, as
+  // FP8: unit scales, one vector for both (as long as the longer one; 16-byte aligned, as
   // cuBLASLt reads them).
   const std::vector<float> unit(static_cast<size_t>(std::max(n.a_scale, n.b_scale)), 1.0f);
-  if (p.dtype == DType::kE4M3) {
+  if (is_fp8(p.dtype)) {
     t.scales = DeviceBuffer(unit.size() * sizeof(float));
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(t.scales.get(), unit.data(), unit.size() * sizeof(float), cudaMemcpyHostToDevice,
                                       stream));

@@ -20,7 +20,7 @@ OperandSizes operand_sizes(const GemmProblem& p, int world) {
   const int64_t dr = plan::d_rows(p, world), dc = plan::d_cols(p, world);
   s.d = p.l * span(dr, dc, plan::d_ld(p, world));
   s.c = p.has_c ? p.l * span(dr, dc, plan::c_ld(p, world)) : 0;
-  if (p.dtype == DType::kE4M3) {
+  if (is_fp8(p.dtype)) {
     const bool row = p.scale_mode == ScaleMode::kRow;
     s.a_scale = row ? plan::a_rows(p, world) : 1;
     s.b_scale = row ? plan::b_cols(p, world) : 1;
@@ -94,33 +94,48 @@ Status validate_problem(const GemmProblem& p, int world) {
   if (world < 1) return invalid(strfmt("world size %d: expected at least 1 rank", world));
   if (p.op != Op::kAgGemm && p.op != Op::kGemmRs && p.op != Op::kGemmAr)
     return unsupported(strfmt("op %d: expected ag_gemm, gemm_rs or gemm_ar", static_cast<int>(p.op)));
-  const bool fp8 = p.dtype == DType::kE4M3;
+  const bool fp8 = is_fp8(p.dtype);
   if (p.dtype != DType::kBF16 && p.dtype != DType::kFP16 && !fp8)
     return unsupported(p.dtype == DType::kFP32
-                           ? std::string("dtype fp32: expected bf16, fp16 or e4m3 for A and B (fp32 is an output "
-                                         "type: out_dtype=fp32)")
-                           : strfmt("dtype %d: expected bf16, fp16 or e4m3", static_cast<int>(p.dtype)));
+                           ? std::string("dtype fp32: expected bf16, fp16, e4m3 or e5m2 for A and B (fp32 is an "
+                                         "output type: out_dtype=fp32)")
+                           : strfmt("dtype %d: expected bf16, fp16, e4m3 or e5m2", static_cast<int>(p.dtype)));
+  const std::string in(to_string(p.dtype));
+  if (p.b_dtype) {
+    const DType b = *p.b_dtype;
+    const std::string b_name = to_string(b) == "?" ? strfmt("%d", static_cast<int>(b)) : std::string(to_string(b));
+    if (!fp8 && b != p.dtype)
+      return unsupported(strfmt("b_dtype %s with dtype %s: B takes A's type unless both are FP8; expected b_dtype %s or "
+                                "unset", b_name.c_str(), in.c_str(), in.c_str()));
+    if (fp8 && !is_fp8(b))
+      return unsupported(strfmt("b_dtype %s with dtype %s: an FP8 A takes an FP8 B; expected b_dtype e4m3 or e5m2",
+                                b_name.c_str(), in.c_str()));
+  }
+  if (p.dtype == DType::kE5M2 && b_dtype(p) == DType::kE5M2)
+    return unsupported("dtype e5m2 with b_dtype e5m2 (or unset): cuBLASLt's FP8 matmul has no e5m2 x e5m2; expected "
+                       "b_dtype=e4m3 (or an e4m3 A)");
   const DType out = d_dtype(p);
   const std::string out_name = to_string(out) == "?" ? strfmt("%d", static_cast<int>(out)) : std::string(to_string(out));
   if (fp8 && out != DType::kBF16 && out != DType::kFP16 && out != DType::kFP32)
-    return unsupported(strfmt("dtype e4m3 with out_dtype %s: expected out_dtype bf16, fp16 or fp32 (D is never FP8; "
+    return unsupported(strfmt("dtype %s with out_dtype %s: expected out_dtype bf16, fp16 or fp32 (D is never FP8; "
                               "set out_dtype)",
-                              p.out_dtype ? out_name.c_str() : "unset"));
+                              in.c_str(), p.out_dtype ? out_name.c_str() : "unset"));
   if (!fp8 && out != p.dtype && out != DType::kFP32) {
-    const std::string in(to_string(p.dtype));
     return unsupported(strfmt("out_dtype %s with dtype %s: expected out_dtype %s (the input type) or fp32",
                               out_name.c_str(), in.c_str(), in.c_str()));
   }
   // cuBLASLt's FP8 matmul takes B as [N, K] ("TN", NOTE [row-major through cuBLASLt]) and rows of
   // A and B of a multiple of 16 elements (and of D: below, with the shard).
   if (fp8 && p.b_layout != BLayout::kNK)
-    return unsupported("dtype e4m3 with b_layout=kn: FP8 matmuls take B as [N, K] row-major; expected b_layout=nk");
+    return unsupported(strfmt("dtype %s with b_layout=kn: FP8 matmuls take B as [N, K] row-major; expected b_layout=nk",
+                              in.c_str()));
   if (fp8 && p.k % 16 != 0)
-    return unsupported(strfmt("K=%lld with dtype e4m3: expected a multiple of 16 (FP8 rows of A and B)", (long long)p.k));
+    return unsupported(strfmt("K=%lld with dtype %s: expected a multiple of 16 (FP8 rows of A and B)", (long long)p.k,
+                              in.c_str()));
   if (p.scale_mode != ScaleMode::kTensor && p.scale_mode != ScaleMode::kRow)
     return unsupported(strfmt("scale_mode %d: expected tensor or row", static_cast<int>(p.scale_mode)));
   if (p.scale_mode == ScaleMode::kRow && !fp8)
-    return invalid(strfmt("scale_mode=row with dtype %s: scales apply to e4m3 operands only; expected scale_mode=tensor",
+    return invalid(strfmt("scale_mode=row with dtype %s: scales apply to FP8 operands only; expected scale_mode=tensor",
                           std::string(to_string(p.dtype)).c_str()));
   if (p.scale_mode == ScaleMode::kRow && p.l != 1)
     return unsupported(strfmt("scale_mode=row with L=%lld: row-wise scales take one batch entry; expected L=1",
@@ -156,9 +171,9 @@ Status validate_problem(const GemmProblem& p, int world) {
   // multiples of 16 elements, each rank's columns where they are split.
   const int64_t n_parts = p.shard_dim == ShardDim::kN ? world : 1;
   if (fp8 && p.n % (16 * n_parts) != 0)
-    return unsupported(strfmt("N=%lld with dtype e4m3%s: expected a multiple of %lld (cuBLASLt's FP8 matmul takes "
+    return unsupported(strfmt("N=%lld with dtype %s%s: expected a multiple of %lld (cuBLASLt's FP8 matmul takes "
                               "rows of D in multiples of 16 elements)",
-                              (long long)p.n, n_parts > 1 ? " and shard_dim=n" : "", (long long)(16 * n_parts)));
+                              (long long)p.n, in.c_str(), n_parts > 1 ? " and shard_dim=n" : "", (long long)(16 * n_parts)));
   if ((p.op == Op::kAgGemm || p.op == Op::kGemmRs) && along_m(p) && p.m % world != 0)
     return invalid(strfmt("M=%lld is not divisible by the world size W=%d: %s splits M evenly across ranks",
                           (long long)p.m, world, std::string(to_string(p.op)).c_str()));
@@ -171,8 +186,9 @@ Status validate_problem(const GemmProblem& p, int world) {
 Status validate_layouts(const GemmProblem& p, int world) {
   if (p.a_layout != ALayout::kMK && p.a_layout != ALayout::kKM)
     return unsupported(strfmt("a_layout %d: expected mk ([M, K] row-major) or km ([K, M])", static_cast<int>(p.a_layout)));
-  if (p.a_layout == ALayout::kKM && p.dtype == DType::kE4M3)
-    return unsupported("a_layout=km with dtype e4m3: FP8 matmuls take A as [M, K] row-major; expected a_layout=mk");
+  if (p.a_layout == ALayout::kKM && is_fp8(p.dtype))
+    return unsupported(strfmt("a_layout=km with dtype %s: FP8 matmuls take A as [M, K] row-major; expected a_layout=mk",
+                              std::string(to_string(p.dtype)).c_str()));
   const int64_t es = static_cast<int64_t>(dtype_size(p.dtype));
   struct Stride { const char* name; int64_t ld, row; const char* row_is; int64_t es; bool of_d; };
   const bool km = p.a_layout == ALayout::kKM, kn = p.b_layout == BLayout::kKN;
@@ -193,10 +209,10 @@ Status validate_layouts(const GemmProblem& p, int world) {
       return invalid(strfmt("%s=%lld: expected a multiple of %lld elements (rows 16-byte aligned)", s.name,
                             (long long)s.ld, (long long)(16 / s.es)));
     // cuBLASLt's FP8 matmul takes rows of C and D in multiples of 16 elements (as it takes N).
-    if (p.dtype == DType::kE4M3 && s.of_d && s.ld % 16 != 0)
-      return unsupported(strfmt("%s=%lld with dtype e4m3: expected a multiple of 16 elements (cuBLASLt's FP8 "
+    if (is_fp8(p.dtype) && s.of_d && s.ld % 16 != 0)
+      return unsupported(strfmt("%s=%lld with dtype %s: expected a multiple of 16 elements (cuBLASLt's FP8 "
                                 "matmul takes rows of C and D in multiples of 16)",
-                                s.name, (long long)s.ld));
+                                s.name, (long long)s.ld, std::string(to_string(p.dtype)).c_str()));
   }
   // A's rows as stored must start 16-byte aligned too where they are packed: as passed, and as
   // ag_gemm sends each rank's block of a [K, M] A (packed, whatever lda says).
@@ -252,16 +268,17 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops, b
       return invalid(strfmt("%s=%p is not 16-byte aligned: tpgemm's kernels and cuBLASLt need 16-byte aligned operands",
                             a.name, a.ptr));
   }
-  if (p.dtype == DType::kE4M3) {
+  if (is_fp8(p.dtype)) {
     struct Scale { const char* name; const float* ptr; int64_t count; };
     for (const Scale& s : {Scale{"a_scale", ops.a_scale, n.a_scale}, Scale{"b_scale", ops.b_scale, n.b_scale}}) {
       const char* name = s.name;
       const float* scale = s.ptr;
       if (scale == nullptr)
         return invalid(p.scale_mode == ScaleMode::kRow
-                           ? strfmt("%s is null: dtype e4m3 with scale_mode=row needs a device pointer to %lld fp32 "
-                                    "scales", name, (long long)s.count)
-                           : strfmt("%s is null: dtype e4m3 needs a device pointer to one fp32 scale per operand", name));
+                           ? strfmt("%s is null: dtype %s with scale_mode=row needs a device pointer to %lld fp32 "
+                                    "scales", name, std::string(to_string(p.dtype)).c_str(), (long long)s.count)
+                           : strfmt("%s is null: dtype %s needs a device pointer to one fp32 scale per operand", name,
+                                    std::string(to_string(p.dtype)).c_str()));
       if (reinterpret_cast<uintptr_t>(scale) % 16 != 0)
         return invalid(strfmt("%s=%p is not 16-byte aligned: cuBLASLt reads FP8 scales from 16-byte aligned "
                               "addresses (a tensor of its own is; a view at an offset may not be)",
@@ -271,7 +288,7 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops, b
                               (long long)args[3].bytes, name, static_cast<const void*>(scale)));
     }
   } else if (ops.a_scale != nullptr || ops.b_scale != nullptr) {
-    return invalid(strfmt("a_scale or b_scale given with dtype %s: scales apply to e4m3 operands only; pass null",
+    return invalid(strfmt("a_scale or b_scale given with dtype %s: scales apply to FP8 operands only; pass null",
                           std::string(to_string(p.dtype)).c_str()));
   }
   for (const Arg& a : {args[0], args[1], args[2]}) {
@@ -331,15 +348,16 @@ Status gathered_a_supported(const GemmProblem& p, Impl impl) {
 Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   const std::string name(to_string(impl)), op(to_string(p.op));
   if (name == "?") return unsupported(strfmt("impl %d: unknown implementation", static_cast<int>(impl)));
-  // The types first, whatever the shape. e4m3 A and B: the implementations whose matmuls are
+  // The types first, whatever the shape. FP8 A and B: the implementations whose matmuls are
   // cuBLASLt's and whose communication moves D (gemm_rs and gemm_ar, along M) take them into a
   // 16-bit D with tensor-wise scales; ag_gemm's gather must carry every rank's scale, which the
   // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise scales follow the
   // rows through the collectives, which only the baseline does. pipelined_ce's ag_gemm along M
   // writes D by matmuls alone, so it takes any output type.
-  if (p.dtype == DType::kE4M3 && !topo.fp8)
-    return unsupported("dtype e4m3 needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU has "
-                       "none; expected bf16 or fp16");
+  if (is_fp8(p.dtype) && !topo.fp8)
+    return unsupported(strfmt("dtype %s needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU "
+                              "has none; expected bf16 or fp16",
+                              std::string(to_string(p.dtype)).c_str()));
   if (!packed_operands(p, topo.world) && impl != Impl::kAuto && impl != Impl::kBaseline)
     return unsupported(strfmt("impl %s takes A and B packed (a_layout=mk, lda and ldb 0), and this problem has "
                               "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto",
@@ -350,27 +368,27 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
                               "impl=baseline or auto",
                               name.c_str(), (long long)p.ldc, (long long)p.ldd));
   if (p.scale_mode == ScaleMode::kRow && impl != Impl::kAuto && impl != Impl::kBaseline)
-    return unsupported(strfmt("impl %s does not take scale_mode=row (row-wise e4m3 scales run in the baseline); use "
+    return unsupported(strfmt("impl %s does not take scale_mode=row (row-wise FP8 scales run in the baseline); use "
                               "impl=baseline or auto",
                               name.c_str()));
   const bool moves_products = impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
                               impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
-  const bool fp8_products = p.dtype == DType::kE4M3 && (p.op == Op::kGemmRs || p.op == Op::kGemmAr) &&
+  const bool fp8_products = is_fp8(p.dtype) && (p.op == Op::kGemmRs || p.op == Op::kGemmAr) &&
                             p.shard_dim == ShardDim::kM && d_dtype(p) != DType::kFP32 && moves_products;
   const bool gathers_a = p.op == Op::kAgGemm && p.shard_dim == ShardDim::kM && impl == Impl::kPipelinedCE;
-  if (p.dtype == DType::kE4M3 && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products && !gathers_a) {
+  if (is_fp8(p.dtype) && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products && !gathers_a) {
     if (!moves_products)
-      return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=e4m3 (e4m3 runs in the baseline, for "
+      return unsupported(strfmt("impl %s takes bf16 or fp16 A and B, and dtype=%s (FP8 runs in the baseline, for "
                                 "ag_gemm along M also in pipelined_ce, and for gemm_rs and gemm_ar along M into a bf16 "
                                 "or fp16 D also in pipelined_ce, gemm_reducescatter, gemm_oneshot and gemm_twoshot); "
                                 "use impl=baseline or auto",
-                                name.c_str()));
+                                name.c_str(), std::string(to_string(p.dtype)).c_str()));
     const std::string why = p.shard_dim != ShardDim::kM ? std::string("shard_dim=n")
                             : p.op == Op::kAgGemm      ? std::string("ag_gemm (its gather must carry every rank's scale)")
                                                        : std::string("out_dtype=fp32");
-    return unsupported(strfmt("impl %s takes dtype=e4m3 only for gemm_rs and gemm_ar along M into a bf16 or fp16 D "
+    return unsupported(strfmt("impl %s takes dtype=%s only for gemm_rs and gemm_ar along M into a bf16 or fp16 D "
                               "(pipelined_ce: ag_gemm along M too), and this is %s; use impl=baseline or auto",
-                              name.c_str(), why.c_str()));
+                              name.c_str(), std::string(to_string(p.dtype)).c_str(), why.c_str()));
   }
   if (d_dtype(p) != p.dtype && impl != Impl::kAuto && impl != Impl::kBaseline && !fp8_products && !gathers_a)
     return unsupported(strfmt("impl %s writes D in the input type (%s), and out_dtype=%s; use impl=baseline or auto",

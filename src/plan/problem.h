@@ -85,7 +85,7 @@ struct Topology {
   // SMs per GPU, as the team's device reports them. The default is an H100 / H200 SXM's, the
   // GPUs the fallback rules (choose.cpp) were measured on.
   int num_sms = 132;
-  // This rank's GPU has FP8 tensor cores (compute capability 8.9 or newer), which e4m3 needs.
+  // This rank's GPU has FP8 tensor cores (compute capability 8.9 or newer), which e4m3 and e5m2 need.
   bool fp8 = true;
 };
 

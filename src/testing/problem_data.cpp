@@ -16,11 +16,11 @@ size_t bytes_of(int64_t count, DType t) { return static_cast<size_t>(count) * dt
 bool gathers_a(const GemmProblem& p) { return p.op == Op::kAgGemm && p.shard_dim == ShardDim::kM; }
 
 float a_scale_of(const GemmProblem& p, int rank, uint64_t seed) {
-  return p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kTensor ? 0.25f * static_cast<float>(1 + (seed + static_cast<uint64_t>(rank)) % 4) : 1.0f;
+  return is_fp8(p.dtype) && p.scale_mode == ScaleMode::kTensor ? 0.25f * static_cast<float>(1 + (seed + static_cast<uint64_t>(rank)) % 4) : 1.0f;
 }
 
 float b_scale_of(const GemmProblem& p, int rank, uint64_t seed) {
-  return p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kTensor ? 0.5f * static_cast<float>(1 + (seed + 2 * static_cast<uint64_t>(rank)) % 3) : 1.0f;
+  return is_fp8(p.dtype) && p.scale_mode == ScaleMode::kTensor ? 0.5f * static_cast<float>(1 + (seed + 2 * static_cast<uint64_t>(rank)) % 3) : 1.0f;
 }
 
 float a_row_scale_of(int rank, int64_t row, uint64_t seed) {
@@ -55,7 +55,7 @@ void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, c
 void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
   const int64_t n = plan::b_cols(p, world);  // along N, ag_gemm's B is this rank's own block of columns
   const int64_t rows = p.b_layout == BLayout::kKN ? p.k : n, cols = p.b_layout == BLayout::kKN ? n : p.k;
-  fill_random(b, p.dtype, p.l, rows, cols, 0, rows, seed_of(seed, kB, rank), stream);
+  fill_random(b, b_dtype(p), p.l, rows, cols, 0, rows, seed_of(seed, kB, rank), stream);
 }
 
 void fill_c(void* c, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
@@ -67,10 +67,10 @@ RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cuda
     : p(problem), world(w), rank(r) {
   const OperandSizes s = operand_sizes(p, world);
   a = DeviceBuffer(bytes_of(s.a, p.dtype));
-  b = DeviceBuffer(bytes_of(s.b, p.dtype));
+  b = DeviceBuffer(bytes_of(s.b, b_dtype(p)));
   c = DeviceBuffer(bytes_of(s.c, d_dtype(p)));
   d = DeviceBuffer(bytes_of(s.d, d_dtype(p)));
-  if (p.dtype == DType::kE4M3) {
+  if (is_fp8(p.dtype)) {
     b_scale_offset = (s.a_scale + kScaleSlot - 1) / kScaleSlot * kScaleSlot;
     scales = DeviceBuffer(static_cast<size_t>(b_scale_offset + s.b_scale) * sizeof(float));
   }
@@ -106,7 +106,7 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
     fill_a(packed.get(), p, world, rank, seed, stream);
     place(a.get(), s.a, packed.get(), ar, p.k, plan::a_ld(p, world), p.a_layout == ALayout::kKM, p.dtype, stream);
     fill_b(packed.get(), p, world, rank, seed, stream);
-    place(b.get(), s.b, packed.get(), kn ? p.k : bc, kn ? bc : p.k, plan::b_ld(p, world), false, p.dtype, stream);
+    place(b.get(), s.b, packed.get(), kn ? p.k : bc, kn ? bc : p.k, plan::b_ld(p, world), false, b_dtype(p), stream);
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (packed dies here)
   }
   if (p.has_c && plan::c_ld(p, world) == plan::d_cols(p, world)) {
@@ -118,7 +118,7 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
     place(c.get(), operand_sizes(p, world).c, packed.get(), rows, cols, plan::c_ld(p, world), false, d_dtype(p), stream);
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (packed dies here)
   }
-  if (p.dtype == DType::kE4M3) {
+  if (is_fp8(p.dtype)) {
     const OperandSizes n = operand_sizes(p, world);
     const bool row = p.scale_mode == ScaleMode::kRow;
     std::vector<float> s(static_cast<size_t>(b_scale_offset + n.b_scale), 0.0f);
@@ -133,7 +133,7 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
 
 Operands RankData::operands() const {
   Operands o{a.get(), b.get(), c.get(), d.get()};
-  if (p.dtype == DType::kE4M3) o.a_scale = scales.as<float>(), o.b_scale = scales.as<float>() + b_scale_offset;
+  if (is_fp8(p.dtype)) o.a_scale = scales.as<float>(), o.b_scale = scales.as<float>() + b_scale_offset;
   return o;
 }
 
@@ -141,28 +141,29 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
                         cudaStream_t stream) {
   DeviceBuffer full(static_cast<size_t>(p.l * p.m * p.n) * sizeof(float));
   TPGEMM_CUDA_CHECK(cudaMemsetAsync(full.get(), 0, full.bytes(), stream));
-  DeviceBuffer a(bytes_of(p.l * p.m * p.k, p.dtype)), b(bytes_of(p.l * p.k * p.n, p.dtype));
+  DeviceBuffer a(bytes_of(p.l * p.m * p.k, p.dtype)), b(bytes_of(p.l * p.k * p.n, b_dtype(p)));
   const bool along_n = p.shard_dim == ShardDim::kN;
   if (gathers_a(p)) {
     // The gathered A is the global matrix: generate it whole. e4m3: each rank's rows carry that
     // rank's scale.
     fill_random(a.get(), p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, 0), stream);
     fill_b(b.get(), p, world, rank, seed, stream);
-    const bool row = p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kRow;
-    if (p.dtype == DType::kE4M3 && !row && engine == RefEngine::kCublasLt && p.l == 1) {
+    const bool row = is_fp8(p.dtype) && p.scale_mode == ScaleMode::kRow;
+    if (is_fp8(p.dtype) && !row && engine == RefEngine::kCublasLt && p.l == 1) {
       // Benchmark shapes: one cuBLASLt matmul per rank's rows (contiguous with one batch entry),
       // each with that rank's scale, instead of the naive kernel's per-row scale.
       const int64_t mw = p.m / world;
       for (int q = 0; q < world; ++q)
         reference_gemm(a.as<char>() + q * mw * p.k * static_cast<int64_t>(dtype_size(p.dtype)), b.get(), nullptr,
                        full.as<float>() + q * mw * p.n, mw, p.n, p.k, 1, p.dtype, p.b_layout,
-                       p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream);
+                       p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream, nullptr,
+                       nullptr, b_dtype(p));
     } else {
       // e4m3: row i of the gathered A carries its rank's scale (row-wise: its own), and row-wise
       // every column of D its B's.
       const int64_t mw = p.m / world;
       DeviceBuffer row_scale, col_scale;
-      if (p.dtype == DType::kE4M3)
+      if (is_fp8(p.dtype))
         row_scale = device_values(p.m, [&](int64_t i) {
           const int q = static_cast<int>(i / mw);
           return row ? a_row_scale_of(q, i % mw, seed) : a_scale_of(p, q, seed);
@@ -170,13 +171,13 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
       if (row) col_scale = device_values(p.n, [&](int64_t j) { return b_col_scale_of(rank, j, seed); }, stream);
       reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout,
                      p.alpha * b_scale_of(p, rank, seed), 0.0f, engine, lt, stream, row_scale.as<float>(),
-                     col_scale.as<float>());
+                     col_scale.as<float>(), b_dtype(p));
       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (the scales die here)
     }
   } else if (p.op == Op::kAgGemm) {
     // Along N: my A times every rank's block of B's columns, each placed at its columns of D.
     const int64_t nw = p.n / world;
-    const bool row = p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kRow;
+    const bool row = is_fp8(p.dtype) && p.scale_mode == ScaleMode::kRow;
     DeviceBuffer block(static_cast<size_t>(p.l * p.m * nw) * sizeof(float));
     DeviceBuffer row_scale;  // row-wise e4m3: my A's rows
     if (row) row_scale = device_values(p.m, [&](int64_t i) { return a_row_scale_of(rank, i, seed); }, stream);
@@ -188,14 +189,14 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
       if (row) col_scale = device_values(nw, [&](int64_t j) { return b_col_scale_of(q, j, seed); }, stream);
       reference_gemm(a.get(), b.get(), nullptr, block.as<float>(), p.m, nw, p.k, p.l, p.dtype, p.b_layout,
                      p.alpha * a_scale_of(p, rank, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream,
-                     row_scale.as<float>(), col_scale.as<float>());
+                     row_scale.as<float>(), col_scale.as<float>(), b_dtype(p));
       TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(full.as<float>() + q * nw, p.n * sizeof(float), block.get(), nw * sizeof(float),
                                           nw * sizeof(float), p.l * p.m, cudaMemcpyDeviceToDevice, stream));
       if (row) TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (col_scale dies here)
     }
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (row_scale dies here)
   } else {
-    const bool row = p.dtype == DType::kE4M3 && p.scale_mode == ScaleMode::kRow;
+    const bool row = is_fp8(p.dtype) && p.scale_mode == ScaleMode::kRow;
     for (int q = 0; q < world; ++q) {
       fill_a(a.get(), p, world, q, seed, stream);
       fill_b(b.get(), p, world, q, seed, stream);
@@ -206,7 +207,7 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
       }
       reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout,
                      p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream,
-                     row_scale.as<float>(), col_scale.as<float>());
+                     row_scale.as<float>(), col_scale.as<float>(), b_dtype(p));
       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (the scales die here)
     }
   }

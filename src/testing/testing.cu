@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/cuda_raii.h"
@@ -24,20 +25,22 @@ template <>
 __device__ __forceinline__ float to_float(float v) { return v; }
 template <>
 __device__ __forceinline__ float to_float(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
+template <>
+__device__ __forceinline__ float to_float(__nv_fp8_e5m2 v) { return static_cast<float>(v); }
 
 __global__ void poison_kernel(uint16_t* p, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) p[i] = 0xFFFF;
 }
 
-template <typename T>
-__global__ void naive_gemm_kernel(const T* a, const T* b, const T* c, float* ref, int64_t m, int64_t n, int64_t k,
+template <typename T, typename TB = T>
+__global__ void naive_gemm_kernel(const T* a, const TB* b, const T* c, float* ref, int64_t m, int64_t n, int64_t k,
                                   bool b_nk, float alpha, float beta, const float* row_scale, const float* col_scale) {
   const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int64_t i = blockIdx.y * int64_t(blockDim.y) + threadIdx.y;
   const int64_t batch = blockIdx.z;
   if (i >= m || j >= n) return;
   const T* ab = a + batch * m * k;
-  const T* bb = b + batch * k * n;
+  const TB* bb = b + batch * k * n;
   float acc = 0.0f;
   for (int64_t kk = 0; kk < k; ++kk) {
     const float bv = to_float(b_nk ? bb[j * k + kk] : bb[kk * n + j]);
@@ -127,13 +130,37 @@ void transpose_into(void* dst, int64_t ld, const void* src, int64_t rows, int64_
   TPGEMM_CHECK_LAUNCH();
 }
 
+namespace {
+
+// The naive kernel over FP8 A and B of either type (an e5m2 gradient times e4m3, and the reverse).
+void naive_fp8(const void* a, DType at, const void* b, DType bt, float* ref, int64_t m, int64_t n, int64_t k, bool nk,
+               float alpha, float beta, const float* row_scale, const float* col_scale, dim3 grid, dim3 block,
+               cudaStream_t stream) {
+  const auto run = [&](auto* ap, auto* bp) {
+    using TA = std::remove_const_t<std::remove_pointer_t<decltype(ap)>>;
+    naive_gemm_kernel<<<grid, block, 0, stream>>>(ap, bp, static_cast<const TA*>(nullptr), ref, m, n, k, nk, alpha, beta,
+                                                  row_scale, col_scale);
+  };
+  const auto* a4 = static_cast<const __nv_fp8_e4m3*>(a);
+  const auto* a5 = static_cast<const __nv_fp8_e5m2*>(a);
+  const auto* b4 = static_cast<const __nv_fp8_e4m3*>(b);
+  const auto* b5 = static_cast<const __nv_fp8_e5m2*>(b);
+  if (at == DType::kE4M3) bt == DType::kE4M3 ? run(a4, b4) : run(a4, b5);
+  else bt == DType::kE4M3 ? run(a5, b4) : run(a5, b5);
+}
+
+}  // namespace
+
 void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
                     DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
-                    cudaStream_t stream, const float* row_scale, const float* col_scale) {
-  if (dtype == DType::kE4M3 && c != nullptr)
-    throw Error(ErrorCode::kInvalidArgument, "reference_gemm: e4m3 A and B take no C here (add it with reference_add)");
-  // cuBLASLt applies both vectors (e4m3, one batch entry: ScaleMode::kRow), else the naive kernel.
-  const bool lt_vectors = row_scale != nullptr && col_scale != nullptr && dtype == DType::kE4M3 && l == 1;
+                    cudaStream_t stream, const float* row_scale, const float* col_scale, std::optional<DType> b_dtype) {
+  const DType bt = b_dtype.value_or(dtype);
+  if (is_fp8(dtype) && c != nullptr)
+    throw Error(ErrorCode::kInvalidArgument, "reference_gemm: FP8 A and B take no C here (add it with reference_add)");
+  if (is_fp8(dtype) != is_fp8(bt) || (!is_fp8(dtype) && bt != dtype))
+    throw Error(ErrorCode::kInvalidArgument, "reference_gemm: B's type differs from A's, and only FP8 types may differ");
+  // cuBLASLt applies both vectors (FP8, one batch entry: ScaleMode::kRow), else the naive kernel.
+  const bool lt_vectors = row_scale != nullptr && col_scale != nullptr && is_fp8(dtype) && l == 1;
   if (engine == RefEngine::kNaive || ((row_scale != nullptr || col_scale != nullptr) && !lt_vectors)) {
     const dim3 block(16, 16), grid(static_cast<unsigned>((n + 15) / 16), static_cast<unsigned>((m + 15) / 16),
                                    static_cast<unsigned>(l));
@@ -142,11 +169,8 @@ void reference_gemm(const void* a, const void* b, const void* c, float* ref, int
       naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b),
                                                     static_cast<const __nv_bfloat16*>(c), ref, m, n, k, nk, alpha, beta,
                                                     row_scale, col_scale);
-    else if (dtype == DType::kE4M3)
-      naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_fp8_e4m3*>(a),
-                                                    static_cast<const __nv_fp8_e4m3*>(b),
-                                                    static_cast<const __nv_fp8_e4m3*>(nullptr), ref, m, n, k, nk,
-                                                    alpha, beta, row_scale, col_scale);
+    else if (is_fp8(dtype))
+      naive_fp8(a, dtype, b, bt, ref, m, n, k, nk, alpha, beta, row_scale, col_scale, grid, block, stream);
     else
       naive_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __half*>(a), static_cast<const __half*>(b),
                                                     static_cast<const __half*>(c), ref, m, n, k, nk, alpha, beta,
@@ -155,13 +179,14 @@ void reference_gemm(const void* a, const void* b, const void* c, float* ref, int
     return;
   }
   gemm::MatmulShape s = gemm::packed_shape(m, n, k, l, dtype, layout);
+  if (bt != dtype) s.b_dtype = bt;
   s.out_dtype = DType::kFP32;
   s.has_c = true;  // accumulate into ref
   if (lt_vectors) s.scale_mode = ScaleMode::kRow;
   const gemm::LtMatmul mm(lt, s);
   DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
-  DeviceBuffer one;  // e4m3 with tensor-wise scales: a unit scale for A and B (the caller's are in alpha)
-  if (dtype == DType::kE4M3 && !lt_vectors) {
+  DeviceBuffer one;  // FP8 with tensor-wise scales: a unit scale for A and B (the caller's are in alpha)
+  if (is_fp8(dtype) && !lt_vectors) {
     const float unit = 1.0f;
     one = DeviceBuffer(sizeof(unit));
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(one.get(), &unit, sizeof(unit), cudaMemcpyHostToDevice, stream));
@@ -213,7 +238,7 @@ Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t 
 
 double default_eps(const GemmProblem& p) {
   const double out = default_eps(d_dtype(p));
-  return p.dtype == DType::kE4M3 ? std::max(out, 2e-3) : out;
+  return is_fp8(p.dtype) ? std::max(out, 2e-3) : out;
 }
 
 double default_eps(DType dtype) {

@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "tpgemm/types.h"
 
@@ -27,18 +28,20 @@ void poison(void* p, int64_t count, DType dtype, cudaStream_t stream);
 void transpose_into(void* dst, int64_t ld, const void* src, int64_t rows, int64_t cols, DType dtype, cudaStream_t stream);
 
 // ref[b][i][j] (fp32, [l][m][n]) += alpha * sum_k A[b][i][k] * B[b] (B as `layout`), plus
-// beta * C[b][i][j] when c is given (in dtype; not for e4m3: add it with reference_add). kNaive
+// beta * C[b][i][j] when c is given (in dtype; not for FP8: add it with reference_add). A is in
+// dtype, B in b_dtype (unset: dtype; they differ only as two FP8 types). kNaive
 // is a plain CUDA kernel (independent of cuBLAS, for small test shapes); kCublasLt uses cuBLASLt
 // with fp32 output (for benchmark shapes). `row_scale` (device, [m], optional) scales row i of
 // every batch entry's product by row_scale[i], `col_scale` ([n]) column j by col_scale[j]: the
-// gathered e4m3 A, each rank's rows with its own scale, and row-wise e4m3 scales (the naive
-// kernel computes them; cuBLASLt where both are given for e4m3 with l = 1, 16-byte aligned: the
+// gathered FP8 A, each rank's rows with its own scale, and row-wise FP8 scales (the naive
+// kernel computes them; cuBLASLt where both are given for FP8 with l = 1, 16-byte aligned: the
 // benchmark's check, through the scale mode the baseline uses too, so the tests, naive, are what
 // proves the orientation of the vectors).
 enum class RefEngine { kNaive, kCublasLt };
 void reference_gemm(const void* a, const void* b, const void* c, float* ref, int64_t m, int64_t n, int64_t k, int64_t l,
                     DType dtype, BLayout layout, float alpha, float beta, RefEngine engine, cublasLtHandle_t lt,
-                    cudaStream_t stream, const float* row_scale = nullptr, const float* col_scale = nullptr);
+                    cudaStream_t stream, const float* row_scale = nullptr, const float* col_scale = nullptr,
+                    std::optional<DType> b_dtype = std::nullopt);
 
 // ref[i] += beta * x[i] for i < count (x in dtype: bf16, fp16 or fp32).
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream);
@@ -59,7 +62,7 @@ Diff compare(const void* out, DType dtype, const float* ref, int64_t l, int64_t 
 // The default tolerance of a check per output type (bf16 and fp16 outputs are rounded to 16
 // bits; fp32 ones only summed in another order).
 double default_eps(DType dtype);
-// The tolerance of a GEMM's D: its output type's, at least 2e-3 for e4m3 operands (the FP8
+// The tolerance of a GEMM's D: its output type's, at least 2e-3 for FP8 operands (the FP8
 // tensor cores accumulate in fewer bits than fp32 between cuBLASLt's promotions).
 double default_eps(const GemmProblem& p);
 

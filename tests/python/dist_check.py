@@ -151,6 +151,24 @@ def check_fp32_output(g, W, r):
         d = ops.fused_scaled_matmul_reduce_scatter(A8r, w8.t(), sa, sb, "sum", 0, 0, g, [m, n], out_dtype=torch.float32)
         e = rel(d, ref.chunk(W, dim=0)[r])
         check(d.dtype == torch.float32 and e < 1e-3, f"rs scaled {m}x{n}x{k}: rel err {e:.2e}")
+    # e5m2 (a gradient's FP8 type) beside e4m3, either way round, tpgemm's path (no fallback).
+    noted = len(tpgemm.ops._noted)
+    m, n, k = 128 * W, 2048, 1024
+    for ta, tb in ((torch.float8_e5m2, torch.float8_e4m3fn), (torch.float8_e4m3fn, torch.float8_e5m2)):
+        A8, w8 = randn(m // W, k).float().to(ta), randn(n, k).float().to(tb)
+        G, (d,) = ops.fused_all_gather_scaled_matmul(A8, [w8.t()], sa, [sb], 0, g, [None], [None], [torch.bfloat16],
+                                                     [False])
+        A_full = gather(A8.float())
+        e = rel(d, (A_full * sa) @ (w8.float() * sb).t())
+        check(G.dtype == ta and e < BF16_TOL, f"ag scaled {ta} x {tb} {m}x{n}x{k}: rel err {e:.2e}")
+        A8r = randn(m, k).float().to(ta)
+        ref = sum(a @ b.t() for a, b in zip(gather(A8r.float()[None] * sa), gather(w8.float()[None] * sb)))
+        d = ops.fused_scaled_matmul_reduce_scatter(A8r, w8.t(), sa, sb, "sum", 0, 0, g, [m, n], out_dtype=torch.bfloat16)
+        e = rel(d, ref.chunk(W, dim=0)[r])
+        check(e < BF16_TOL, f"rs scaled {ta} x {tb} {m}x{n}x{k}: rel err {e:.2e}")
+    check(len(tpgemm.ops._noted) == noted, f"e5m2 scaled ops fell back to torch: {sorted(tpgemm.ops._noted)}")
+    code, msg = tpgemm._C.Plan.can_implement(team, "gemm_rs", 256 * W, 2048, 1024, dtype="e5m2", out_dtype="bf16")
+    check(code == "Unsupported" and "e5m2 x e5m2" in msg, f"e5m2 x e5m2: {code} {msg}")
     # Row-wise scales (torch._scaled_mm's: A's rows x 1, 1 x N), tpgemm's path, each rank its own;
     # the all-gather with a second B, which torch multiplies with the gathered rows' scales.
     noted = len(tpgemm.ops._noted)  # tpgemm's path must run them: no new fallback

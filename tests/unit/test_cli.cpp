@@ -80,6 +80,10 @@ TEST(Cli, CutlassStyleFlagsBothSpellings) {
   EXPECT_EQ(fp8.dtype, DType::kE4M3);
   EXPECT_EQ(fp8.ops.size(), 3u);
   EXPECT_FALSE(fp8.allreduce) << "the default --op=all leaves the all-reduce out for e4m3";
+  const BenchConfig grad = parse({"--dtype=e5m2", "--b-dtype=e4m3", "--out-dtype=bf16"});
+  EXPECT_EQ(grad.dtype, DType::kE5M2);
+  EXPECT_EQ(grad.b_dtype, DType::kE4M3);
+  EXPECT_FALSE(parse({"--dtype=e4m3", "--b-dtype=e4m3", "--out-dtype=bf16"}).b_dtype) << "B's type as A's is no b_dtype";
   EXPECT_EQ(c.b_layout, BLayout::kKN);
   EXPECT_EQ(c.gpus, 2);
   EXPECT_TRUE(c.check);
@@ -120,14 +124,17 @@ TEST(Cli, GemmCoreOnlyWhenNamed) {
 TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--m=0", "--n=8", "--k=8"}, "--m=0: expected an integer");
   expect_rejected({"--m=64"}, "go together");
-  expect_rejected({"--dtype=fp8"}, "--dtype=fp8: expected bf16, fp16 or e4m3");
-  expect_rejected({"--dtype=fp32"}, "--dtype=fp32: expected bf16, fp16 or e4m3");
+  expect_rejected({"--dtype=fp8"}, "--dtype=fp8: expected bf16, fp16, e4m3 or e5m2");
+  expect_rejected({"--dtype=fp32"}, "--dtype=fp32: expected bf16, fp16, e4m3 or e5m2");
+  expect_rejected({"--dtype=e5m2", "--out-dtype=bf16"}, "--dtype=e5m2 needs --b-dtype=e4m3");
+  expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--b-dtype=bf16"}, "--b-dtype=bf16: expected e4m3 or e5m2");
+  expect_rejected({"--b-dtype=e4m3"}, "--b-dtype with --dtype=bf16: B takes another type than A only as FP8");
   expect_rejected({"--dtype=e4m3"}, "--dtype=e4m3 needs --out-dtype");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--op=ag_gemm,allreduce"}, "GEMM ops (ag_gemm");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--b-layout=kn"}, "B as nk");
   expect_rejected({"--scale=block"}, "--scale=block: expected tensor or row");
   expect_rejected({"--a-layout=t"}, "--a-layout=t: expected mk or km");
-  expect_rejected({"--scale=row"}, "e4m3 operands only");
+  expect_rejected({"--scale=row"}, "FP8 operands only");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--scale=row", "--l=2"}, "expected --l=1");
   expect_rejected({"--dtype=bf16", "--out-dtype=fp16"}, "--out-dtype=fp16 with --dtype=bf16: expected bf16 or fp32");
   expect_rejected({"--out-dtype=fp64"}, "--out-dtype=fp64: expected bf16, fp16 or fp32");

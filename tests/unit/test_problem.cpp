@@ -215,7 +215,7 @@ TEST(OutDtype, Fp32DIsTakenWhereMatmulsAloneWriteDAndSizedInFourBytes) {
   expect_error(validate_problem(other, 2), ErrorCode::kUnsupported, {"out_dtype fp16", "dtype bf16", "or fp32"});
   GemmProblem fp32_in = ag(64, 64, 64);
   fp32_in.dtype = DType::kFP32;
-  expect_error(validate_problem(fp32_in, 2), ErrorCode::kUnsupported, {"dtype fp32", "bf16, fp16 or e4m3", "out_dtype=fp32"});
+  expect_error(validate_problem(fp32_in, 2), ErrorCode::kUnsupported, {"dtype fp32", "bf16, fp16, e4m3 or e5m2", "out_dtype=fp32"});
   // D and C are sized in D's type: ag_gemm's D of 64 x 64 is 8 KiB in bf16, 16 KiB in fp32.
   alignas(256) static char mem[1 << 20];
   Operands ok{mem, mem + 65536, nullptr, mem + 131072};
@@ -344,6 +344,52 @@ TEST(Fp8, ValidationNamesWhatIsMissingAndWhichImplementationsTakeIt) {
     }
 }
 
+// e5m2 (the gradient's FP8 type) beside e4m3: B's type of its own only between FP8 types, never
+// e5m2 times e5m2 (cuBLASLt has no such matmul), the same implementations as e4m3, and the type
+// in the problem's description (the tuning cache's key).
+TEST(Fp8, E5m2TakesAnE4m3PartnerAndTheImplementationsOfE4m3) {
+  EXPECT_EQ(parse_dtype("e5m2"), DType::kE5M2);
+  EXPECT_EQ(parse_dtype("float8_e5m2"), DType::kE5M2);
+  EXPECT_EQ(dtype_size(DType::kE5M2), 1u);
+  EXPECT_TRUE(is_fp8(DType::kE5M2) && is_fp8(DType::kE4M3) && !is_fp8(DType::kBF16));
+  GemmProblem p = ag(64, 64, 64);
+  p.dtype = DType::kE5M2;
+  p.out_dtype = DType::kBF16;
+  expect_error(validate_problem(p, 2), ErrorCode::kUnsupported, {"dtype e5m2", "b_dtype e5m2", "expected b_dtype=e4m3"});
+  p.b_dtype = DType::kE4M3;
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  EXPECT_EQ(b_dtype(p), DType::kE4M3);
+  EXPECT_NE(describe(p).find("e5m2"), std::string::npos);
+  EXPECT_NE(describe(p).find("b=e4m3"), std::string::npos) << describe(p);
+  GemmProblem rev = p;
+  rev.dtype = DType::kE4M3;
+  rev.b_dtype = DType::kE5M2;
+  EXPECT_TRUE(validate_problem(rev, 2).ok()) << describe(rev);
+  GemmProblem plain = rev;
+  plain.b_dtype.reset();
+  EXPECT_NE(describe(plain), describe(rev)) << "e4m3 x e4m3 and e4m3 x e5m2 are two problems";
+  GemmProblem mixed = ag(64, 64, 64);
+  mixed.b_dtype = DType::kE4M3;
+  expect_error(validate_problem(mixed, 2), ErrorCode::kUnsupported, {"b_dtype e4m3", "dtype bf16", "expected b_dtype bf16"});
+  GemmProblem wide = p;
+  wide.b_dtype = DType::kBF16;
+  expect_error(validate_problem(wide, 2), ErrorCode::kUnsupported, {"b_dtype bf16", "dtype e5m2", "FP8 B"});
+  const Topology topo{2, true};
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+    GemmProblem q = p, e4 = p;
+    q.op = e4.op = op;
+    e4.dtype = DType::kE4M3;
+    e4.b_dtype.reset();
+    for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmReduceScatter, Impl::kGemmOneShot,
+                      Impl::kGemmTwoShot, Impl::kAllGatherGemm, Impl::kFused, Impl::kAuto})
+      EXPECT_EQ(impl_supported(q, impl, topo).ok(), impl_supported(e4, impl, topo).ok())
+          << describe(q) << " " << to_string(impl);
+  }
+  Topology ampere{2, true};
+  ampere.fp8 = false;
+  expect_error(impl_supported(p, Impl::kBaseline, ampere), ErrorCode::kUnsupported, {"e5m2", "FP8 tensor cores"});
+}
+
 // Row-wise e4m3 scales: a vector per operand sized by this rank's rows of A and columns of B,
 // e4m3 and one batch entry only, the baseline's; the descriptor names the mode.
 TEST(Fp8, RowWiseScalesAreVectorsTheBaselineTakes) {
@@ -353,7 +399,7 @@ TEST(Fp8, RowWiseScalesAreVectorsTheBaselineTakes) {
   EXPECT_FALSE(parse_scale_mode("block").has_value());
   GemmProblem p = ag(64, 64, 64);
   p.scale_mode = ScaleMode::kRow;
-  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"scale_mode=row", "dtype bf16", "e4m3 operands only"});
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"scale_mode=row", "dtype bf16", "FP8 operands only"});
   p.dtype = DType::kE4M3;
   p.out_dtype = DType::kBF16;
   EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);

@@ -79,12 +79,15 @@ all local GPUs.
                          the torch peers are timed; batch: the calls back to back, 5 batches of
                          --iterations, the median batch's mean; graph: the same batches captured in
                          a CUDA graph and replayed (the GPU's time alone, as the planner times)
-  --dtype=bf16|fp16|e4m3 A and B (default bf16); e4m3: the GEMM ops, with --out-dtype, B as nk,
-                         each rank's scales drawn with its data
+  --dtype=bf16|fp16|e4m3|e5m2
+                         A and B (default bf16); FP8 (e4m3, e5m2): the GEMM ops, with
+                         --out-dtype, B as nk, each rank's scales drawn with its data
+  --b-dtype=e4m3|e5m2    B's FP8 type where it differs from A's (an e5m2 gradient times e4m3
+                         weights: --dtype=e5m2 --b-dtype=e4m3); never both e5m2
   --out-dtype=bf16|fp16|fp32
                          D (and C); fp32: the partial sums reduced in fp32 (default: --dtype);
                          implementations that cannot write it are skipped
-  --scale=tensor|row     e4m3 scales: one per operand (default), or one per row of A and per
+  --scale=tensor|row     FP8 scales: one per operand (default), or one per row of A and per
                          column of D (row-wise, --l=1)
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --a-layout=mk|km       A as [M,K] (default) or [K,M] (stored transposed)
@@ -163,8 +166,12 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     else if (flag == "--json") c.json = value;
     else if (flag == "--dtype") {
       const auto d = parse_dtype(value);
-      if (!d || *d == DType::kFP32) throw bad(flag, value, "bf16, fp16 or e4m3");
+      if (!d || *d == DType::kFP32) throw bad(flag, value, "bf16, fp16, e4m3 or e5m2");
       c.dtype = *d;
+    } else if (flag == "--b-dtype") {
+      const auto d = parse_dtype(value);
+      if (!d || !is_fp8(*d)) throw bad(flag, value, "e4m3 or e5m2");
+      c.b_dtype = *d;
     } else if (flag == "--out-dtype") {
       const auto d = parse_dtype(value);
       if (!d) throw bad(flag, value, "bf16, fp16 or fp32");
@@ -218,22 +225,31 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     if (i) c.impls.push_back(*i);
     if (r) c.allreduce_impls.push_back(*r);
   }
-  if (c.dtype == DType::kE4M3) {
-    if (!c.out_dtype || *c.out_dtype == DType::kE4M3)
-      throw Error(ErrorCode::kInvalidArgument, "--dtype=e4m3 needs --out-dtype bf16, fp16 or fp32 (D is never FP8)");
+  const std::string dt(to_string(c.dtype));
+  if (c.b_dtype && !is_fp8(c.dtype))
+    throw Error(ErrorCode::kInvalidArgument, strfmt("--b-dtype with --dtype=%s: B takes another type than A only as FP8; "
+                                                    "expected --dtype e4m3 or e5m2", dt.c_str()));
+  if (c.b_dtype && *c.b_dtype == c.dtype) c.b_dtype.reset();
+  if (c.dtype == DType::kE5M2 && !c.b_dtype)
+    throw Error(ErrorCode::kInvalidArgument, "--dtype=e5m2 needs --b-dtype=e4m3 (cuBLASLt's FP8 matmul has no e5m2 x e5m2)");
+  if (is_fp8(c.dtype)) {
+    if (!c.out_dtype || is_fp8(*c.out_dtype))
+      throw Error(ErrorCode::kInvalidArgument, strfmt("--dtype=%s needs --out-dtype bf16, fp16 or fp32 (D is never FP8)",
+                                                      dt.c_str()));
     if (c.b_layout != BLayout::kNK)
-      throw Error(ErrorCode::kInvalidArgument, "--dtype=e4m3 with --b-layout=kn: FP8 matmuls take B as nk");
-    if (ops == "all") c.allreduce = false;  // (the all-reduce has no e4m3)
+      throw Error(ErrorCode::kInvalidArgument, strfmt("--dtype=%s with --b-layout=kn: FP8 matmuls take B as nk", dt.c_str()));
+    if (ops == "all") c.allreduce = false;  // (the all-reduce has no FP8)
     if (c.allreduce || c.gemm_core)
-      throw Error(ErrorCode::kInvalidArgument, strfmt("--dtype=e4m3 with --op=%s: e4m3 runs the GEMM ops (ag_gemm, "
-                                                      "gemm_rs, gemm_ar) only", ops.c_str()));
+      throw Error(ErrorCode::kInvalidArgument, strfmt("--dtype=%s with --op=%s: FP8 runs the GEMM ops (ag_gemm, "
+                                                      "gemm_rs, gemm_ar) only", dt.c_str(), ops.c_str()));
   }
-  if (c.scale_mode != ScaleMode::kTensor && c.dtype != DType::kE4M3)
-    throw Error(ErrorCode::kInvalidArgument, "--scale=row with --dtype other than e4m3: scales apply to e4m3 operands only");
+  if (c.scale_mode != ScaleMode::kTensor && !is_fp8(c.dtype))
+    throw Error(ErrorCode::kInvalidArgument, "--scale=row with --dtype other than e4m3 or e5m2: scales apply to FP8 "
+                                             "operands only");
   if (c.scale_mode == ScaleMode::kRow && c.l != 1)
     throw Error(ErrorCode::kInvalidArgument, strfmt("--scale=row with --l=%lld: row-wise scales take one batch entry; "
                                                     "expected --l=1", (long long)c.l));
-  if (c.dtype != DType::kE4M3 && c.out_dtype && *c.out_dtype != c.dtype && *c.out_dtype != DType::kFP32)
+  if (!is_fp8(c.dtype) && c.out_dtype && *c.out_dtype != c.dtype && *c.out_dtype != DType::kFP32)
     throw Error(ErrorCode::kInvalidArgument,
                 strfmt("--out-dtype=%s with --dtype=%s: expected %s or fp32", std::string(to_string(*c.out_dtype)).c_str(),
                        std::string(to_string(c.dtype)).c_str(), std::string(to_string(c.dtype)).c_str()));

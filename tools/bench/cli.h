@@ -19,8 +19,9 @@ struct BenchConfig {
   std::vector<Impl> impls;      // GEMM implementations (--impl); empty = every one that applies
   std::vector<AllReduceImpl> allreduce_impls;  // likewise for the all-reduce
   DType dtype = DType::kBF16;
+  std::optional<DType> b_dtype;    // --b-dtype: B's type (GemmProblem::b_dtype); unset: dtype
   std::optional<DType> out_dtype;  // --out-dtype: D's type (GemmProblem::out_dtype); unset: dtype
-  ScaleMode scale_mode = ScaleMode::kTensor;  // --scale: e4m3 scales (GemmProblem::scale_mode)
+  ScaleMode scale_mode = ScaleMode::kTensor;  // --scale: FP8 scales (GemmProblem::scale_mode)
   BLayout b_layout = BLayout::kNK;
   ALayout a_layout = ALayout::kMK;  // --a-layout
   int64_t lda = 0, ldb = 0;         // --lda, --ldb: row strides beyond the row (0: packed)

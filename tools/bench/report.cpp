@@ -126,11 +126,11 @@ std::string to_json(const std::vector<ResultRow>& rows, const std::string& devic
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = rows[i];
     o << strfmt("  {\"op\": \"%s\", \"W\": %d, \"M\": %lld, \"N\": %lld, \"K\": %lld, \"L\": %lld, \"bytes\": %lld, "
-                "\"dtype\": \"%s\", \"out_dtype\": \"%s\", \"scale\": \"%s\", \"layout\": \"%s\", \"impl\": \"%s\", \"ran\": \"%s\", \"chunks\": %d, \"comm_sms\": %d, \"ms\": %.6f, \"call_ms\": %.6f, \"graph_ms\": %.6f, \"tflops_per_gpu\": %.2f, "
+                "\"dtype\": \"%s\", \"b_dtype\": \"%s\", \"out_dtype\": \"%s\", \"scale\": \"%s\", \"layout\": \"%s\", \"impl\": \"%s\", \"ran\": \"%s\", \"chunks\": %d, \"comm_sms\": %d, \"ms\": %.6f, \"call_ms\": %.6f, \"graph_ms\": %.6f, \"tflops_per_gpu\": %.2f, "
                 "\"baseline_ms\": %.6f, \"gemm_only_ms\": %.6f, \"comm_only_ms\": %.6f, \"speedup\": %.4f, "
                 "\"ideal_speedup\": %.4f, \"busbw_gbs\": %.2f, \"rel_err\": %.3e, \"check\": \"%s\", \"note\": \"%s\", "
                 "\"selection\": \"%s\", \"tuning_ms\": %.3f}",
-                r.op.c_str(), r.world, r.m, r.n, r.k, r.l, r.bytes, r.dtype.c_str(), r.out_dtype.c_str(), r.scale.c_str(), r.layout.c_str(), r.impl.c_str(), r.chosen.c_str(), r.chunks,
+                r.op.c_str(), r.world, r.m, r.n, r.k, r.l, r.bytes, r.dtype.c_str(), (r.b_dtype.empty() ? r.dtype : r.b_dtype).c_str(), r.out_dtype.c_str(), r.scale.c_str(), r.layout.c_str(), r.impl.c_str(), r.chosen.c_str(), r.chunks,
                 r.comm_sms, r.ms, r.call_ms, r.graph_ms, r.tflops_per_gpu(), r.baseline_ms, r.gemm_ms, r.comm_ms, r.speedup(), r.ideal_speedup(), r.busbw_gbs(),
                 r.rel_err, r.rel_err < 0 ? "not run" : (r.check_ok ? "pass" : "fail"), esc(r.note).c_str(),
                 esc(r.selection).c_str(), r.tuning_ms)

@@ -11,9 +11,10 @@ struct ResultRow {
   std::string op;      // ag_gemm, gemm_rs, gemm_ar, allreduce, gemm (one GPU's matmul; baseline: cuBLASLt)
   int world = 1;
   long long m = 0, n = 0, k = 0, l = 1, bytes = 0;
-  std::string dtype;
+  std::string dtype;      // of A (and B)
+  std::string b_dtype;    // of B where it differs from A's (FP8; empty elsewhere)
   std::string out_dtype;  // of D (GEMM ops; empty elsewhere)
-  std::string scale;      // e4m3: tensor or row (empty elsewhere)
+  std::string scale;      // FP8: tensor or row (empty elsewhere)
   std::string layout;     // GEMM ops: B's layout, and A's and the strides where not packed ("nk", "kn A=km lda=264")
   std::string impl;    // as asked
   std::string chosen;  // what ran (differs for auto)

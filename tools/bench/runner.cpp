@@ -56,8 +56,10 @@ class Runner {
   int run() {
     const std::vector<ShapeSpec> shapes = selected_shapes();
     const std::vector<ShapeSpec> core_shapes = gemm_core_shapes();
+    const std::string types = std::string(to_string(cfg_.dtype)) +
+                              (cfg_.b_dtype ? " x " + std::string(to_string(*cfg_.b_dtype)) : std::string());
     if (root_) std::printf("tpgemm-bench: %s, %s, %zu shapes%s, %d timed + %d warm-up runs each%s\n", device_.c_str(),
-                           std::string(to_string(cfg_.dtype)).c_str(), shapes.size() + core_shapes.size(),
+                           types.c_str(), shapes.size() + core_shapes.size(),
                            cfg_.random > 0 ? strfmt(" drawn with --seed=%llu", (unsigned long long)seed_).c_str() : "",
                            cfg_.iterations, cfg_.warmup_iterations, cfg_.check ? ", checked" : "");
     bool printed_gemm_header = false, printed_ar_header = false;
@@ -234,6 +236,7 @@ class Runner {
     p.k = s.k;
     p.l = cfg_.l;
     p.dtype = cfg_.dtype;
+    p.b_dtype = cfg_.b_dtype;
     p.out_dtype = cfg_.out_dtype;
     p.scale_mode = cfg_.scale_mode;
     p.b_layout = cfg_.b_layout;
@@ -342,8 +345,9 @@ class Runner {
     base.world = t_.world;
     base.m = p.m, base.n = p.n, base.k = p.k, base.l = p.l;
     base.dtype = std::string(to_string(p.dtype));
+    if (b_dtype(p) != p.dtype) base.b_dtype = std::string(to_string(b_dtype(p)));
     base.out_dtype = std::string(to_string(d_dtype(p)));
-    if (p.dtype == DType::kE4M3) base.scale = std::string(to_string(p.scale_mode));
+    if (is_fp8(p.dtype)) base.scale = std::string(to_string(p.scale_mode));
     base.layout = std::string(to_string(p.b_layout));
     if (p.a_layout != ALayout::kMK) base.layout += " A=" + std::string(to_string(p.a_layout));
     if (p.lda != 0) base.layout += strfmt(" lda=%lld", (long long)p.lda);

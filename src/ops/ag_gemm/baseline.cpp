@@ -24,7 +24,7 @@ class AgGemmBaseline final : public OpImpl {
     // aligned address, so each rank's sits at the head of a 16-byte slot (copied there, then the
     // slots gathered). Row-wise: the scales of the gathered rows (columns, along N) gathered into
     // one vector, and one matmul.
-    fp8_ = p_.dtype == DType::kE4M3;
+    fp8_ = is_fp8(p_.dtype);
     row_scales_ = fp8_ && p_.scale_mode == ScaleMode::kRow;
     // A stored [K, M]: the gathered blocks are [K, M/W] each, one matmul per block. A shard stored
     // with a stride (lda, ldb) is packed into staging_ first: NCCL gathers contiguous bytes.

@@ -28,6 +28,8 @@ template <>
 __device__ __forceinline__ float from_float(float f) { return f; }
 template <>
 __device__ __forceinline__ __nv_fp8_e4m3 from_float(float f) { return __nv_fp8_e4m3(f); }
+template <>
+__device__ __forceinline__ __nv_fp8_e5m2 from_float(float f) { return __nv_fp8_e5m2(f); }
 
 template <typename T>
 __global__ void fill_kernel(T* p, int64_t l, int64_t rows, int64_t cols, int64_t row_offset, int64_t total_rows, uint64_t seed) {
@@ -50,6 +52,8 @@ void fill_random(void* p, DType dtype, int64_t l, int64_t rows, int64_t cols, in
   const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 4096)));
   if (dtype == DType::kFP32)
     fill_kernel<<<grid, 256, 0, stream>>>(static_cast<float*>(p), l, rows, cols, row_offset, total_rows, seed);
+  else if (dtype == DType::kE5M2)
+    fill_kernel<<<grid, 256, 0, stream>>>(static_cast<__nv_fp8_e5m2*>(p), l, rows, cols, row_offset, total_rows, seed);
   else if (dtype == DType::kE4M3)
     fill_kernel<<<grid, 256, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(p), l, rows, cols, row_offset, total_rows, seed);
   else if (dtype == DType::kBF16)

@@ -275,7 +275,7 @@ class PipelinedCE final : public OpImpl {
   // from a 16-byte aligned address.
   static constexpr int64_t kScaleSlot = 4;  // floats
   bool gathers_scales() const {
-    return p_.op == Op::kAgGemm && p_.dtype == DType::kE4M3 && p_.shard_dim == ShardDim::kM && team_->world > 1;
+    return p_.op == Op::kAgGemm && is_fp8(p_.dtype) && p_.shard_dim == ShardDim::kM && team_->world > 1;
   }
   const float* a_scale_of(const Region& a) const {
     if (!gathers_scales() || a.buf != Buf::kGathered) return ops_.a_scale;
