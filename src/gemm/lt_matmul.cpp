@@ -75,7 +75,7 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(hand
       const int32_t sms = s.sm_count;
       TPGEMM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
     }
-    const cudaDataType_t in = cuda_type(s.dtype), in_b = cuda_type(s.b_dtype.value_or(s.dtype)),
+    const cudaDataType_t in = cuda_type(s.dtype), in_b = cuda_type(b_type(s)),
                          out = cuda_type(out_type(s));
     if (is_fp8(s.dtype)) {
       // cuBLASLt's heuristic offers kernels that apply operand scales only when the descriptor
@@ -123,7 +123,7 @@ cublasLtMatmulAlgo_t LtMatmul::best_algo(uint32_t alignment) const {
                 strfmt("cuBLASLt has no algorithm for D[%lld x %lld] = A[%lld x %lld] * B (%s x %s, B %s, batch %lld, "
                        "out %s, %u-byte aligned operands): status %d", (long long)s.m, (long long)s.n, (long long)s.m,
                        (long long)s.k, std::string(to_string(s.dtype)).c_str(),
-                       std::string(to_string(s.b_dtype.value_or(s.dtype))).c_str(), std::string(to_string(s.b_layout)).c_str(),
+                       std::string(to_string(b_type(s))).c_str(), std::string(to_string(s.b_layout)).c_str(),
                        (long long)s.batch, std::string(to_string(out_type(s))).c_str(), alignment, static_cast<int>(st)));
   return result.algo;
 }

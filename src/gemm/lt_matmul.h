@@ -31,6 +31,7 @@ struct MatmulShape {
 };
 
 inline DType out_type(const MatmulShape& s) { return s.out_dtype.value_or(s.dtype); }
+inline DType b_type(const MatmulShape& s) { return s.b_dtype.value_or(s.dtype); }
 
 // Packed row-major operands: ld = row length, batch strides = matrix sizes.
 MatmulShape packed_shape(int64_t m, int64_t n, int64_t k, int64_t batch, DType dtype, BLayout b_layout);

@@ -101,9 +101,13 @@ Status validate_problem(const GemmProblem& p, int world) {
                                          "output type: out_dtype=fp32)")
                            : strfmt("dtype %d: expected bf16, fp16, e4m3 or e5m2", static_cast<int>(p.dtype)));
   const std::string in(to_string(p.dtype));
+  // A type's name, or its number where it has none (a value cast into the enum).
+  const auto name_of = [](DType t) {
+    return to_string(t) == "?" ? strfmt("%d", static_cast<int>(t)) : std::string(to_string(t));
+  };
   if (p.b_dtype) {
     const DType b = *p.b_dtype;
-    const std::string b_name = to_string(b) == "?" ? strfmt("%d", static_cast<int>(b)) : std::string(to_string(b));
+    const std::string b_name = name_of(b);
     if (!fp8 && b != p.dtype)
       return unsupported(strfmt("b_dtype %s with dtype %s: B takes A's type unless both are FP8; expected b_dtype %s or "
                                 "unset", b_name.c_str(), in.c_str(), in.c_str()));
@@ -115,7 +119,7 @@ Status validate_problem(const GemmProblem& p, int world) {
     return unsupported("dtype e5m2 with b_dtype e5m2 (or unset): cuBLASLt's FP8 matmul has no e5m2 x e5m2; expected "
                        "b_dtype=e4m3 (or an e4m3 A)");
   const DType out = d_dtype(p);
-  const std::string out_name = to_string(out) == "?" ? strfmt("%d", static_cast<int>(out)) : std::string(to_string(out));
+  const std::string out_name = name_of(out);
   if (fp8 && out != DType::kBF16 && out != DType::kFP16 && out != DType::kFP32)
     return unsupported(strfmt("dtype %s with out_dtype %s: expected out_dtype bf16, fp16 or fp32 (D is never FP8; "
                               "set out_dtype)",

@@ -277,7 +277,6 @@ struct DistGemmAt {
     run_all(false);
     trace("first run done");
     std::mt19937_64 rng(12345);
-    std::vector<float> a_row(k);
     for (int g = 0; g < W; ++g) {
       CK(cudaSetDevice(g));
       for (int s = 0; s < 512; ++s) {

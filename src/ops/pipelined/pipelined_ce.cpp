@@ -73,7 +73,7 @@ class PipelinedCE final : public OpImpl {
         symmetric_[b] =
             comm::SymmetricBuffer(team_, bytes_of(static_cast<Buf>(b)), std::string(plan::to_string(static_cast<Buf>(b))).c_str());
     if (gathers_scales())
-      peer_scales_ = comm::SymmetricBuffer(team_, static_cast<size_t>(t.world * kScaleSlot) * sizeof(float), "pipelined e4m3 scales");
+      peer_scales_ = comm::SymmetricBuffer(team_, static_cast<size_t>(t.world * kScaleSlot) * sizeof(float), "pipelined FP8 scales");
     if (t.world > 1) pad_ = comm::SignalPad(team_, schedule_.num_barriers, plan::kNumFlags, schedule_.rounds, "pipelined flags");
     drop_signals_ = comm::test_drops_signals(t.rank);
   }
