@@ -28,10 +28,15 @@ Variants (fwd, fwdbwd)
   tpgemm_eager     fwd: torch.ops.tpgemm's drop-ins for the two symm_mem ops; fwdbwd: tpgemm.nn modules
   tpgemm_compiled  the tpgemm.nn block under torch.compile(fullgraph=True)
   tpgemm_graph     tpgemm_eager's forward captured in a CUDA graph, replays timed (fwd)
+  no_comm_compiled the bound: nccl_compiled with every transfer taken out (each all-gather a local copy
+                   of its size, each reduce-scatter the sum of the rank's own row blocks): the block's
+                   arithmetic alone, what perfect overlap would take
 Variants (decode): nccl_eager / nccl_graph (matmul + dist.all_reduce, eager / captured in a CUDA graph)
 and tpgemm_eager / tpgemm_graph (torch.ops.tpgemm.matmul_all_reduce).
 
-Timing: warmup, one pair of CUDA events per iteration, the median per rank, the max over ranks.
+Timing: warmup, one pair of CUDA events per iteration, the median per rank, the max over ranks. A decode
+iteration times DECODE_BATCH calls back to back (a decode step runs its layers so), divided by their number:
+a call of some 20 us timed alone also times how late the slowest rank's host reached it.
 Compiled variants compile once per shape (dynamic=False); each compile's seconds are printed and kept.
 Speedups are over nccl_compiled (nccl_eager with --no-compile), and over nccl_graph for decode.
 The default token counts (4096, 16384) are chosen so that a W=2 run of every model and mode should take
@@ -69,14 +74,15 @@ MODELS = {  # name: (H, F, Q)
 }
 VARIANTS = {
     "fwd": ("nccl_eager", "nccl_compiled", "torch_symm", "torch_async_tp",
-            "tpgemm_eager", "tpgemm_compiled", "tpgemm_graph"),
-    "fwdbwd": ("nccl_eager", "nccl_compiled", "torch_async_tp", "tpgemm_eager", "tpgemm_compiled"),
+            "tpgemm_eager", "tpgemm_compiled", "tpgemm_graph", "no_comm_compiled"),
+    "fwdbwd": ("nccl_eager", "nccl_compiled", "torch_async_tp", "tpgemm_eager", "tpgemm_compiled", "no_comm_compiled"),
     "decode": ("nccl_eager", "nccl_graph", "tpgemm_eager", "tpgemm_graph"),
 }
-COMPILED = {"nccl_compiled", "torch_async_tp", "tpgemm_compiled"}
+COMPILED = {"nccl_compiled", "torch_async_tp", "tpgemm_compiled", "no_comm_compiled"}
 BASELINE = {"fwd": "nccl_compiled", "fwdbwd": "nccl_compiled", "decode": "nccl_graph"}
 HOST_CALLS = 200  # few enough that the launch queue never fills: the host never waits for the GPU
 HOST_M = 256      # small, so the GPU keeps up and the host time is the call's own cost
+DECODE_BATCH = 10  # decode calls per timed sample
 DT = torch.bfloat16
 
 
@@ -118,7 +124,8 @@ def max_over_ranks(v):
     return t.item()
 
 
-def timed(step, warmup, iters):
+def timed(step, warmup, iters, batch=1):
+    """ms per step: each of `iters` samples times `batch` steps back to back."""
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
@@ -127,10 +134,11 @@ def timed(step, warmup, iters):
     for _ in range(iters):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        step()
+        for _ in range(batch):
+            step()
         e.record()
         e.synchronize()
-        ts.append(s.elapsed_time(e))
+        ts.append(s.elapsed_time(e) / batch)
     return max_over_ranks(statistics.median(ts))
 
 
@@ -174,7 +182,7 @@ def graphed(fn):
     return step
 
 
-def measure(b, base, name, make, ref, flops):
+def measure(b, base, name, make, ref, flops, batch=1):
     """Times one variant of one row. Any failure (OOM included) becomes the row's error, not the run's."""
     row = dict(base, kind="time", variant=name, ms=None, tflops_per_gpu=None, rel_err=None, error=None)
     try:
@@ -193,7 +201,7 @@ def measure(b, base, name, make, ref, flops):
                 row["compile_s"] = round(time.perf_counter() - t0, 1)
             row["rel_err"] = rel_err(got, ref)
             del got
-            row["ms"] = timed(step, b.args.warmup, b.args.iters)
+            row["ms"] = timed(step, b.args.warmup, b.args.iters, batch)
             row["tflops_per_gpu"] = flops / row["ms"] / 1e9
     except Exception as e:
         row["error"] = f"{type(e).__name__}: {e}"[:200]
@@ -224,6 +232,12 @@ def torch_layers(b, kind, w):
             out = p.new_empty((p.shape[0] // W, p.shape[1]))
             dist.reduce_scatter_tensor(out, p)
             return out
+    elif kind == "no_comm":  # the same arithmetic and local copies, no transfer (see no_comm_compiled)
+        def ag(a, wt):
+            return a.repeat(W, 1) @ wt.t()
+        def rs(a, wt):
+            p = a @ wt.t()
+            return p.view(W, p.shape[0] // W, p.shape[1]).sum(0)
     elif kind in ("funcol", "funcol_autograd"):
         grad = kind == "funcol_autograd"
         agf = funcol.all_gather_tensor_autograd if grad else funcol.all_gather_tensor
@@ -318,6 +332,7 @@ def block_row(b, model, mode, S, w, mods):
     makers = {
         "nccl_eager": lambda: step(fwd(torch_layers(b, fc if train else "dist", w)), ws),
         "nccl_compiled": lambda: step(compiled(torch_layers(b, fc, w)), ws),
+        "no_comm_compiled": lambda: step(compiled(torch_layers(b, "no_comm", w)), ws),
         "torch_async_tp": lambda: step(compiled(torch_layers(b, fc, w)), ws),
         "torch_symm": lambda: step(fwd(torch_layers(b, "symm_mem", w)), ws),
         "tpgemm_eager": ((lambda: step(fwd(modules()), [m.weight for m in modules()])) if train
@@ -331,8 +346,8 @@ def block_row(b, model, mode, S, w, mods):
         except Exception as e:
             ref = None
             b.log(f"{model} {mode} S={S}: no reference ({type(e).__name__}: {str(e)[:120]})")
-        for name in b.selected(mode):
-            measure(b, base, name, makers[name], ref, flops)
+        for name in b.selected(mode):  # (the bound computes something else: no rel_err)
+            measure(b, base, name, makers[name], None if name == "no_comm_compiled" else ref, flops)
     del x, ref, makers
 
 
@@ -354,7 +369,7 @@ def decode_rows(b, model, w):
             ref = (nccl().clone(),)
             base = dict(model=model, W=b.W, mode="decode", layer=layer, M=M)
             for name in b.selected("decode"):
-                measure(b, base, name, makers[name], ref, 2 * M * wt.shape[1] * H)
+                measure(b, base, name, makers[name], ref, 2 * M * wt.shape[1] * H, DECODE_BATCH)
             del a, ref, makers
             free()
 
@@ -426,6 +441,10 @@ def print_summary(summary):
             print(f"{label:28s}" + "".join(f"{c:>19s}" for c in cells))
         gm = s["geomean_speedup"]
         print(f"{'geomean':28s}" + "".join(f"{(f'{gm[v]:.3f}x' if gm.get(v) else '-'):>19s}" for v in names))
+        bound = gm.get("no_comm_compiled")
+        if bound:
+            print(f"{'of the bound (no_comm)':28s}" + "".join(
+                f"{(f'{gm[v] / bound:.3f}' if gm.get(v) else '-'):>19s}" for v in names))
 
 
 def git_commit():

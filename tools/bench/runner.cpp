@@ -189,13 +189,15 @@ class Runner {
     return median_over_ranks(std::move(ts));
   }
 
-  // `batch` enqueues `iterations` calls; it runs between two events kRepeats times, and the
+  // Batches per batch or graph timing (each of --iterations calls): their median is the figure.
+  static constexpr int kBatchRepeats = 5;
+
+  // `batch` enqueues `iterations` calls; it runs between two events kBatchRepeats times, and the
   // median divided by `iterations` is returned (maximum over ranks).
   double per_call_ms_of_batches(const std::function<void()>& batch) {
-    constexpr int kRepeats = 5;
     const Event start = Event::create(true), stop = Event::create(true);
     std::vector<float> ts;
-    for (int r = 0; r < kRepeats; ++r) ts.push_back(event_ms(start, stop, batch) / static_cast<float>(cfg_.iterations));
+    for (int r = 0; r < kBatchRepeats; ++r) ts.push_back(event_ms(start, stop, batch) / static_cast<float>(cfg_.iterations));
     team_.check();
     return median_over_ranks(std::move(ts));
   }
@@ -301,26 +303,51 @@ class Runner {
     }
   }
 
-  // `a` and `b` timed in alternation, one run each per iteration, so that a drift of the GPU's
-  // clocks over the measurement (a hot GPU slows down) weighs on both alike; medians over
-  // iterations, maximum over ranks.
-  std::pair<double, double> time_pair_ms(const std::function<void()>& a, const std::function<void()>& b) {
-    for (int i = 0; i < cfg_.warmup_iterations; ++i) a(), b();
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    const Event start = Event::create(true), stop = Event::create(true);
-    std::vector<float> ta, tb;
-    for (int i = 0; i < cfg_.iterations; ++i) {
-      ta.push_back(event_ms(start, stop, a));
-      tb.push_back(event_ms(start, stop, b));
+  // Each of `fns` timed as time_ms does (--timing), the implementations in turn, one sample of
+  // each per round: a drift of the GPU over the measurement (a hot GPU slows down, clocks move)
+  // then weighs on all of them alike, and a ratio between two of them compares neighbours.
+  // Medians over rounds, maximum over ranks.
+  std::vector<double> time_interleaved_ms(const std::vector<std::function<void()>>& fns) {
+    const cudaStream_t st = stream_.get();
+    for (const auto& fn : fns)
+      for (int i = 0; i < cfg_.warmup_iterations; ++i) fn();
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+    team_.check();
+    const bool sync = cfg_.timing == BenchConfig::Timing::kSync;
+    std::vector<CudaGraph> graphs;
+    if (cfg_.timing == BenchConfig::Timing::kGraph) {
+      for (const auto& fn : fns) {
+        graphs.push_back(CudaGraph::capture(st, [&] {
+          for (int i = 0; i < cfg_.iterations; ++i) fn();
+        }));
+        graphs.back().launch(st);  // warm-up replay
+      }
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+      team_.check();
     }
-    const double ma = median_over_ranks(std::move(ta));
-    return {ma, median_over_ranks(std::move(tb))};
+    t_.barrier();
+    // sync: one call per sample, --iterations rounds; batch and graph: --iterations calls per
+    // sample (their mean), kBatchRepeats rounds.
+    const int rounds = sync ? cfg_.iterations : kBatchRepeats;
+    const float per_sample = sync ? 1.0f : static_cast<float>(cfg_.iterations);
+    const Event start = Event::create(true), stop = Event::create(true);
+    std::vector<std::vector<float>> ts(fns.size());
+    for (int r = 0; r < rounds; ++r)
+      for (size_t i = 0; i < fns.size(); ++i)
+        ts[i].push_back(event_ms(start, stop, [&] {
+          if (sync) fns[i]();
+          else if (!graphs.empty()) graphs[i].launch(st);
+          else for (int k = 0; k < cfg_.iterations; ++k) fns[i]();
+        }) / per_sample);
+    team_.check();
+    std::vector<double> ms;
+    for (auto& t : ts) ms.push_back(median_over_ranks(std::move(t)));
+    return ms;
   }
 
-  // The baseline first and auto right after it: a GPU heats over a shape's rows, and the headline
-  // ratio should compare neighbours (ag_gemm 16384 x 8192 x 8192 at W=2: pipelined_ce timed
-  // second took 3.39-3.48 ms in three calls, the same plan timed fifth, as auto, 3.56-3.64;
-  // bench/results/2026-11-23-ring).
+  // The order of a shape's rows: the baseline, auto, then each implementation. They are timed in
+  // alternation (time_interleaved_ms): timed one after another, a GPU heating over a shape's rows
+  // made the same plan 5% slower timed fifth than second (bench/results/2026-11-23-ring).
   std::vector<Impl> gemm_impls(const GemmProblem& p) const {
     const Op op = p.op;
     std::vector<Impl> all = {Impl::kBaseline, Impl::kAuto, Impl::kPipelinedCE};
@@ -383,6 +410,10 @@ class Runner {
       rows.emplace_back(impl, false);
       if (impl == Impl::kAuto && cfg_.rules) rows.emplace_back(impl, true);
     }
+    // Every plan made first, then checked, timed in alternation (time_interleaved_ms) and checked
+    // again (races show up as a moving error).
+    std::vector<ResultRow> made;
+    std::vector<std::unique_ptr<Plan>> plans;
     for (const auto& [impl, rules] : rows) {
       ResultRow row = base;
       row.impl = rules ? "rules" : std::string(to_string(impl));
@@ -394,13 +425,31 @@ class Runner {
       auto plan = make_or_report<Plan>(row, team_, p, opts);
       if (plan == nullptr) continue;
       record_plan(row, *plan, /*with_selection=*/impl == Impl::kAuto && !rules);
-      const Operands ops = g.operands();
-      auto fn = [&] { plan->run(ops, stream_.get()); };
-      measure(row, fn, [&](bool* ok) {
-        return check_once(g.d.get(), operand_sizes(p, t_.world).d, d_dtype(p), testing::default_eps(p), fn,
-                          [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, ok);
-      });
-      if (impl == Impl::kBaseline) base.baseline_ms = row.baseline_ms = row.ms;
+      made.push_back(row);
+      plans.push_back(std::move(plan));
+    }
+    const Operands ops = g.operands();
+    std::vector<std::function<void()>> fns;
+    for (const auto& plan : plans) fns.emplace_back([&ops, this, plan = plan.get()] { plan->run(ops, stream_.get()); });
+    const auto check = [&](size_t i) {
+      bool ok = false;
+      const double err = check_once(g.d.get(), operand_sizes(p, t_.world).d, d_dtype(p), testing::default_eps(p), fns[i],
+                                    [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, &ok);
+      made[i].rel_err = std::max(made[i].rel_err, err);
+      made[i].check_ok = made[i].check_ok && ok;
+      failed_ = failed_ || !ok;
+    };
+    if (cfg_.check)
+      for (size_t i = 0; i < fns.size(); ++i) check(i);
+    const std::vector<double> ms = time_interleaved_ms(fns);
+    for (size_t i = 0; i < made.size(); ++i) {
+      made[i].ms = ms[i];
+      if (made[i].impl == "baseline") base.baseline_ms = ms[i];
+    }
+    if (cfg_.check)
+      for (size_t i = 0; i < fns.size(); ++i) check(i);
+    for (ResultRow& row : made) {
+      row.baseline_ms = base.baseline_ms;
       print(table_row(row));
       rows_.push_back(row);
     }
@@ -460,8 +509,11 @@ class Runner {
       row.chosen = mm->config();
       DeviceBuffer ws(mm->workspace_bytes());
       const std::function<void()> fn = [&] { mm->run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
-      // The row's ratio is against cuBLASLt timed in alternation with it (time_pair_ms).
-      measure(row, fn, check(fn), [&] { std::tie(row.baseline_ms, row.ms) = time_pair_ms(lt_fn, fn); });
+      // The row's ratio is against cuBLASLt timed in alternation with it (time_interleaved_ms).
+      measure(row, fn, check(fn), [&] {
+        const std::vector<double> t = time_interleaved_ms({lt_fn, fn});
+        row.baseline_ms = t[0], row.ms = t[1];
+      });
       print(table_row(row));
       rows_.push_back(row);
     }
