@@ -3,7 +3,8 @@
 
     python3 bench/plot.py [--out docs/perf]
 
-shared_shapes.png: `auto`'s speedup over the baseline per shared shape, per op, W=2 and W=4.
+shared_shapes.png: `auto`'s speedup over the baseline per shared shape, per op, W=2 and W=4, and
+`ideal`'s (baseline / max(matmul alone, collective alone)) beside it.
 random_shapes.png: `auto`'s time against the fastest implementation of each random shape, over
 the baseline's time (how long the shape takes), per op and W.
 fp8.png: per shared shape, `auto` with e4m3 operands against `auto` with bf16 and against the e4m3
@@ -21,10 +22,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = [os.path.join(HERE, "results/2026-11-26-push-gather/bench_W2.json"),
-          os.path.join(HERE, "results/2026-11-22-fused-ar/final-h200x4/bench_W4.json")]
-RANDOM = [os.path.join(HERE, f"results/2026-11-26-planner-ties/random_W{w}.json") for w in (2, 3, 4)]
-FP8 = [os.path.join(HERE, f"results/2026-11-26-fp8-gather/dtypes_W2_{d}_tensor.json") for d in ("e4m3", "bf16")]
+X4 = os.path.join(HERE, "results/2026-11-26-h200x4-push")
+SHARED = [os.path.join(X4, f"call1/bench_W{w}.json") for w in (2, 4)]
+RANDOM = [os.path.join(X4, "call1/random_W2.json"), os.path.join(X4, "call1/random_W3.json"),
+          os.path.join(X4, "call4/random_W4.json")]
+FP8 = ([os.path.join(HERE, f"results/2026-11-26-fp8-gather/dtypes_W2_{d}_tensor.json") for d in ("e4m3", "bf16")]
+       + [os.path.join(X4, f"call3/dtypes_W4_{d}_tensor.json") for d in ("e4m3", "bf16")])
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar")
 
 
@@ -48,9 +51,13 @@ def plot_shared(paths, out):
                     continue
                 labels.append(f"W={w}\n{m}x{n}x{k}")
                 bars["auto"].append(v["baseline"]["ms"] / v["auto"]["ms"])
+                bars["ideal"].append(v["auto"].get("ideal_speedup", 0))
         x = range(len(labels))
-        ax.bar(x, bars["auto"], color="tab:blue")
+        ax.bar(x, bars["auto"], color="tab:blue", label="auto")
+        ax.scatter(x, bars["ideal"], marker="_", s=300, color="black", zorder=3,
+                   label="ideal: perfect overlap of the baseline's parts")
         ax.axhline(1.0, color="black", lw=0.8)
+        ax.legend(fontsize=7, loc="lower right")
         ax.set_xticks(list(x), labels, rotation=90, fontsize=7)
         ax.set_title(op)
     axes[0].set_ylabel("auto: speedup over NCCL + cuBLAS")
