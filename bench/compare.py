@@ -46,7 +46,7 @@ def main():
         symm = peer.get(key + ("torch-symm",))
         sp = base["ms"] / r["ms"]
         vs_symm = symm / r["ms"] if symm else None
-        per_op.setdefault(r["op"], []).append((sp, vs_symm, (symm and nccl) and nccl / symm))
+        per_op.setdefault(r["op"], []).append((sp, vs_symm, (symm and nccl) and nccl / symm, r.get("ideal_speedup")))
         peer_ms = f"{nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f}" if nccl else f"n/a | {base['ms']:.3f} | n/a"
         symm_ms = f"{symm:.3f} | {vs_symm:.2f}x" if symm else "n/a | n/a"
         print(f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {peer_ms} | {r['ran']} | {r['ms']:.3f} | {sp:.2f}x | "
@@ -54,6 +54,9 @@ def main():
     print()
     for op, v in per_op.items():
         line = f"- W={W} {op}: auto geomean {geomean([x[0] for x in v]):.3f}x over the baseline (worst {min(x[0] for x in v):.3f}x)"
+        if all(x[3] for x in v):  # `ideal`: baseline / max(matmul alone, collective alone)
+            line += (f"; {geomean([x[0] for x in v]) / geomean([x[3] for x in v]):.3f} of ideal's "
+                     f"{geomean([x[3] for x in v]):.3f}x (worst shape {min(x[0] / x[3] for x in v):.2f})")
         if any(x[2] for x in v):
             line += f"; torch-symm geomean {geomean([x[2] for x in v]):.3f}x over the peers' NCCL+cuBLAS"
             line += f"; auto over torch-symm {geomean([x[1] for x in v]):.3f}x"
@@ -91,7 +94,7 @@ def main():
 
 def print_cutlass(rows, W, cutlass):
     """ag_gemm's auto and fused against CUTLASS's Distributed GEMM timed in the same call."""
-    print(f"\n| ag M | N | K | CUTLASS DistGEMM ms | check | tpgemm auto ms | auto vs CUTLASS | fused ms | fused vs CUTLASS |")
+    print("\n| ag M | N | K | CUTLASS DistGEMM ms | check | tpgemm auto ms | auto vs CUTLASS | fused ms | fused vs CUTLASS |")
     print("|---|---|---|---|---|---|---|---|---|")
     vs_auto, vs_fused = [], []
     for r in rows:
@@ -121,7 +124,8 @@ FUSED_AG_TARGET, GEMM_ONLY_SLACK = 1.25, 1.05
 
 def print_gemm_targets(rows, W, per_op, peer):
     """The targets as the rows above say them: every row checked and passed; `auto` never slower
-    than the baseline; its geomean over the baseline for gemm_rs and gemm_ar; for ag_gemm, `fused`
+    than the baseline; its geomean over the baseline for gemm_rs and gemm_ar, and against
+    `ideal`'s (perfect overlap of the baseline's parts) for every op; for ag_gemm, `fused`
     itself, and, wherever the collective alone is shorter than the GEMM alone, fused within 5% of
     the GEMM-only time: tpgemm's (cuBLASLt, timed by tpgemm-bench) and the peers' (torch.matmul,
     timed by torch_peers.py)."""
@@ -134,6 +138,9 @@ def print_gemm_targets(rows, W, per_op, peer):
         if op in AUTO_TARGETS:
             g = geomean([x[0] for x in v])
             line += f"; geomean {g:.3f}x (target >= {AUTO_TARGETS[op]}x): {'met' if g >= AUTO_TARGETS[op] else 'not met'}"
+        if all(x[3] for x in v):
+            of = geomean([x[0] for x in v]) / geomean([x[3] for x in v])
+            line += f"; {of:.3f} of ideal's geomean speedup (target >= 1): {'met' if of >= 1.0 else 'not met'}"
         print(line)
     fused = [r for r in rows if r["op"] == "ag_gemm" and r["impl"] == "fused" and r["ms"] > 0]
     if fused:
