@@ -80,7 +80,8 @@ all local GPUs.
                          --iterations, the median batch's mean; graph: the same batches captured in
                          a CUDA graph and replayed (the GPU's time alone, as the planner times).
                          A shape's implementations are timed in alternation, one sample of each
-                         per round, so that a drift of the GPU weighs on all of them alike
+                         per round in a fresh order, so that a drift of the GPU weighs on all of
+                         them alike
   --dtype=bf16|fp16|e4m3|e5m2
                          A and B (default bf16); FP8 (e4m3, e5m2): the GEMM ops, with
                          --out-dtype, B as nk, each rank's scales drawn with its data

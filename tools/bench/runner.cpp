@@ -12,6 +12,8 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <tuple>
 #include <utility>
 
@@ -332,13 +334,20 @@ class Runner {
     const float per_sample = sync ? 1.0f : static_cast<float>(cfg_.iterations);
     const Event start = Event::create(true), stop = Event::create(true);
     std::vector<std::vector<float>> ts(fns.size());
-    for (int r = 0; r < rounds; ++r)
-      for (size_t i = 0; i < fns.size(); ++i)
+    // Each round in its own order, the same on every rank (the calls are collective): no
+    // implementation always follows the same one, or always comes first.
+    std::vector<size_t> order(fns.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::mt19937 shuffle_rng(1);
+    for (int r = 0; r < rounds; ++r) {
+      std::shuffle(order.begin(), order.end(), shuffle_rng);
+      for (const size_t i : order)
         ts[i].push_back(event_ms(start, stop, [&] {
           if (sync) fns[i]();
           else if (!graphs.empty()) graphs[i].launch(st);
           else for (int k = 0; k < cfg_.iterations; ++k) fns[i]();
         }) / per_sample);
+    }
     team_.check();
     std::vector<double> ms;
     for (auto& t : ts) ms.push_back(median_over_ranks(std::move(t)));
