@@ -75,10 +75,11 @@ all local GPUs.
   --rules                beside auto (tuned on plan creation), a row 'rules': auto from the
                          planner's rules alone (PlanOptions::tune off)
   --timing=sync|batch|graph
-                         GEMM ops: sync (default): each call between two events, waited for, as
-                         the torch peers are timed; batch: the calls back to back, 5 batches of
-                         --iterations, the median batch's mean; graph: the same batches captured in
-                         a CUDA graph and replayed (the GPU's time alone, as the planner times).
+                         GEMM ops and --op gemm: sync (default): each call between two events,
+                         waited for, as the torch peers are timed; batch: the calls back to back,
+                         5 batches of --iterations, the median batch's mean; graph: the same
+                         batches captured in a CUDA graph and replayed (the GPU's time alone, as
+                         the planner times).
                          A shape's implementations are timed in alternation, one sample of each
                          per round in a fresh order, so that a drift of the GPU weighs on all of
                          them alike

@@ -132,20 +132,28 @@ class Runner {
     return out;
   }
 
-  // Makes a plan (collective); if every rank finds it unsupported, records that as the row's
-  // note and returns null. Any other error is real and propagates.
+  // Makes a plan (collective); if every rank finds it unsupported, puts that in the row's note
+  // and returns null. Any other error is real and propagates.
   template <typename P, typename... Args>
-  std::unique_ptr<P> make_or_report(ResultRow& row, Args&&... args) {
+  std::unique_ptr<P> make_or_note(ResultRow& row, Args&&... args) {
     try {
       return std::make_unique<P>(std::forward<Args>(args)...);
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kUnsupported) throw;
       row.note = "unsupported: ";
       row.note += e.what();
-      print(table_row(row));
-      rows_.push_back(row);
       return nullptr;
     }
+  }
+  // make_or_note, and an unsupported row printed and recorded at once.
+  template <typename P, typename... Args>
+  std::unique_ptr<P> make_or_report(ResultRow& row, Args&&... args) {
+    std::unique_ptr<P> made = make_or_note<P>(row, std::forward<Args>(args)...);
+    if (made == nullptr) {
+      print(table_row(row));
+      rows_.push_back(row);
+    }
+    return made;
   }
 
   double max_over_ranks(double v) {
@@ -420,9 +428,10 @@ class Runner {
       if (impl == Impl::kAuto && cfg_.rules) rows.emplace_back(impl, true);
     }
     // Every plan made first, then checked, timed in alternation (time_interleaved_ms) and checked
-    // again (races show up as a moving error).
-    std::vector<ResultRow> made;
-    std::vector<std::unique_ptr<Plan>> plans;
+    // again (races show up as a moving error); the rows, unsupported ones too, then in order.
+    std::vector<ResultRow> made;                // every row
+    std::vector<std::unique_ptr<Plan>> plans;  // those with a plan, in order
+    std::vector<size_t> row_of;                // plans[i]'s row in `made`
     for (const auto& [impl, rules] : rows) {
       ResultRow row = base;
       row.impl = rules ? "rules" : std::string(to_string(impl));
@@ -431,11 +440,13 @@ class Runner {
       opts.chunks_per_rank = cfg_.chunks;
       opts.comm_sms = cfg_.comm_sms;
       if (rules) opts.tune = PlanOptions::Tune::kOff;
-      auto plan = make_or_report<Plan>(row, team_, p, opts);
-      if (plan == nullptr) continue;
-      record_plan(row, *plan, /*with_selection=*/impl == Impl::kAuto && !rules);
+      auto plan = make_or_note<Plan>(row, team_, p, opts);
+      if (plan != nullptr) {
+        record_plan(row, *plan, /*with_selection=*/impl == Impl::kAuto && !rules);
+        row_of.push_back(made.size());
+        plans.push_back(std::move(plan));
+      }
       made.push_back(row);
-      plans.push_back(std::move(plan));
     }
     const Operands ops = g.operands();
     std::vector<std::function<void()>> fns;
@@ -444,16 +455,17 @@ class Runner {
       bool ok = false;
       const double err = check_once(g.d.get(), operand_sizes(p, t_.world).d, d_dtype(p), testing::default_eps(p), fns[i],
                                     [&] { return testing::compare_d(g.d.get(), expected, p, t_.world, stream_.get()); }, &ok);
-      made[i].rel_err = std::max(made[i].rel_err, err);
-      made[i].check_ok = made[i].check_ok && ok;
+      ResultRow& row = made[row_of[i]];
+      row.rel_err = std::max(row.rel_err, err);
+      row.check_ok = row.check_ok && ok;
       failed_ = failed_ || !ok;
     };
     if (cfg_.check)
       for (size_t i = 0; i < fns.size(); ++i) check(i);
     const std::vector<double> ms = time_interleaved_ms(fns);
-    for (size_t i = 0; i < made.size(); ++i) {
-      made[i].ms = ms[i];
-      if (made[i].impl == "baseline") base.baseline_ms = ms[i];
+    for (size_t i = 0; i < ms.size(); ++i) {
+      made[row_of[i]].ms = ms[i];
+      if (made[row_of[i]].impl == "baseline") base.baseline_ms = ms[i];
     }
     if (cfg_.check)
       for (size_t i = 0; i < fns.size(); ++i) check(i);
