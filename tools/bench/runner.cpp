@@ -181,60 +181,10 @@ class Runner {
     return max_over_ranks(ts[ts.size() / 2]);
   }
 
-  // Median over iterations of one run between two events, maximum over ranks. With --timing
-  // batch or graph: the calls back to back (time_back_to_back_ms) or replayed from a CUDA graph
-  // (time_graph_ms), so that the host's enqueue neither adds to a call of a few microseconds nor
-  // makes it jitter (graph: not even where the host is slower than the GPU).
-  double time_ms(const std::function<void()>& fn) {
-    for (int i = 0; i < cfg_.warmup_iterations; ++i) fn();
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    team_.check();
-    if (cfg_.timing == BenchConfig::Timing::kBatch) return time_back_to_back_ms(fn);
-    if (cfg_.timing == BenchConfig::Timing::kGraph) return time_graph_ms(fn);
-    t_.barrier();
-    const Event start = Event::create(true), stop = Event::create(true);
-    std::vector<float> ts;
-    for (int i = 0; i < cfg_.iterations; ++i) ts.push_back(event_ms(start, stop, fn));
-    team_.check();
-    return median_over_ranks(std::move(ts));
-  }
-
-  // Batches per batch or graph timing (each of --iterations calls): their median is the figure.
-  static constexpr int kBatchRepeats = 5;
-
-  // `batch` enqueues `iterations` calls; it runs between two events kBatchRepeats times, and the
-  // median divided by `iterations` is returned (maximum over ranks).
-  double per_call_ms_of_batches(const std::function<void()>& batch) {
-    const Event start = Event::create(true), stop = Event::create(true);
-    std::vector<float> ts;
-    for (int r = 0; r < kBatchRepeats; ++r) ts.push_back(event_ms(start, stop, batch) / static_cast<float>(cfg_.iterations));
-    team_.check();
-    return median_over_ranks(std::move(ts));
-  }
-
-  // nccl-tests' method: the calls enqueued back to back. The host's enqueue overlaps the GPU's
-  // work, so this is the op's own latency (after time_ms's warm-up).
-  double time_back_to_back_ms(const std::function<void()>& fn) {
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-    t_.barrier();
-    return per_call_ms_of_batches([&] {
-      for (int i = 0; i < cfg_.iterations; ++i) fn();
-    });
-  }
-
-  // The calls captured in one CUDA graph (as inference stacks run decode steps) and replayed:
-  // no host work per call at all, the GPU's own latency.
-  double time_graph_ms(const std::function<void()>& fn) {
-    const cudaStream_t st = stream_.get();
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-    const CudaGraph graph = CudaGraph::capture(st, [&] {
-      for (int i = 0; i < cfg_.iterations; ++i) fn();
-    });
-    graph.launch(st);  // warm-up replay
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-    team_.check();
-    t_.barrier();
-    return per_call_ms_of_batches([&] { graph.launch(st); });
+  // `fn`'s time per call (time_interleaved_ms), by --timing or by `timing`.
+  double time_ms(const std::function<void()>& fn) { return time_ms(fn, cfg_.timing); }
+  double time_ms(const std::function<void()>& fn, BenchConfig::Timing timing) {
+    return time_interleaved_ms({fn}, timing)[0];
   }
 
   // ---- GEMM ops ---------------------------------------------------------------------------
@@ -313,19 +263,29 @@ class Runner {
     }
   }
 
-  // Each of `fns` timed as time_ms does (--timing), the implementations in turn, one sample of
-  // each per round: a drift of the GPU over the measurement (a hot GPU slows down, clocks move)
-  // then weighs on all of them alike, and a ratio between two of them compares neighbours.
-  // Medians over rounds, maximum over ranks.
+  // Each of `fns`'s time per call, timed by `timing` (--timing where not given), after its warm-up
+  // runs; medians over samples, maximum over ranks:
+  //   kSync   one call per sample between two events, waited for (as the torch peers time);
+  //   kBatch  --iterations calls back to back per sample, nccl-tests' method: the host's enqueue
+  //           overlaps the GPU's work, so neither adds to a call of a few microseconds nor makes
+  //           it jitter;
+  //   kGraph  the same calls captured in one CUDA graph and replayed (as inference stacks run
+  //           decode steps): no host work per call at all, the GPU's own time.
+  // The functions are timed in turn, one sample of each per round: a drift of the GPU over the
+  // measurement (a hot GPU slows down, clocks move) then weighs on all of them alike, and a
+  // ratio between two of them compares neighbours.
   std::vector<double> time_interleaved_ms(const std::vector<std::function<void()>>& fns) {
+    return time_interleaved_ms(fns, cfg_.timing);
+  }
+  std::vector<double> time_interleaved_ms(const std::vector<std::function<void()>>& fns, BenchConfig::Timing timing) {
     const cudaStream_t st = stream_.get();
     for (const auto& fn : fns)
       for (int i = 0; i < cfg_.warmup_iterations; ++i) fn();
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
     team_.check();
-    const bool sync = cfg_.timing == BenchConfig::Timing::kSync;
+    const bool sync = timing == BenchConfig::Timing::kSync;
     std::vector<CudaGraph> graphs;
-    if (cfg_.timing == BenchConfig::Timing::kGraph) {
+    if (timing == BenchConfig::Timing::kGraph) {
       for (const auto& fn : fns) {
         graphs.push_back(CudaGraph::capture(st, [&] {
           for (int i = 0; i < cfg_.iterations; ++i) fn();
@@ -337,7 +297,8 @@ class Runner {
     }
     t_.barrier();
     // sync: one call per sample, --iterations rounds; batch and graph: --iterations calls per
-    // sample (their mean), kBatchRepeats rounds.
+    // sample (their mean), 5 rounds.
+    constexpr int kBatchRepeats = 5;
     const int rounds = sync ? cfg_.iterations : kBatchRepeats;
     const float per_sample = sync ? 1.0f : static_cast<float>(cfg_.iterations);
     const Event start = Event::create(true), stop = Event::create(true);
@@ -629,8 +590,8 @@ class Runner {
         fill();
       }
       row.call_ms = time_ms(fn);
-      row.ms = time_back_to_back_ms(fn);
-      row.graph_ms = time_graph_ms(fn);
+      row.ms = time_ms(fn, BenchConfig::Timing::kBatch);
+      row.graph_ms = time_ms(fn, BenchConfig::Timing::kGraph);
       if (impl == AllReduceImpl::kNccl) base.baseline_ms = row.baseline_ms = row.ms;
       print(table_row(row));
       rows_.push_back(row);
