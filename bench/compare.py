@@ -20,6 +20,12 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
+def of_ideal(v):
+    """auto's geomean speedup over `ideal`'s (baseline / max(matmul alone, collective alone)) for
+    one op's (speedup, ..., ideal) tuples; None where a row has no ideal."""
+    return geomean([x[0] for x in v]) / geomean([x[3] for x in v]) if all(x[3] for x in v) else None
+
+
 def main():
     args = sys.argv[1:]
     cutlass = {}
@@ -54,9 +60,10 @@ def main():
     print()
     for op, v in per_op.items():
         line = f"- W={W} {op}: auto geomean {geomean([x[0] for x in v]):.3f}x over the baseline (worst {min(x[0] for x in v):.3f}x)"
-        if all(x[3] for x in v):  # `ideal`: baseline / max(matmul alone, collective alone)
-            line += (f"; {geomean([x[0] for x in v]) / geomean([x[3] for x in v]):.3f} of ideal's "
-                     f"{geomean([x[3] for x in v]):.3f}x (worst shape {min(x[0] / x[3] for x in v):.2f})")
+        of = of_ideal(v)
+        if of:
+            line += (f"; {of:.3f} of ideal's {geomean([x[3] for x in v]):.3f}x "
+                     f"(worst shape {min(x[0] / x[3] for x in v):.2f})")
         if any(x[2] for x in v):
             line += f"; torch-symm geomean {geomean([x[2] for x in v]):.3f}x over the peers' NCCL+cuBLAS"
             line += f"; auto over torch-symm {geomean([x[1] for x in v]):.3f}x"
@@ -138,8 +145,8 @@ def print_gemm_targets(rows, W, per_op, peer):
         if op in AUTO_TARGETS:
             g = geomean([x[0] for x in v])
             line += f"; geomean {g:.3f}x (target >= {AUTO_TARGETS[op]}x): {'met' if g >= AUTO_TARGETS[op] else 'not met'}"
-        if all(x[3] for x in v):
-            of = geomean([x[0] for x in v]) / geomean([x[3] for x in v])
+        of = of_ideal(v)
+        if of:
             line += f"; {of:.3f} of ideal's geomean speedup (target >= 1): {'met' if of >= 1.0 else 'not met'}"
         print(line)
     fused = [r for r in rows if r["op"] == "ag_gemm" and r["impl"] == "fused" and r["ms"] > 0]
