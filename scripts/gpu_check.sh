@@ -251,15 +251,15 @@ for s in $STAGES; do
         done
       done ;;
     sanitize)  # compute-sanitizer's memcheck, racecheck and synccheck over the gpu tests (one GPU) and
-               # a dist subset at W=2 with every kernel family: fused ag_gemm / gemm_rs / gemm_ar, the
-               # decode kernel, pipelined_ce, the symmetric collectives (SANITIZE_GPU / SANITIZE_DIST:
-               # gtest filters). Every rank runs under the tool (--target-processes all). CUDA API
-               # errors are not counted (--report-api-errors no): NCCL probes the driver and falls
-               # back (cuMemCreate of a handle type not permitted, kernel images for other
-               # architectures); tpgemm checks every return code itself.
+               # the dist test that runs every kernel family of tpgemm's own once on a small problem
+               # (tests/dist/test_kernel_families.cpp) at W=2. SANITIZE_TOOLS picks among the three;
+               # SANITIZE_GPU and SANITIZE_DIST are gtest filters. Every rank runs under the tool
+               # (--target-processes all). CUDA API errors are not counted (--report-api-errors no):
+               # NCCL probes the driver and falls back (cuMemCreate of a handle type not permitted,
+               # kernel images for other architectures); tpgemm checks every return code itself.
       gpu_filter=${SANITIZE_GPU:-"*"}
-      dist_filter=${SANITIZE_DIST:-"W/Dist.FusedDecodeGemmAllReduceMatchesTheReference/W2:W/Dist.AllReduceKernelsMatchTheSum/W2:W/Dist.PipelinedChunkingsAndCarveOutsMatchTheReference/W2:W/Dist.FusedReductionsOverSeveralWavesMatchTheReference/W2:W/Dist.FusedAgGemmOverSeveralWavesAndPiecesMatchesTheReference/W2"}
-      for tool in memcheck racecheck synccheck; do
+      dist_filter=${SANITIZE_DIST:-"W/KernelFamilies.*/W2"}
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         stage "sanitize_gpu_$tool" 900 compute-sanitizer --tool "$tool" --error-exitcode 99 --target-processes all \
           --report-api-errors no \
           "$BUILD/tests/tpgemm_gpu_tests" --gtest_filter="$gpu_filter"

@@ -2,8 +2,13 @@
 // while a plan is built, in the middle of a call of each implementation family, or before
 // teardown, under a launcher that does not watch its ranks (as torchrun's workers run: the
 // survivor is not stopped for it). Rank 0 must end on its own, with an error where it waited for
-// rank 1, within its configured timeout and a stated margin, and its teardown must return.
+// rank 1, within its configured timeout and a stated margin, and its teardown must return. The
+// team is made from a unique id the launcher handed out, or (the last test) from the environment
+// a torchrun-style launcher sets, through tpgemm's own exchange of the id, with either rank lost.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -37,31 +42,57 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// What rank 0 saw: the status its step ended with, and how long until it and its teardown returned.
+// What the survivor saw: the status its step ended with, and how long until it and its teardown returned.
 struct Survivor {
   bool reported = false;
   ErrorCode code = ErrorCode::kOk;
   std::string message;
   double step_ms = 0, total_ms = 0;
-  ErrorCode after = ErrorCode::kOk;  // what rank 0's `after` returned, once its team was gone
+  ErrorCode after = ErrorCode::kOk;  // what the survivor's `after` returned, once its team was gone
 };
 
+// How the ranks make their team: Team::from_unique_id with an id made before the fork (tpgemm's
+// launcher), or Team::from_env from RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR and a port (a
+// torchrun-style launcher), rank 0 handing the id to the other over TCP.
+enum class Launch { kUniqueId, kEnvironment };
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  if (fd >= 0) ::close(fd);
+  return ok ? ntohs(a.sin_port) : 29517;
+}
+
 // Runs `step` on both ranks of a team made with short timeouts; `step` gets whether it is the
-// victim and kills it where the case says. Rank 0 then runs `after`, where given, in the same
-// process. Rank 0's outcome comes back through a file.
+// victim (rank `victim`) and kills it where the case says. The survivor then runs `after`, where
+// given, in the same process. The survivor's outcome comes back through a file.
 Survivor run_case(bool kill_before_team, const std::function<Status(const Team&, bool victim)>& step,
-                  const std::function<Status()>& after = nullptr) {
+                  const std::function<Status()>& after = nullptr, Launch launch = Launch::kUniqueId, int victim = 1) {
   char path[] = "/tmp/tpgemm-fault-XXXXXX";
   const int fd = ::mkstemp(path);
   if (fd < 0) return {};
   ::close(fd);
   ncclUniqueId id;
   TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
+  const int port = free_port();
   comm::LauncherOptions lo;
   lo.timeout_s = 90;                   // a hang is a failure (a survivor stuck for good)
   lo.stop_peers_on_failure = false;    // the victim's death must not stop the survivor
   comm::run_workers(2, [&](int rank) {
-    if (rank == 1 && kill_before_team) ::raise(SIGKILL);
+    if (launch == Launch::kEnvironment) {  // what a torchrun-style launcher gives each worker
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("WORLD_SIZE", "2", 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("TPGEMM_BOOTSTRAP_PORT", std::to_string(port).c_str(), 1);
+      ::setenv("TPGEMM_BOOTSTRAP_TIMEOUT_MS", std::to_string(kHostTimeoutMs).c_str(), 1);
+    }
+    if (rank == victim && kill_before_team) ::raise(SIGKILL);
     const auto t0 = Clock::now();
     Status s;
     double step_ms = 0;
@@ -70,16 +101,16 @@ Survivor run_case(bool kill_before_team, const std::function<Status(const Team&,
       o.timeout_ms = kDeviceTimeoutMs;
       o.host_timeout_ms = kHostTimeoutMs;
       o.call_check = TeamOptions::CallCheck::kLocal;
-      const Team team = Team::from_unique_id(id, rank, 2, rank, o);
-      const Status inner = step(team, rank == 1);
+      const Team team = launch == Launch::kEnvironment ? Team::from_env(o) : Team::from_unique_id(id, rank, 2, rank, o);
+      const Status inner = step(team, rank == victim);
       step_ms = ms_since(t0);
       throw_if_error(inner);
     });  // the team (and whatever the step left) is torn down here
     if (step_ms == 0) step_ms = ms_since(t0);
-    if (rank == 0) {
+    if (rank != victim) {
       const double total_ms = ms_since(t0);
       const Status a = after ? after() : Status::Ok();
-      if (!a.ok()) std::fprintf(stderr, "[rank 0] after the fault: %s\n", a.message.c_str());
+      if (!a.ok()) std::fprintf(stderr, "[rank %d] after the fault: %s\n", rank, a.message.c_str());
       std::FILE* f = std::fopen(path, "w");
       std::fprintf(f, "%d %.1f %.1f %d\n%s", static_cast<int>(s.code), step_ms, total_ms, static_cast<int>(a.code),
                    s.message.c_str());
@@ -223,6 +254,47 @@ TEST(Faults, ARankKilledBeforeTeardownLeavesTheSurvivorsTeardownBounded) {
   std::printf("fault (d) teardown: %s\n", describe(s).c_str());
   EXPECT_TRUE(s.reported) << describe(s);
   EXPECT_LT(s.total_ms, kMarginS * 1000.0) << describe(s);
+}
+
+// The matrix's team-level cases again with the team made from the environment (Team::from_env),
+// as under torchrun, whose agent does not stop the survivors before its monitor sees the death:
+// (a) either rank dies before the team exists: the survivor's exchange of the unique id (rank 0
+// serves it, rank 1 fetches it) or NCCL's initialisation ends in an error naming the lost rank;
+// (b) a rank dies while a plan is built; (c) in a fused call; (d) before teardown.
+TEST(Faults, UnderAnEnvironmentLauncherEverySurvivorEndsNamingTheLostRank) {
+  TPGEMM_REQUIRE_GPUS(2);
+  for (int victim : {1, 0}) {
+    const Survivor s = run_case(true, [](const Team&, bool) { return Status::Ok(); }, nullptr, Launch::kEnvironment, victim);
+    std::printf("fault (a) environment launch, rank %d lost: %s\n", victim, describe(s).c_str());
+    const std::string v = std::to_string(victim);  // "rank 0 ..." or "ranks [1] ..."
+    const bool named = s.message.find("rank " + v) != std::string::npos || s.message.find("ranks [" + v) != std::string::npos;
+    EXPECT_TRUE(s.reported && s.code != ErrorCode::kOk && named) << "rank " << victim << " lost: " << describe(s);
+    EXPECT_LT(s.total_ms, kHostTimeoutMs + kMarginS * 1000.0) << describe(s);
+  }
+  const Survivor b = run_case(false, [](const Team& team, bool victim) {
+    if (victim) ::raise(SIGKILL);
+    PlanOptions o;
+    o.impl = Impl::kGemmOneShot;
+    return caught([&] { Plan plan(team, small(Op::kGemmAr), o); });
+  }, nullptr, Launch::kEnvironment);
+  std::printf("fault (b) environment launch, plan build: %s\n", describe(b).c_str());
+  EXPECT_TRUE(b.reported && b.code == ErrorCode::kTimeout) << describe(b);
+  EXPECT_LT(b.total_ms, kHostTimeoutMs + kMarginS * 1000.0) << describe(b);
+  const Survivor c = run_case(false, [](const Team& team, bool victim) {
+    return killed_in_a_call(team, victim, Op::kAgGemm, Impl::kFused, 256);
+  }, nullptr, Launch::kEnvironment);
+  std::printf("fault (c) environment launch, ag_gemm fused mid-call: %s\n", describe(c).c_str());
+  EXPECT_TRUE(c.reported && c.code == ErrorCode::kTimeout && c.message.find("rank 1") != std::string::npos) << describe(c);
+  EXPECT_LT(c.total_ms, kDeviceTimeoutMs + kMarginS * 1000.0) << describe(c);
+  const Survivor d = run_case(false, [](const Team& team, bool victim) {
+    team.barrier();
+    if (victim) ::raise(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return Status::Ok();
+  }, nullptr, Launch::kEnvironment);
+  std::printf("fault (d) environment launch, teardown: %s\n", describe(d).c_str());
+  EXPECT_TRUE(d.reported) << describe(d);
+  EXPECT_LT(d.total_ms, kMarginS * 1000.0) << describe(d);
 }
 
 }  // namespace
