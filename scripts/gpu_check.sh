@@ -263,8 +263,10 @@ for s in $STAGES; do
         stage "sanitize_gpu_$tool" 900 compute-sanitizer --tool "$tool" --error-exitcode 99 --target-processes all \
           --report-api-errors no \
           "$BUILD/tests/tpgemm_gpu_tests" --gtest_filter="$gpu_filter"
-        [ "$GPUS" -ge 2 ] && stage "sanitize_dist_$tool" 900 compute-sanitizer --tool "$tool" --error-exitcode 99 \
-          --target-processes all --report-api-errors no "$BUILD/tests/tpgemm_dist_tests" --gtest_filter="$dist_filter"
+        # (each rank's process runs its exit handlers: the tool's summary and exit code for it too)
+        [ "$GPUS" -ge 2 ] && stage "sanitize_dist_$tool" 900 env TPGEMM_TEST_WORKER_EXIT_HANDLERS=1 compute-sanitizer \
+          --tool "$tool" --error-exitcode 99 --target-processes all --report-api-errors no \
+          "$BUILD/tests/tpgemm_dist_tests" --gtest_filter="$dist_filter"
         for f in "$LOGS/sanitize_gpu_$tool.log" "$LOGS/sanitize_dist_$tool.log"; do
           [ -f "$f" ] && grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED) " "$f" | sed "s|^|$(basename "$f" .log) |" |
             tee -a "$SUMMARY" > /dev/null

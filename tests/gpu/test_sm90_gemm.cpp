@@ -64,6 +64,28 @@ std::vector<uint16_t> run_checked(const gemm::Sm90Gemm& mm, const Case& x, const
   return bits;
 }
 
+// Where two bf16 results of an L x M x N D differ: how many elements, and the first few as
+// (batch, row, column) = value against value.
+std::string where_bits_differ(const std::vector<uint16_t>& x, const std::vector<uint16_t>& y, int64_t m, int64_t n) {
+  const auto value = [](uint16_t bits) {
+    const uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    return f;
+  };
+  int64_t count = 0;
+  std::string first;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    if (x[i] == y[i]) continue;
+    if (++count <= 6) {
+      const int64_t e = static_cast<int64_t>(i);
+      first += strfmt(" (%lld,%lld,%lld)=%g vs %g", (long long)(e / (m * n)), (long long)(e / n % m), (long long)(e % n),
+                      value(x[i]), value(y[i]));
+    }
+  }
+  return strfmt("%lld of %zu elements differ:", (long long)count, x.size()) + first;
+}
+
 class Sm90GemmConfig : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Sm90GemmConfig, MatchesAPlainKernelAndRepeatsBitwise) {
@@ -103,9 +125,12 @@ TEST_P(Sm90GemmConfig, CMayBeDAndFewerSmsGiveTheSameD) {
   // In place: D starts as C (as ag_gemm allows).
   TPGEMM_CUDA_CHECK(cudaMemcpyAsync(x.d.get(), x.c.get(), x.count * x.es, cudaMemcpyDeviceToDevice, st));
   mm.run(x.a.get(), x.b.get(), x.d.get(), x.d.get(), kAlpha, kBeta, ws.get(), st);
+  const testing::Diff in_place_diff = testing::compare(x.d.get(), x.shape.dtype, x.ref.as<float>(), 1, x.count, 0, 0, 0, st);
   std::vector<uint16_t> in_place(x.count);
   TPGEMM_CUDA_CHECK(cudaMemcpy(in_place.data(), x.d.get(), in_place.size() * 2, cudaMemcpyDeviceToHost));
-  EXPECT_TRUE(in_place == expected) << GetParam() << ": C == D differs from C != D";
+  EXPECT_TRUE(in_place == expected) << GetParam() << ": C == D differs from C != D (in place: rel_err "
+                                    << in_place_diff.rel_err << " against the reference); "
+                                    << where_bits_differ(in_place, expected, x.shape.m, x.shape.n);
   // A persistent grid on fewer SMs (the rest left to communication) computes the same tiles.
   gemm::MatmulShape fewer = x.shape;
   fewer.sm_count = 50;
