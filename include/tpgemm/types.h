@@ -182,6 +182,12 @@ struct PlanOptions {
   // take the rules of plan/choose.cpp. kDefault: TPGEMM_TUNE ("0" off, else on).
   enum class Tune : int { kDefault = 0, kOn, kOff };
   Tune tune = Tune::kDefault;
+  // The same operands give the same bits of D, call after call and plan after plan: every sum of
+  // partial products runs in an order fixed by the schedule (docs/design.md, "Determinism"). The
+  // baseline's gemm_rs and gemm_ar sum in NCCL, which fixes no order: with this set they refuse
+  // (Unsupported), and auto chooses among the others; a problem only the baseline serves is
+  // Unsupported. ag_gemm has no sum and is unaffected.
+  bool deterministic = false;
 };
 
 // How a plan's implementation was chosen (Plan::selection()).

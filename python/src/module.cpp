@@ -57,7 +57,8 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
                          const std::string& b_layout, float alpha, float beta, bool has_c, const std::string& shard_dim,
                          const std::string& impl, int chunks_per_rank, int comm_sms, bool return_gathered_a,
                          const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
-                         int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype) {
+                         int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype,
+                         bool deterministic = false) {
   ProblemArgs a;
   a.p.op = parsed(parse_op(op), "op", op, "ag_gemm, gemm_rs or gemm_ar");
   a.p.m = m;
@@ -82,6 +83,7 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
   a.o.chunks_per_rank = chunks_per_rank;
   a.o.comm_sms = comm_sms;
   a.o.return_gathered_a = return_gathered_a;
+  a.o.deterministic = deterministic;
   return a;
 }
 
@@ -91,6 +93,7 @@ nb::dict options_dict(const PlanOptions& o) {
   d["chunks_per_rank"] = o.chunks_per_rank;
   d["comm_sms"] = o.comm_sms;
   d["return_gathered_a"] = o.return_gathered_a;
+  d["deterministic"] = o.deterministic;
   return d;
 }
 
@@ -202,10 +205,10 @@ NB_MODULE(_C, m) {
              const std::string& dtype, const std::string& b_layout, float alpha, float beta, bool has_c,
              const std::string& shard_dim, const std::string& impl, int chunks_per_rank, int comm_sms,
              bool return_gathered_a, const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
-             int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype) {
+             int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype, bool deterministic) {
             const ProblemArgs a = problem_args(op, m_, n, k, l, dtype, b_layout, alpha, beta, has_c, shard_dim, impl,
                                                chunks_per_rank, comm_sms, return_gathered_a, out_dtype, scale, a_layout,
-                                               lda, ldb, ldc, ldd, b_dtype);
+                                               lda, ldb, ldc, ldd, b_dtype, deterministic);
             nb::gil_scoped_release release;
             new (self) Plan(team, a.p, a.o);
           },
@@ -215,7 +218,9 @@ NB_MODULE(_C, m) {
           nb::arg("chunks_per_rank") = 0, nb::arg("comm_sms") = -1, nb::arg("return_gathered_a") = false,
           nb::arg("out_dtype") = "", nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0,
           nb::arg("ldb") = 0, nb::arg("ldc") = 0, nb::arg("ldd") = 0, nb::arg("b_dtype") = "",
-          "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `out_dtype`: D's "
+          nb::arg("deterministic") = false,
+          "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `deterministic`: "
+          "sums in a fixed order only (PlanOptions::deterministic: no gemm_rs / gemm_ar baseline). `out_dtype`: D's "
           "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for FP8; '': dtype). `b_dtype`: "
           "B's type where it differs from A's ('e4m3' or 'e5m2' beside an FP8 A; '': dtype). `scale`: "
           "FP8 scales, 'tensor' (one per operand) or 'row' (per row of A and per column of D). `a_layout` "
@@ -257,10 +262,10 @@ NB_MODULE(_C, m) {
              const std::string& dtype, const std::string& b_layout, bool has_c, const std::string& shard_dim,
              const std::string& impl, bool return_gathered_a, const std::string& out_dtype, const std::string& scale,
              const std::string& a_layout, int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd,
-             const std::string& b_dtype) {
+             const std::string& b_dtype, bool deterministic) {
             const ProblemArgs a =
                 problem_args(op, m_, n, k, l, dtype, b_layout, 1.0f, has_c ? 1.0f : 0.0f, has_c, shard_dim, impl, 0,
-                             -1, return_gathered_a, out_dtype, scale, a_layout, lda, ldb, ldc, ldd, b_dtype);
+                             -1, return_gathered_a, out_dtype, scale, a_layout, lda, ldb, ldc, ldd, b_dtype, deterministic);
             const Status s = Plan::can_implement(team, a.p, a.o);
             return std::make_tuple(std::string(to_string(s.code)), s.message);
           },
@@ -268,7 +273,7 @@ NB_MODULE(_C, m) {
           nb::arg("dtype") = "bf16", nb::arg("b_layout") = "nk", nb::arg("has_c") = false, nb::arg("shard_dim") = "m",
           nb::arg("impl") = "auto", nb::arg("return_gathered_a") = false, nb::arg("out_dtype") = "",
           nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0, nb::arg("ldb") = 0,
-          nb::arg("ldc") = 0, nb::arg("ldd") = 0, nb::arg("b_dtype") = "",
+          nb::arg("ldc") = 0, nb::arg("ldd") = 0, nb::arg("b_dtype") = "", nb::arg("deterministic") = false,
           "(code, message): would this rank accept the problem? Local; 'Ok' if so.");
 
   nb::class_<AllReducePlan>(m, "AllReducePlan")

@@ -149,6 +149,12 @@ class PlanCall:
         self.plan.run(a, b, c, d, a_gathered, stream, self.m, a_scale, b_scale)
 
 
+# NOTE [deterministic plans]
+# Under torch.use_deterministic_algorithms(True) every plan is made with PlanOptions::deterministic:
+# the sums of partial products (gemm_rs, gemm_ar) run in an order fixed by tpgemm's own schedules,
+# never in NCCL, so the same inputs give the same bits call after call. Whether torch asks for it is
+# part of every cache key here and in ops.py, so switching it mid-run makes (or finds) the other
+# plans; a problem only NCCL's sum serves then takes torch's path.
 def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False, out_dtype="",
          scale="tensor", b_dtype=""):
     """The cached Plan for this problem on the group's team, made (collectively) on first use.
@@ -159,7 +165,9 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     (Operands::m), so their number grows with log M, not with M."""
     e = _entry(group)
     impl = impl_for(op)
-    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype, scale, b_dtype)
+    deterministic = torch.are_deterministic_algorithms_enabled()  # NOTE [deterministic plans]
+    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype, scale, b_dtype,
+             deterministic)
     p = e.plans.get(shape + (m,))
     if p is not None:
         return PlanCall(p, m)
@@ -174,7 +182,8 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     if p is None:
         _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
         p = _C.Plan(e.team, op, top, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim,
-                    impl=impl, return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale, b_dtype=b_dtype)
+                    impl=impl, return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale, b_dtype=b_dtype,
+                    deterministic=deterministic)
         e.plans[shape + (top,)] = p
         if top == m:
             exact.add(m)
@@ -204,7 +213,7 @@ def can_implement(group, op, m, n, k, dtype, b_layout, *, shard_dim="m", return_
     impl = _forced_impl.get(op, "auto")
     return _C.Plan.can_implement(e.team, op, m, n, k, dtype=dtype, b_layout=b_layout, shard_dim=shard_dim, impl=impl,
                                  return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale,
-                                 b_dtype=b_dtype)
+                                 b_dtype=b_dtype, deterministic=torch.are_deterministic_algorithms_enabled())
 
 
 def team_device(group):

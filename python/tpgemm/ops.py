@@ -97,7 +97,8 @@ def _b_operand(B):
 
 def _plan(group_name, op, m, n, k, dtype, layout, **kw):
     """The op's plan, or None where tpgemm answered Unsupported (then the reason is noted)."""
-    key = (group_name, op, m, n, k, dtype, layout, tuple(sorted(kw.items())), T.impl_for(op))
+    key = (group_name, op, m, n, k, dtype, layout, tuple(sorted(kw.items())), T.impl_for(op),
+           torch.are_deterministic_algorithms_enabled())
     why = _unsupported_plans.get(key)
     if why is None:
         try:
@@ -147,7 +148,8 @@ def _all_reduce_torch(input, reduce_op, group_name):
 # call, the plan, the output's shape) is worked out on a call's first appearance and kept under
 # that key, so a later call costs a dictionary lookup, the outputs' allocation, the alignment of
 # its addresses (which the key does not fix) and Plan.run. The key holds everything the checks
-# read, so a call that would fail them never finds a kept entry. set_impl() forgets them.
+# read, so a call that would fail them never finds a kept entry, and whether torch asks for
+# deterministic algorithms (NOTE [deterministic plans]). set_impl() forgets them.
 
 class _Call:
     """What a call of one key runs: `plan` (None: torch's path) and the outputs' shapes."""
@@ -175,6 +177,7 @@ def _layout(t):
 
 
 def _kept(key, work_out):
+    key = (key, torch.are_deterministic_algorithms_enabled())  # which plans (NOTE [deterministic plans])
     c = _calls.get(key)
     if c is None:
         c = work_out()

@@ -53,6 +53,8 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
   if (s.ok() && (o.chunks_per_rank < 0 || o.chunks_per_rank > 64))
     s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d: expected 0 (auto) to 64", o.chunks_per_rank)};
   if (s.ok() && o.return_gathered_a) s = plan::gathered_a_supported(p, o.impl);
+  if (s.ok() && o.deterministic)  // auto: what the rules choose must be kept to a fixed order too
+    s = plan::deterministic_supported(p, plan::choose(p, topology(t), o).impl, t.world);
   const bool pipelined = o.impl == Impl::kPipelinedCE || o.impl == Impl::kAuto;
   if (s.ok() && p.shard_dim == ShardDim::kN && pipelined && o.chunks_per_rank > 1)
     s = {ErrorCode::kInvalidArgument, strfmt("chunks_per_rank=%d with shard_dim=n: along N each rank's column block "
@@ -120,7 +122,8 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     r.selection.detail = "PlanOptions::impl";
   } else {
     const std::vector<plan::Choice> cands = plan::candidates(p, topo, o, any_m);
-    const std::string key = plan::tune_key({t.device_name, t.nccl_version, topo}, p, o.return_gathered_a, any_m);
+    const std::string key =
+        plan::tune_key({t.device_name, t.nccl_version, topo}, p, o.return_gathered_a, any_m, o.deterministic);
     const plan::TuneCache cache(plan::TuneCache::default_path());
     const bool tune = o.tune == PlanOptions::Tune::kOn && cands.size() > 1;
     std::optional<plan::Choice> hit = tune ? cached_choice(t, key, cands, cache) : std::nullopt;
@@ -151,6 +154,9 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
       r.selection = {PlanSelection::Source::kFallback, "the rules of plan/choose.cpp: " + not_tuned, 0};
     }
   }
+  // Where no implementation with a fixed order serves (a range of M the plan's own choice does not
+  // take, say), the same refusal on every rank: they all chose alike.
+  if (o.deterministic) throw_if_error(plan::deterministic_supported(p, r.choice.impl, t.world));
   // NOTE [collective construction]: every implementation agrees on its local work before its
   // collective steps, so a failure inside make_impl is either every rank's or caught here by
   // the one rank it happened on; either way all ranks meet in this last agree, which also
@@ -199,11 +205,12 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   if (local.ok()) local = detail::check_locally(*t, problem, options);
   // Ranks compare what they were asked for, and the settings that change a protocol between
   // them; the choice below is a function of it.
-  const std::string descriptor = describe(problem) + strfmt(" impl=%s chunks=%d comm_sms=%d gathered_a=%d tune=%d",
-                                                             std::string(to_string(options.impl)).c_str(),
-                                                             options.chunks_per_rank, options.comm_sms,
-                                                             options.return_gathered_a ? 1 : 0, static_cast<int>(asked.tune)) +
-                                 detail::protocol_settings();
+  const std::string descriptor =
+      describe(problem) +
+      strfmt(" impl=%s chunks=%d comm_sms=%d gathered_a=%d tune=%d deterministic=%d",
+             std::string(to_string(options.impl)).c_str(), options.chunks_per_rank, options.comm_sms,
+             options.return_gathered_a ? 1 : 0, static_cast<int>(asked.tune), options.deterministic ? 1 : 0) +
+      detail::protocol_settings();
   t->agree(local, descriptor, "the plan");
   auto state = std::make_unique<detail::PlanState>();
   state->team = t;

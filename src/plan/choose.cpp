@@ -4,6 +4,7 @@
 #include <array>
 #include <vector>
 
+#include "core/format.h"
 #include "gemm/sm90_config.h"
 #include "plan/schedule.h"  // partial_as_c_fits
 
@@ -144,10 +145,40 @@ Impl choose_gemm_ar(const GemmProblem& p, const Topology& topo, int chunks_asked
 
 }  // namespace
 
+bool fixed_reduction_order(const GemmProblem& p, Impl impl, int world) {
+  return p.op == Op::kAgGemm || impl != Impl::kBaseline || world == 1;
+}
+
+Status deterministic_supported(const GemmProblem& p, Impl impl, int world) {
+  if (fixed_reduction_order(p, impl, world)) return Status::Ok();
+  return {ErrorCode::kUnsupported,
+          strfmt("deterministic=true with impl=%s: %s sums the partial products in NCCL, whose order is not fixed; "
+                 "expected another implementation, or impl=auto",
+                 std::string(to_string(impl)).c_str(), std::string(to_string(p.op)).c_str())};
+}
+
+namespace {
+
+// PlanOptions::deterministic: where the rules chose a sum in NCCL, the first implementation of
+// the op with a fixed order that serves the problem (collective then matmul, then the pipeline);
+// the baseline still where none does, which the plan then refuses.
+Impl deterministic_choice(const GemmProblem& p, const Topology& topo, Impl impl) {
+  if (fixed_reduction_order(p, impl, topo.world)) return impl;
+  const Impl first = p.op == Op::kGemmRs ? Impl::kGemmReduceScatter : Impl::kGemmTwoShot;
+  for (Impl alt : {first, Impl::kGemmOneShot, Impl::kPipelinedCE})
+    if ((alt != Impl::kGemmOneShot || p.op == Op::kGemmAr) && impl_supported(p, alt, topo).ok()) return alt;
+  return impl;
+}
+
+}  // namespace
+
 Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& options) {
   if (options.impl != Impl::kAuto) return fill_defaults(p, topo, options.impl, options);
   const bool symmetric = topo.world > 1 && topo.all_lsa_peers && topo.world <= kMaxSymmetricWorld;
-  if (!symmetric) return fill_defaults(p, topo, Impl::kBaseline, options);
+  if (!symmetric) {
+    const Impl impl = options.deterministic ? deterministic_choice(p, topo, Impl::kBaseline) : Impl::kBaseline;
+    return fill_defaults(p, topo, impl, options);
+  }
   // Along N, pipelined_ce runs the schedule of the transposed problem, whose chunk matmuls are
   // the same size: its rules apply, fused aside (along M only; NOTE [shard along N]).
   const bool along_n = p.shard_dim == ShardDim::kN;
@@ -162,6 +193,7 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   // The rules above pick by shape; what the problem rules out besides (an output type of its
   // own, say) leaves the baseline.
   if (!impl_supported(p, impl, topo).ok()) impl = Impl::kBaseline;
+  if (options.deterministic) impl = deterministic_choice(p, topo, impl);
   return fill_defaults(p, topo, impl, options);
 }
 
@@ -187,6 +219,7 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
   std::vector<Choice> out;
   const auto add = [&](Impl impl, int chunks, int comm_sms = -1) {
     if (any_m && !takes_any_m(impl)) return;
+    if (options.deterministic && !fixed_reduction_order(p, impl, topo.world)) return;
     if (!impl_supported(p, impl, topo).ok()) return;
     if (options.return_gathered_a && !gathered_a_supported(p, impl).ok()) return;
     PlanOptions o = options;

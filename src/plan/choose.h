@@ -25,6 +25,13 @@ AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo);
 // the matmul apart, each sized per call. The overlapped ones (pipelined_ce, fused) run their M.
 bool takes_any_m(Impl impl);
 
+// Whether `impl` sums the partial products of `p` on `world` ranks in an order of its own
+// schedule's (every implementation but the baseline's gemm_rs and gemm_ar on several ranks, which
+// sum in NCCL), and the refusal that
+// PlanOptions::deterministic gives one that does not.
+bool fixed_reduction_order(const GemmProblem& p, Impl impl, int world);
+Status deterministic_supported(const GemmProblem& p, Impl impl, int world);
+
 // choose(), among the implementations that take any M.
 Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOptions& options);
 

@@ -1,6 +1,7 @@
 // Repeatable reductions: the same operands give the same bits of D, call after call and across a
 // plan made again, for every implementation tpgemm runs its own reduction in (the baseline's is
-// NCCL's, which promises no order, and is left out: docs/design.md, "Determinism").
+// NCCL's, which promises no order, and is left out: docs/design.md, "Determinism"); auto under
+// PlanOptions::deterministic, where its rules would sum in NCCL, and the baseline refused there.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -28,14 +29,15 @@ TEST_P(Determinism, EveryOwnReductionGivesTheSameBitsEveryCallAndEveryPlan) {
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
               Stream stream = Stream::create();
               const cudaStream_t st = stream.get();
-              struct Case { Op op; Impl impl; int64_t m; };
+              struct Case { Op op; Impl impl; int64_t m; bool deterministic = false; };
               // M in whole 256-row tiles per rank, so that the fused reductions take it too.
               const int64_t m = 256 * W;
               const Case cases[] = {{Op::kGemmRs, Impl::kPipelinedCE, m},    {Op::kGemmRs, Impl::kFused, m},
                                     {Op::kGemmRs, Impl::kGemmReduceScatter, m}, {Op::kGemmAr, Impl::kPipelinedCE, m},
                                     {Op::kGemmAr, Impl::kGemmOneShot, m},     {Op::kGemmAr, Impl::kGemmTwoShot, m},
                                     {Op::kGemmAr, Impl::kFused, m},           {Op::kGemmAr, Impl::kFused, 16},
-                                    {Op::kGemmAr, Impl::kAuto, 3}};
+                                    {Op::kGemmAr, Impl::kAuto, 3},            {Op::kGemmRs, Impl::kAuto, 8 * W, true},
+                                    {Op::kGemmAr, Impl::kAuto, 8 * W, true},  {Op::kGemmAr, Impl::kAuto, 1, true}};
               for (const Case& c : cases) {
                 GemmProblem p;
                 p.op = c.op;
@@ -43,8 +45,19 @@ TEST_P(Determinism, EveryOwnReductionGivesTheSameBitsEveryCallAndEveryPlan) {
                 PlanOptions o;
                 o.impl = c.impl;
                 o.tune = PlanOptions::Tune::kOff;  // auto: the rules' choice, the same in both plans
-                if (!Plan::can_implement(team, p, o).ok()) continue;
-                const std::string what = describe(p) + " impl=" + std::string(to_string(c.impl));
+                o.deterministic = c.deterministic;
+                if (c.deterministic) {
+                  PlanOptions nccl = o;
+                  nccl.impl = Impl::kBaseline;
+                  const Status s = Plan::can_implement(team, p, nccl);
+                  RANK_EXPECT(s.code == ErrorCode::kUnsupported && s.message.find("deterministic") != std::string::npos,
+                              "%s: the baseline under deterministic: %s", describe(p).c_str(), s.message.c_str());
+                }
+                const Status servable = Plan::can_implement(team, p, o);
+                RANK_EXPECT(servable.ok() || !c.deterministic, "%s deterministic: %s", describe(p).c_str(), servable.message.c_str());
+                if (!servable.ok()) continue;
+                const std::string what =
+                    describe(p) + " impl=" + std::string(to_string(c.impl)) + (c.deterministic ? " deterministic" : "");
                 const Status s = testsupport::caught([&] {
                   testing::RankData data(p, W, team.rank(), 321, st);
                   const size_t bytes = static_cast<size_t>(operand_sizes(p, W).d) * dtype_size(d_dtype(p));
@@ -52,6 +65,8 @@ TEST_P(Determinism, EveryOwnReductionGivesTheSameBitsEveryCallAndEveryPlan) {
                   int differing = 0;
                   for (int made = 0; made < 2; ++made) {  // the second plan: made again, same operands
                     Plan plan(team, p, o);
+                    RANK_EXPECT(!c.deterministic || plan.impl() != Impl::kBaseline, "%s: deterministic ran the baseline",
+                                what.c_str());
                     for (int i = 0; i < kCalls; ++i) {
                       TPGEMM_CUDA_CHECK(cudaMemsetAsync(data.d.get(), 0xff, bytes, st));
                       plan.run(data.operands(), st);

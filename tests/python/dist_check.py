@@ -297,6 +297,27 @@ def check_bad_input(g, W, r):
     log("bad input: done")
 
 
+def check_deterministic(g, W, r):
+    """NOTE [deterministic plans]: under torch.use_deterministic_algorithms the reducing ops run a
+    plan whose sums are in a fixed order (never the baseline's NCCL sum), and 20 calls on the same
+    operands give the same bits. The shapes are ones whose auto would otherwise sum in NCCL."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        for m, n, k in ((8 * W, 2048, 1024), (2048, 4096, 1024)):
+            A, w = randn(m, k), randn(n, k)
+            for name, call in (("rs", lambda: ops.fused_matmul_reduce_scatter(A, w.t(), "sum", 0, g)),
+                               ("ar", lambda: ops.matmul_all_reduce(A, w.t(), "sum", g))):
+                first = call()
+                same = all(torch.equal(call(), first) for _ in range(20))
+                check(same, f"deterministic {name} {m}x{n}x{k}: 20 calls gave other bits than the first")
+        plans = [p for e in T._teams.values() for key, p in e.plans.items() if key[-2] is True and hasattr(p, "impl")]
+        check(plans and all(p.impl != "baseline" for p in plans),
+              f"deterministic: plans {[(p.description, p.impl) for p in plans]} (none may be the baseline)")
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
 def host_time_per_call(g, W):
     A, w = randn(1024, 1024), randn(1024, 1024)
     rows = []
@@ -327,7 +348,8 @@ def main():
     log(f"tpgemm dist_check: W={W}, torch {torch.__version__}, NCCL {tpgemm.nccl_version()}")
     for fn in (lambda: check_ops(g, W, r), lambda: check_fp32_output(g, W, r), lambda: check_against_torch(g, W),
                lambda: check_modules(W, r),
-               lambda: check_compile_and_graphs(W, r), lambda: check_bad_input(g, W, r), lambda: host_time_per_call(g, W)):
+               lambda: check_compile_and_graphs(W, r), lambda: check_bad_input(g, W, r),
+               lambda: check_deterministic(g, W, r), lambda: host_time_per_call(g, W)):
         try:
             fn()
         except Exception as e:  # noqa: BLE001  (a crash is a failure of its own; the next check still runs)

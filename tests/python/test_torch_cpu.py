@@ -155,6 +155,16 @@ def test_calls_are_worked_out_once_per_layout(group_name):
         with pytest.raises(tpgemm.InvalidArgument, match=r"B has shape \(12, 24\)"):
             ops.matmul_all_reduce(A, torch.randn(12, 24), "sum", group_name)
     assert len(tpgemm.ops._calls) == kept + 1
+    # Under torch.use_deterministic_algorithms the same layout is worked out anew (its plans keep
+    # their sums in a fixed order: NOTE [deterministic plans]), and found again after.
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        for _ in range(2):
+            torch.testing.assert_close(ops.matmul_all_reduce(A, B, "sum", group_name), A @ B)
+        assert len(tpgemm.ops._calls) == kept + 2
+    finally:
+        torch.use_deterministic_algorithms(before)
     T.set_impl("gemm_ar", "auto")  # forgets them: their plans were made for the impl before
     assert len(tpgemm.ops._calls) == 0
 

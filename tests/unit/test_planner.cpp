@@ -80,6 +80,34 @@ TEST(Candidates, OnlyTheBaselineWithoutNvlinkPeers) {
   EXPECT_EQ(c[0].impl, Impl::kBaseline);
 }
 
+// PlanOptions::deterministic: no sum in NCCL. The reducing ops lose the baseline from the
+// candidates and from the rules' choice (for every shape, any M too), ag_gemm keeps it, one rank
+// keeps it (nothing is summed), and without NVLink peers nothing with a fixed order is left.
+TEST(Candidates, DeterministicLeavesNoSumToNccl) {
+  PlanOptions o;
+  o.deterministic = true;
+  const Topology topo{4, true};
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int64_t m : {4, 512, 4096, 16384})
+      for (bool any_m : {false, true}) {
+        const GemmProblem p = problem(op, m, 8192, 2048);
+        const std::vector<Choice> all = candidates(p, topo, o, any_m);
+        ASSERT_FALSE(all.empty()) << describe(p);
+        for (const Choice& c : all) EXPECT_TRUE(fixed_reduction_order(p, c.impl, 4)) << describe(p) << " " << to_string(c.impl);
+        const Choice rules = any_m ? choose_any_m(p, topo, o) : choose(p, topo, o);
+        EXPECT_TRUE(fixed_reduction_order(p, rules.impl, 4)) << describe(p) << " " << to_string(rules.impl);
+        if (any_m) EXPECT_TRUE(takes_any_m(rules.impl)) << describe(p) << " " << to_string(rules.impl);
+        if (op == Op::kAgGemm) EXPECT_EQ(all[0].impl, Impl::kBaseline);
+      }
+  const GemmProblem rs = problem(Op::kGemmRs, 8192, 8192, 8192);
+  EXPECT_TRUE(fixed_reduction_order(rs, Impl::kBaseline, 1));
+  EXPECT_TRUE(candidates(rs, {4, false}, o, false).empty());
+  const Status refused = deterministic_supported(rs, Impl::kBaseline, 4);
+  EXPECT_EQ(refused.code, ErrorCode::kUnsupported);
+  EXPECT_NE(refused.message.find("deterministic=true with impl=baseline"), std::string::npos) << refused.message;
+  EXPECT_TRUE(deterministic_supported(problem(Op::kAgGemm, 64, 64, 64), Impl::kBaseline, 4).ok());
+}
+
 // An output type of its own: the baseline, and pipelined_ce's ag_gemm (its matmuls alone write D).
 TEST(Candidates, AnOutputTypeOfItsOwnKeepsThoseThatTakeIt) {
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
