@@ -70,4 +70,10 @@ struct OperandSizes {
 };
 OperandSizes operand_sizes(const GemmProblem& problem, int world_size);
 
+// ScaleMode::kBlock's layout (types.h): K in blocks of kScaleBlock, and the stride between the
+// rows of B's scales, its K blocks rounded up to a multiple of 4 (as cuBLASLt reads them).
+constexpr int64_t kScaleBlock = 128;
+inline int64_t scale_k_blocks(const GemmProblem& p) { return (p.k + kScaleBlock - 1) / kScaleBlock; }
+inline int64_t b_scale_ld(const GemmProblem& p) { return (scale_k_blocks(p) + 3) / 4 * 4; }
+
 }  // namespace tpgemm

@@ -50,7 +50,15 @@ enum class ShardDim : int { kM = 0, kN = 1 };
 //            column of D that this rank's B makes (per row of the [N, K] weight: N; N/W for ag_gemm
 //            along N): the per-token and per-channel scales of torch._scaled_mm's row-wise mode.
 //            One batch entry (L = 1); the baseline runs it.
-enum class ScaleMode : int { kTensor = 0, kRow = 1 };
+//   kBlock   DeepSeek-V3's block scales (torch._scaled_mm's BlockWise1x128 for A and BlockWise128x128
+//            for B; cuBLASLt's VEC128_32F and BLK128x128_32F). A: one value per row of this rank's A
+//            per 128 columns of K, K block by K block, each block's values in row order: (row i,
+//            K block kb) at kb x R + i, R = this rank's rows of A. B: one per 128 x 128 block of the
+//            [N, K] weight, a row of K blocks per 128 rows of B: (nb, kb) at nb x S + kb, S = K/128
+//            rounded up to a multiple of 4 (cuBLASLt's stride between them; the values past K/128
+//            are not read). e4m3 A and B, K (this rank's) a multiple of 128, M a multiple of 4, L = 1;
+//            the baseline runs it (ag_gemm gathers A's scales with its rows).
+enum class ScaleMode : int { kTensor = 0, kRow = 1, kBlock = 2 };
 
 enum class Impl : int {
   kAuto = 0,     // let the planner choose per shape (never slower than baseline by design)
@@ -88,7 +96,7 @@ std::optional<DType> parse_dtype(std::string_view s);
 std::optional<BLayout> parse_b_layout(std::string_view s);
 std::optional<ALayout> parse_a_layout(std::string_view s);
 std::optional<ShardDim> parse_shard_dim(std::string_view s);
-std::optional<ScaleMode> parse_scale_mode(std::string_view s);  // "tensor", "row" (or "rowwise")
+std::optional<ScaleMode> parse_scale_mode(std::string_view s);  // "tensor", "row" ("rowwise"), "block" ("blockwise")
 std::optional<Op> parse_op(std::string_view s);
 std::optional<Impl> parse_impl(std::string_view s);
 std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s);
@@ -155,7 +163,8 @@ struct Operands {
   int64_t m = 0;
   // dtype e4m3 (and only then): device pointers, 16-byte aligned, to the dequantisation scales
   // of this rank's A and B as GemmProblem::scale_mode lays them out (kTensor: one fp32 each; kRow:
-  // one per row of A, one per column of D from B). A's values are its scale x its e4m3 elements:
+  // one per row of A, one per column of D from B; kBlock: per 1 x 128 block of A and 128 x 128 block
+  // of B, operand_sizes() counts them). A's values are its scale x its e4m3 elements:
   // D = alpha x (a_scale A)(b_scale B) + beta x C. Ranks' scales may differ: ag_gemm gathers them
   // with the shards.
   const float* a_scale = nullptr;

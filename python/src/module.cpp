@@ -68,7 +68,7 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
   a.p.dtype = dtype_arg(dtype);
   if (!out_dtype.empty()) a.p.out_dtype = parsed(parse_dtype(out_dtype), "out_dtype", out_dtype, "bf16, fp16 or fp32");
   if (!b_dtype.empty()) a.p.b_dtype = parsed(parse_dtype(b_dtype), "b_dtype", b_dtype, "e4m3 or e5m2");
-  a.p.scale_mode = parsed(parse_scale_mode(scale), "scale", scale, "tensor or row");
+  a.p.scale_mode = parsed(parse_scale_mode(scale), "scale", scale, "tensor, row or block");
   a.p.a_layout = parsed(parse_a_layout(a_layout), "a_layout", a_layout, "mk ([M, K]) or km ([K, M])");
   a.p.lda = lda;
   a.p.ldb = ldb;
@@ -223,7 +223,8 @@ NB_MODULE(_C, m) {
           "sums in a fixed order only (PlanOptions::deterministic: no gemm_rs / gemm_ar baseline). `out_dtype`: D's "
           "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for FP8; '': dtype). `b_dtype`: "
           "B's type where it differs from A's ('e4m3' or 'e5m2' beside an FP8 A; '': dtype). `scale`: "
-          "FP8 scales, 'tensor' (one per operand) or 'row' (per row of A and per column of D). `a_layout` "
+          "FP8 scales, 'tensor' (one per operand), 'row' (per row of A and per column of D) or 'block' (per "
+          "1 x 128 block of A and 128 x 128 block of B, tpgemm/types.h's layout). `a_layout` "
           "('mk' or 'km': A stored [K, M]), `lda`, `ldb`, `ldc`, `ldd`: row strides in elements (0: packed).")
       .def(
           "run",

@@ -21,9 +21,9 @@ from .ops import (TORCH_PATH, _ag_plan_call, _alpha, _c10d, _kept, _layout, _lib
 # torch.ops.symm_mem's fused_all_gather_scaled_matmul and fused_scaled_matmul_reduce_scatter, with
 # their schemas: A and B in FP8 with dequantisation scales, as torch._scaled_mm takes them.
 # tpgemm serves FP8 operands (float8_e4m3fn, or float8_e5m2 beside an e4m3 one: cuBLASLt has no
-# e5m2 x e5m2 matmul) with tensor-wise scales (one fp32 each, on the GPU) or row-wise ones
-# (_scales_kind), an out_dtype of bf16, fp16 or fp32, no bias or result scale, B as the transpose
-# of an [N, K] row-major weight;
+# e5m2 x e5m2 matmul) with tensor-wise scales (one fp32 each, on the GPU), row-wise or block-wise
+# ones (_scales_kind; block-wise: e4m3, K a multiple of 128), an out_dtype of bf16, fp16 or fp32, no
+# bias or result scale, B as the transpose of an [N, K] row-major weight;
 # use_fast_accum is a permission tpgemm does not take (it accumulates in full). Everything else
 # runs torch's path: the collective and torch._scaled_mm. A tensor-wise A_scale is, for torch, the
 # scale of the whole gathered A (the ranks share it); tpgemm's gather carries each rank's own with
@@ -46,8 +46,9 @@ def _dtype(x):
 
 def _scales_kind(A, B, A_scale, B_scale):
     """How tpgemm reads the scales of A (this rank's rows) and B ([K, N]), or None where it cannot:
-    "tensor" (one fp32 each) or "row" (torch._scaled_mm's row-wise mode: A_scale one per row of A,
-    shaped as A's rows x 1; B_scale one per column of B, shaped 1 x N); fp32 on A's device."""
+    "tensor" (one fp32 each), "row" (torch._scaled_mm's row-wise mode: A_scale one per row of A,
+    shaped as A's rows x 1; B_scale one per column of B, shaped 1 x N) or "block" (_block_scales);
+    fp32 on A's device."""
     def fp32_here(s):
         return isinstance(s, torch.Tensor) and s.dtype == torch.float32 and s.device == A.device
     if not (fp32_here(A_scale) and fp32_here(B_scale)):
@@ -57,12 +58,53 @@ def _scales_kind(A, B, A_scale, B_scale):
     if (A_scale.dim() == A.dim() and tuple(A_scale.shape) == tuple(A.shape[:-1]) + (1,) and B.dim() == 2
             and tuple(B_scale.shape) == (1, B.shape[1])):
         return "row"
+    if _block_scales(A, B, A_scale, B_scale):
+        return "block"
     return None
+
+
+def _size_stride(t, dim, size, stride):
+    """Dimension `dim` of t has `size` elements, `stride` apart where there are several (torch's
+    check of scaled_mm's scales)."""
+    return t.shape[dim] == size and (size == 1 or t.stride(dim) == stride)
+
+
+def _block_scales(A, B, A_scale, B_scale):
+    """torch._scaled_mm's block-wise scales, laid out as tpgemm's scale mode "block" reads them: A
+    [rows, K] with BlockWise1x128 ones, A_scale (rows, K/128) strided (1, rows): K block by K block,
+    the rows in order; B = weight.t() ([K, N]) with BlockWise128x128 ones, B_scale (K/128, N/128)
+    (or (L4, N/128), as torch's _scaled_mm_v2 shapes it) strided (1, L4), L4 = K/128 rounded up to 4:
+    per 128 rows of the weight its K blocks, L4 apart (the 16-byte aligned stride torch checks and
+    cuBLASLt reads). Block counts round up (ceil)."""
+    if A.dim() != 2 or B.dim() != 2 or A_scale.dim() != 2 or B_scale.dim() != 2:
+        return False
+    rows, k, n = A.shape[0], A.shape[1], B.shape[1]
+    kb = -(-k // 128)
+    l4 = -(-kb // 4) * 4
+    return (_size_stride(A_scale, 0, rows, 1) and _size_stride(A_scale, 1, kb, rows)
+            and B_scale.shape[0] in (kb, l4) and (B_scale.shape[0] == 1 or B_scale.stride(0) == 1)
+            and _size_stride(B_scale, 1, -(-n // 128), l4))
 
 
 def _b_dtype(A, B):
     """B's FP8 type for the plan where it differs from A's ('' where they match)."""
     return "" if B.dtype == A.dtype else T.FP8_DTYPES[B.dtype]
+
+
+def _aligned_block_scales(*scales):
+    """Block-wise scales from 16-byte aligned addresses, their strides kept (they are the layout
+    tpgemm reads: _block_scales); one at an offset is copied into a fresh tensor of the same strides."""
+    return [s if s.data_ptr() % 16 == 0 else torch.empty_strided(s.shape, s.stride(), dtype=s.dtype,
+                                                                  device=s.device).copy_(s) for s in scales]
+
+
+def _gather_block_scales(s, group_name):
+    """A's block-wise scales (rows, K/128), strided (1, rows), gathered with the rows: (W rows, K/128),
+    strided (1, W rows), as torch._scaled_mm takes them for the gathered A."""
+    W = T.world_size(group_name)
+    rows, kb = s.shape
+    g = _gather_rows(s.t().contiguous(), group_name).view(W, kb, rows)  # each rank's K blocks of rows
+    return g.permute(1, 0, 2).reshape(kb, W * rows).t()
 
 
 def _aligned_scales(*scales):
@@ -101,7 +143,8 @@ def _why_not_scaled(A, B, A_scale, B_scale, bias, result_scale, out_dtype):
         return (f"A {A.dtype} and B {B.dtype} (tpgemm's scaled ops take float8_e4m3fn, or float8_e5m2 beside "
                 "float8_e4m3fn)")
     if _scales_kind(A, B, A_scale, B_scale) is None:
-        return ("scales other than fp32 on A's device, one per operand or row-wise (A's rows x 1 and 1 x N): "
+        return ("scales other than fp32 on A's device, one per operand, row-wise (A's rows x 1 and 1 x N) or "
+                "block-wise (torch._scaled_mm's BlockWise1x128 for A and BlockWise128x128 for B): "
                 f"A_scale {tuple(A_scale.shape)}, B_scale {tuple(B_scale.shape)}")
     if bias is not None or result_scale is not None:
         return "a bias or a result scale"
@@ -125,6 +168,11 @@ def _gather_rows(x, group_name):
 def _ag_scaled_torch(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
                      use_fast_accum):
     W, gd = T.world_size(group_name), gather_dim % A.dim()
+    if gd == 0 and _scales_kind(A, Bs[0], A_scale, B_scales[0]) == "block":  # the rows' blocks gathered with them
+        A_full, scale = _gather_rows(A, group_name), _gather_block_scales(A_scale, group_name)
+        return A_full, [torch._scaled_mm(A_full, B, scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
+                        for B, bs, bias, rs, od, fast in zip(Bs, B_scales, biases, result_scales, out_dtypes,
+                                                             use_fast_accum)]
     mode = _scale_mode(A, A_scale, gd, W)
     # As torch's path: the shards gathered rank by rank, gather_dim moved in front, then rows.
     A_gd = _gather_rows(A, group_name).view(W, *A.shape).movedim(gd + 1, 1).flatten(0, 1)
@@ -174,10 +222,15 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
     A2, B0 = _operands(c, A, Bs[0])
     D = torch.empty(c.shape, dtype=out_dtypes[0], device=A.device)
     G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device)
-    # The other Bs (if any) multiply the gathered A in torch: row-wise, with the gathered rows' scales.
-    row = len(Bs) > 1 and _scales_kind(A, Bs[0], A_scale, B_scales[0]) == "row"
-    G_scale = _gather_rows(A_scale.flatten(0, -2), group_name) if row else A_scale
-    sa, sb = _aligned_scales(A_scale, B_scales[0])
+    # The other Bs (if any) multiply the gathered A in torch: row-wise and block-wise, with the
+    # gathered rows' scales.
+    kind = _scales_kind(A, Bs[0], A_scale, B_scales[0])
+    G_scale = A_scale
+    if len(Bs) > 1 and kind == "row":
+        G_scale = _gather_rows(A_scale.flatten(0, -2), group_name)
+    elif len(Bs) > 1 and kind == "block":
+        G_scale = _gather_block_scales(A_scale, group_name)
+    sa, sb = (_aligned_block_scales if kind == "block" else _aligned_scales)(A_scale, B_scales[0])
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"), T.address(G, "A_gathered"),
                T.stream(A.device.index), sa.data_ptr(), sb.data_ptr())
     G2 = G.flatten(0, -2)
@@ -194,6 +247,8 @@ def _rs_scaled_torch(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_
         raise InvalidArgument(f"A_scale has shape {tuple(A_scale.shape)}: expected one scale (tensor-wise) or "
                               f"{tuple(A.shape[:-1]) + (1,)} (row-wise)")
     scale = A_scale.flatten(0, -2).contiguous() if A_scale.numel() > 1 else A_scale
+    if _scales_kind(A, B, A_scale, B_scale) == "block":  # (its strides are the layout)
+        scale = A_scale
     C = torch._scaled_mm(A.flatten(0, -2).contiguous(), B, scale, B_scale, bias, result_scale, out_dtype=out_dtype,
                          use_fast_accum=use_fast_accum)
     return _reduce_scatter_torch(C.view(*output_shape[:-1], B.shape[1]), reduce_op, orig_scatter_dim, group_name)
@@ -230,7 +285,8 @@ def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatt
                                 result_scale, out_dtype, use_fast_accum)
     A2, B2 = _operands(c, A, B)
     D = torch.empty(c.shape, dtype=out_dtype, device=A.device)
-    sa, sb = _aligned_scales(A_scale, B_scale)
+    block = _scales_kind(A, B, A_scale, B_scale) == "block"
+    sa, sb = (_aligned_block_scales if block else _aligned_scales)(A_scale, B_scale)
     c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index),
                sa.data_ptr(), sb.data_ptr())
     return D

@@ -33,7 +33,7 @@ std::string_view to_string(ALayout v) { return v == ALayout::kMK ? "mk" : v == A
 std::string_view to_string(ShardDim v) { return v == ShardDim::kM ? "m" : v == ShardDim::kN ? "n" : "?"; }
 
 std::string_view to_string(ScaleMode v) {
-  return v == ScaleMode::kTensor ? "tensor" : v == ScaleMode::kRow ? "row" : "?";
+  return v == ScaleMode::kTensor ? "tensor" : v == ScaleMode::kRow ? "row" : v == ScaleMode::kBlock ? "block" : "?";
 }
 
 std::string_view to_string(Op v) {
@@ -102,8 +102,9 @@ std::optional<ShardDim> parse_shard_dim(std::string_view s) {
 }
 
 std::optional<ScaleMode> parse_scale_mode(std::string_view s) {
-  static constexpr std::array<std::pair<std::string_view, ScaleMode>, 3> t{
-      {{"tensor", ScaleMode::kTensor}, {"row", ScaleMode::kRow}, {"rowwise", ScaleMode::kRow}}};
+  static constexpr std::array<std::pair<std::string_view, ScaleMode>, 5> t{
+      {{"tensor", ScaleMode::kTensor}, {"row", ScaleMode::kRow}, {"rowwise", ScaleMode::kRow},
+       {"block", ScaleMode::kBlock}, {"blockwise", ScaleMode::kBlock}}};
   return lookup(t, s);
 }
 

@@ -24,7 +24,9 @@ struct MatmulShape {
   BLayout b_layout = BLayout::kNK;
   bool a_transposed = false;  // A stored as [k, m] row-major (lda its row stride)
   std::optional<DType> out_dtype;  // of C and D: unset = dtype (fp32 for the reference checks)
-  ScaleMode scale_mode = ScaleMode::kTensor;  // FP8: kRow, a scale per row of A and per column of D
+  // FP8: kRow, a scale per row of A and per column of D; kBlock, per 1 x 128 block of A and 128 x 128
+  // block of B (the layouts of types.h, for this matmul's m, n and k)
+  ScaleMode scale_mode = ScaleMode::kTensor;
   bool has_c = false;
   int sm_count = 0;  // > 0: ask cuBLASLt to use at most this many SMs (leaves the rest to communication)
   bool operator==(const MatmulShape&) const = default;
@@ -54,7 +56,8 @@ class LtMatmul {
   // `workspace` holds kWorkspaceBytes and is not used concurrently by another stream. FP8
   // operands take `a_scale` and `b_scale`, 16-byte aligned device pointers: one fp32 each
   // (D = alpha a_scale b_scale A B + beta C), or with ScaleMode::kRow m and n of them
-  // (D[i][j] = alpha a_scale[i] b_scale[j] (A B)[i][j] + beta C[i][j]).
+  // (D[i][j] = alpha a_scale[i] b_scale[j] (A B)[i][j] + beta C[i][j]), or with kBlock one per block
+  // (each 128-column piece of K's products scaled by its blocks' two).
   void run(const void* a, const void* b, const void* c, void* d, float alpha, float beta, void* workspace,
            cudaStream_t stream, const float* a_scale = nullptr, const float* b_scale = nullptr) const;
   const MatmulShape& shape() const { return shape_; }

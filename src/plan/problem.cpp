@@ -20,10 +20,13 @@ OperandSizes operand_sizes(const GemmProblem& p, int world) {
   const int64_t dr = plan::d_rows(p, world), dc = plan::d_cols(p, world);
   s.d = p.l * span(dr, dc, plan::d_ld(p, world));
   s.c = p.has_c ? p.l * span(dr, dc, plan::c_ld(p, world)) : 0;
-  if (is_fp8(p.dtype)) {
+  if (is_fp8(p.dtype) && p.scale_mode == ScaleMode::kBlock) {
+    s.a_scale = scale_k_blocks(p) * ar;
+    s.b_scale = (bc + kScaleBlock - 1) / kScaleBlock * b_scale_ld(p);
+  } else if (is_fp8(p.dtype)) {
     const bool row = p.scale_mode == ScaleMode::kRow;
-    s.a_scale = row ? plan::a_rows(p, world) : 1;
-    s.b_scale = row ? plan::b_cols(p, world) : 1;
+    s.a_scale = row ? ar : 1;
+    s.b_scale = row ? bc : 1;
   }
   return s;
 }
@@ -90,6 +93,42 @@ GemmProblem transposed(const GemmProblem& p) {
   return t;
 }
 
+namespace {
+
+// NOTE [block scales through cuBLASLt]
+// ScaleMode::kBlock is cuBLASLt's "128-element 1D and 128x128 2D block scaling" (cuBLAS docs,
+// cublasLtMatmul, "Scaling factors layouts"; cuBLAS 12.9 and later, compute capability 9.0 only):
+// with our operands swapped (NOTE [row-major through cuBLASLt]) its A, our B, takes
+// BLK128x128_32F and its B, our A, VEC128_32F, a pair the docs list as supported. What we rely
+// on from them: fp32 scales from 16-byte aligned addresses; the VEC128 scales of its B "N-major"
+// (our A's rows contiguous, one run per K block); the BLK128x128 ones "K-major", their stride a
+// multiple of 4 (K/128 rounded up to 4: b_scale_ld); its M and N, our N and M, multiples of 4;
+// D in bf16, fp16 or fp32. The docs allow e5m2 and a K of partial blocks too; we take e4m3 only
+// (torch's block-wise modes, and the tests' reference) and whole 128-column blocks of K, so that
+// each rank's K shard of gemm_rs and gemm_ar holds whole blocks.
+Status validate_block_scales(const GemmProblem& p, int world) {
+  if (p.scale_mode != ScaleMode::kBlock) return Status::Ok();
+  if (p.dtype != DType::kE4M3 || b_dtype(p) != DType::kE4M3)
+    return unsupported(strfmt("scale_mode=block with dtype %s and b_dtype %s: block scales take e4m3 A and B; expected "
+                              "dtype=e4m3 and b_dtype e4m3 or unset",
+                              std::string(to_string(p.dtype)).c_str(), std::string(to_string(b_dtype(p))).c_str()));
+  if (p.k % kScaleBlock != 0)
+    return unsupported(strfmt("K=%lld with scale_mode=block: expected a multiple of %lld (whole blocks of K; for gemm_rs "
+                              "and gemm_ar, this rank's shard)",
+                              (long long)p.k, (long long)kScaleBlock));
+  if (p.m % 4 != 0)
+    return unsupported(strfmt("M=%lld with scale_mode=block: expected a multiple of 4 (cuBLASLt's block-scaled matmul "
+                              "takes rows of A in multiples of 4)",
+                              (long long)p.m));
+  if (p.shard_dim == ShardDim::kN && p.n % (kScaleBlock * world) != 0)
+    return unsupported(strfmt("N=%lld with scale_mode=block and shard_dim=n: expected a multiple of %lld x W = %lld "
+                              "(each rank's columns whole 128-row blocks of B's scales)",
+                              (long long)p.n, (long long)kScaleBlock, (long long)kScaleBlock * world));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status validate_problem(const GemmProblem& p, int world) {
   if (world < 1) return invalid(strfmt("world size %d: expected at least 1 rank", world));
   if (p.op != Op::kAgGemm && p.op != Op::kGemmRs && p.op != Op::kGemmAr)
@@ -136,14 +175,16 @@ Status validate_problem(const GemmProblem& p, int world) {
   if (fp8 && p.k % 16 != 0)
     return unsupported(strfmt("K=%lld with dtype %s: expected a multiple of 16 (FP8 rows of A and B)", (long long)p.k,
                               in.c_str()));
-  if (p.scale_mode != ScaleMode::kTensor && p.scale_mode != ScaleMode::kRow)
-    return unsupported(strfmt("scale_mode %d: expected tensor or row", static_cast<int>(p.scale_mode)));
-  if (p.scale_mode == ScaleMode::kRow && !fp8)
-    return invalid(strfmt("scale_mode=row with dtype %s: scales apply to FP8 operands only; expected scale_mode=tensor",
-                          std::string(to_string(p.dtype)).c_str()));
-  if (p.scale_mode == ScaleMode::kRow && p.l != 1)
-    return unsupported(strfmt("scale_mode=row with L=%lld: row-wise scales take one batch entry; expected L=1",
-                              (long long)p.l));
+  if (p.scale_mode != ScaleMode::kTensor && p.scale_mode != ScaleMode::kRow && p.scale_mode != ScaleMode::kBlock)
+    return unsupported(strfmt("scale_mode %d: expected tensor, row or block", static_cast<int>(p.scale_mode)));
+  const std::string mode(to_string(p.scale_mode));
+  if (p.scale_mode != ScaleMode::kTensor && !fp8)
+    return invalid(strfmt("scale_mode=%s with dtype %s: scales apply to FP8 operands only; expected scale_mode=tensor",
+                          mode.c_str(), in.c_str()));
+  if (p.scale_mode != ScaleMode::kTensor && p.l != 1)
+    return unsupported(strfmt("scale_mode=%s with L=%lld: %s scales take one batch entry; expected L=1", mode.c_str(),
+                              (long long)p.l, p.scale_mode == ScaleMode::kRow ? "row-wise" : "block"));
+  if (Status s = validate_block_scales(p, world); !s.ok()) return s;
   if (p.b_layout != BLayout::kKN && p.b_layout != BLayout::kNK)
     return unsupported(strfmt("B layout %d: expected kn ([K,N] row-major) or nk ([N,K] row-major)",
                               static_cast<int>(p.b_layout)));
@@ -248,6 +289,10 @@ Status check_call_m(const GemmProblem& p, int world, int64_t m) {
   if (shards_m(p) && m % world != 0)
     return invalid(strfmt("Operands::m=%lld: %s along M needs a multiple of W=%d (whole rows per rank)", (long long)m,
                           std::string(to_string(p.op)).c_str(), world));
+  if (p.scale_mode == ScaleMode::kBlock && m % 4 != 0)
+    return unsupported(strfmt("Operands::m=%lld with scale_mode=block: expected a multiple of 4 (cuBLASLt's "
+                              "block-scaled matmul takes rows of A in multiples of 4)",
+                              (long long)m));
   return Status::Ok();
 }
 
@@ -278,9 +323,10 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops, b
       const char* name = s.name;
       const float* scale = s.ptr;
       if (scale == nullptr)
-        return invalid(p.scale_mode == ScaleMode::kRow
-                           ? strfmt("%s is null: dtype %s with scale_mode=row needs a device pointer to %lld fp32 "
-                                    "scales", name, std::string(to_string(p.dtype)).c_str(), (long long)s.count)
+        return invalid(p.scale_mode != ScaleMode::kTensor
+                           ? strfmt("%s is null: dtype %s with scale_mode=%s needs a device pointer to %lld fp32 "
+                                    "scales", name, std::string(to_string(p.dtype)).c_str(),
+                                    std::string(to_string(p.scale_mode)).c_str(), (long long)s.count)
                            : strfmt("%s is null: dtype %s needs a device pointer to one fp32 scale per operand", name,
                                     std::string(to_string(p.dtype)).c_str()));
       if (reinterpret_cast<uintptr_t>(scale) % 16 != 0)
@@ -355,9 +401,9 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   // The types first, whatever the shape. FP8 A and B: the implementations whose matmuls are
   // cuBLASLt's and whose communication moves D (gemm_rs and gemm_ar, along M) take them into a
   // 16-bit D with tensor-wise scales; ag_gemm's gather must carry every rank's scale, which the
-  // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise scales follow the
-  // rows through the collectives, which only the baseline does. pipelined_ce's ag_gemm along M
-  // writes D by matmuls alone, so it takes any output type.
+  // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise and block scales
+  // follow the rows through the collectives, which only the baseline does. pipelined_ce's ag_gemm
+  // along M writes D by matmuls alone, so it takes any output type.
   if (is_fp8(p.dtype) && !topo.fp8)
     return unsupported(strfmt("dtype %s needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU "
                               "has none; expected bf16 or fp16",
@@ -371,10 +417,10 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     return unsupported(strfmt("impl %s writes D packed (ldc and ldd 0), and this problem has ldc=%lld ldd=%lld; use "
                               "impl=baseline or auto",
                               name.c_str(), (long long)p.ldc, (long long)p.ldd));
-  if (p.scale_mode == ScaleMode::kRow && impl != Impl::kAuto && impl != Impl::kBaseline)
-    return unsupported(strfmt("impl %s does not take scale_mode=row (row-wise FP8 scales run in the baseline); use "
-                              "impl=baseline or auto",
-                              name.c_str()));
+  if (p.scale_mode != ScaleMode::kTensor && impl != Impl::kAuto && impl != Impl::kBaseline)
+    return unsupported(strfmt("impl %s does not take scale_mode=%s (row-wise and block FP8 scales run in the "
+                              "baseline); use impl=baseline or auto",
+                              name.c_str(), std::string(to_string(p.scale_mode)).c_str()));
   const bool moves_products = impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
                               impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
   const bool fp8_products = is_fp8(p.dtype) && (p.op == Op::kGemmRs || p.op == Op::kGemmAr) &&

@@ -1,5 +1,6 @@
 #include "testing/problem_data.h"
 
+#include <limits>
 #include <vector>
 
 #include "core/check.h"
@@ -32,6 +33,16 @@ float b_col_scale_of(int rank, int64_t col, uint64_t seed) {
   return 0.5f * static_cast<float>(1 + (seed + 2 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(col)) % 5);
 }
 
+float a_block_scale_of(int rank, int64_t row, int64_t kb, uint64_t seed) {
+  return 0.25f * static_cast<float>(1 + (seed + 3 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(row) +
+                                         2 * static_cast<uint64_t>(kb)) % 4);
+}
+
+float b_block_scale_of(int rank, int64_t nb, int64_t kb, uint64_t seed) {
+  return 0.5f * static_cast<float>(1 + (seed + 2 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(nb) +
+                                        3 * static_cast<uint64_t>(kb)) % 5);
+}
+
 namespace {
 // `count` values f(i) on the GPU (synchronised: the host copy dies here).
 template <typename F>
@@ -42,6 +53,18 @@ DeviceBuffer device_values(int64_t count, F f, cudaStream_t stream) {
   TPGEMM_CUDA_CHECK(cudaMemcpyAsync(out.get(), v.data(), out.bytes(), cudaMemcpyHostToDevice, stream));
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
+}
+// Block e4m3 (ScaleMode::kBlock): rank q's scales of its A of `rows` rows and of its B of `cols`
+// rows ([cols, K]), laid out as types.h says (the reference reads none of the stride's padding).
+DeviceBuffer a_blocks_of(const GemmProblem& p, int q, int64_t rows, uint64_t seed, cudaStream_t stream) {
+  return device_values(scale_k_blocks(p) * rows, [&](int64_t e) { return a_block_scale_of(q, e % rows, e / rows, seed); },
+                       stream);
+}
+DeviceBuffer b_blocks_of(const GemmProblem& p, int q, int64_t cols, uint64_t seed, cudaStream_t stream) {
+  const int64_t kb = scale_k_blocks(p), ld = b_scale_ld(p);
+  return device_values((cols + kScaleBlock - 1) / kScaleBlock * ld, [&](int64_t e) {
+    return e % ld < kb ? b_block_scale_of(q, e / ld, e % ld, seed) : 0.0f;
+  }, stream);
 }
 }  // namespace
 
@@ -120,12 +143,18 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
   }
   if (is_fp8(p.dtype)) {
     const OperandSizes n = operand_sizes(p, world);
-    const bool row = p.scale_mode == ScaleMode::kRow;
+    const bool row = p.scale_mode == ScaleMode::kRow, block = p.scale_mode == ScaleMode::kBlock;
     std::vector<float> s(static_cast<size_t>(b_scale_offset + n.b_scale), 0.0f);
+    const int64_t rows = plan::a_rows(p, world), kb = scale_k_blocks(p), ld = b_scale_ld(p);
     for (int64_t i = 0; i < n.a_scale; ++i)
-      s[static_cast<size_t>(i)] = row ? a_row_scale_of(rank, i, seed) : a_scale_of(p, rank, seed);
+      s[static_cast<size_t>(i)] = block ? a_block_scale_of(rank, i % rows, i / rows, seed)
+                                  : row ? a_row_scale_of(rank, i, seed)
+                                        : a_scale_of(p, rank, seed);
     for (int64_t j = 0; j < n.b_scale; ++j)
-      s[static_cast<size_t>(b_scale_offset + j)] = row ? b_col_scale_of(rank, j, seed) : b_scale_of(p, rank, seed);
+      s[static_cast<size_t>(b_scale_offset + j)] =
+          block ? (j % ld < kb ? b_block_scale_of(rank, j / ld, j % ld, seed) : std::numeric_limits<float>::quiet_NaN())
+          : row ? b_col_scale_of(rank, j, seed)
+                : b_scale_of(p, rank, seed);
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(scales.get(), s.data(), s.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (s is on this stack)
   }
@@ -143,13 +172,24 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
   TPGEMM_CUDA_CHECK(cudaMemsetAsync(full.get(), 0, full.bytes(), stream));
   DeviceBuffer a(bytes_of(p.l * p.m * p.k, p.dtype)), b(bytes_of(p.l * p.k * p.n, b_dtype(p)));
   const bool along_n = p.shard_dim == ShardDim::kN;
+  const bool blk = is_fp8(p.dtype) && p.scale_mode == ScaleMode::kBlock;
   if (gathers_a(p)) {
     // The gathered A is the global matrix: generate it whole. e4m3: each rank's rows carry that
     // rank's scale.
     fill_random(a.get(), p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, 0), stream);
     fill_b(b.get(), p, world, rank, seed, stream);
     const bool row = is_fp8(p.dtype) && p.scale_mode == ScaleMode::kRow;
-    if (is_fp8(p.dtype) && !row && engine == RefEngine::kCublasLt && p.l == 1) {
+    if (blk) {  // the gathered A's scales, each row its rank's
+      const int64_t mw = p.m / world;
+      const DeviceBuffer as = device_values(scale_k_blocks(p) * p.m, [&](int64_t e) {
+        const int64_t i = e % p.m;
+        return a_block_scale_of(static_cast<int>(i / mw), i % mw, e / p.m, seed);
+      }, stream);
+      const DeviceBuffer bs = b_blocks_of(p, rank, p.n, seed, stream);
+      reference_gemm_blocks(a.get(), b.get(), full.as<float>(), p.m, p.n, p.k, p.alpha, as.as<float>(), bs.as<float>(),
+                            b_scale_ld(p), engine, lt, stream);
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (the scales die here)
+    } else if (is_fp8(p.dtype) && !row && engine == RefEngine::kCublasLt && p.l == 1) {
       // Benchmark shapes: one cuBLASLt matmul per rank's rows (contiguous with one batch entry),
       // each with that rank's scale, instead of the naive kernel's per-row scale.
       const int64_t mw = p.m / world;
@@ -179,20 +219,26 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     const int64_t nw = p.n / world;
     const bool row = is_fp8(p.dtype) && p.scale_mode == ScaleMode::kRow;
     DeviceBuffer block(static_cast<size_t>(p.l * p.m * nw) * sizeof(float));
-    DeviceBuffer row_scale;  // row-wise e4m3: my A's rows
+    DeviceBuffer row_scale;  // row-wise e4m3: my A's rows; block: my A's scales
     if (row) row_scale = device_values(p.m, [&](int64_t i) { return a_row_scale_of(rank, i, seed); }, stream);
+    if (blk) row_scale = a_blocks_of(p, rank, p.m, seed, stream);
     fill_a(a.get(), p, world, rank, seed, stream);
     for (int q = 0; q < world; ++q) {
       fill_b(b.get(), p, world, q, seed, stream);
       TPGEMM_CUDA_CHECK(cudaMemsetAsync(block.get(), 0, block.bytes(), stream));
-      DeviceBuffer col_scale;  // row-wise e4m3: rank q's block of columns
+      DeviceBuffer col_scale;  // row-wise e4m3: rank q's block of columns; block: its B's scales
       if (row) col_scale = device_values(nw, [&](int64_t j) { return b_col_scale_of(q, j, seed); }, stream);
-      reference_gemm(a.get(), b.get(), nullptr, block.as<float>(), p.m, nw, p.k, p.l, p.dtype, p.b_layout,
-                     p.alpha * a_scale_of(p, rank, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream,
-                     row_scale.as<float>(), col_scale.as<float>(), b_dtype(p));
+      if (blk) col_scale = b_blocks_of(p, q, nw, seed, stream);
+      if (blk)
+        reference_gemm_blocks(a.get(), b.get(), block.as<float>(), p.m, nw, p.k, p.alpha, row_scale.as<float>(),
+                              col_scale.as<float>(), b_scale_ld(p), engine, lt, stream);
+      else
+        reference_gemm(a.get(), b.get(), nullptr, block.as<float>(), p.m, nw, p.k, p.l, p.dtype, p.b_layout,
+                       p.alpha * a_scale_of(p, rank, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream,
+                       row_scale.as<float>(), col_scale.as<float>(), b_dtype(p));
       TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(full.as<float>() + q * nw, p.n * sizeof(float), block.get(), nw * sizeof(float),
                                           nw * sizeof(float), p.l * p.m, cudaMemcpyDeviceToDevice, stream));
-      if (row) TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (col_scale dies here)
+      if (row || blk) TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (col_scale dies here)
     }
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (row_scale dies here)
   } else {
@@ -204,6 +250,13 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
       if (row) {
         row_scale = device_values(p.m, [&](int64_t i) { return a_row_scale_of(q, i, seed); }, stream);
         col_scale = device_values(p.n, [&](int64_t j) { return b_col_scale_of(q, j, seed); }, stream);
+      }
+      if (blk) {  // rank q's A and B with their block scales
+        const DeviceBuffer as = a_blocks_of(p, q, p.m, seed, stream), bs = b_blocks_of(p, q, p.n, seed, stream);
+        reference_gemm_blocks(a.get(), b.get(), full.as<float>(), p.m, p.n, p.k, p.alpha, as.as<float>(), bs.as<float>(),
+                              b_scale_ld(p), engine, lt, stream);
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (the scales die here)
+        continue;
       }
       reference_gemm(a.get(), b.get(), nullptr, full.as<float>(), p.m, p.n, p.k, p.l, p.dtype, p.b_layout,
                      p.alpha * a_scale_of(p, q, seed) * b_scale_of(p, q, seed), 0.0f, engine, lt, stream,

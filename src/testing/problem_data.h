@@ -28,8 +28,8 @@ struct RankData {
   GemmProblem p;
   int world, rank;
   DeviceBuffer a, b, c, d;
-  // e4m3: this rank's a_scale and b_scale (one value or, row-wise, a vector each), each from a
-  // 16-byte boundary (cuBLASLt reads scales from 16-byte aligned addresses)
+  // e4m3: this rank's a_scale and b_scale (one value each, or as the scale mode lays them out), each
+  // from a 16-byte boundary (cuBLASLt reads scales from 16-byte aligned addresses)
   static constexpr int kScaleSlot = 4;
   DeviceBuffer scales;
   int64_t b_scale_offset = 0;  // floats from the start of `scales`
@@ -44,6 +44,13 @@ float b_scale_of(const GemmProblem& p, int rank, uint64_t seed);
 // along rows, columns and ranks.
 float a_row_scale_of(int rank, int64_t row, uint64_t seed);
 float b_col_scale_of(int rank, int64_t col, uint64_t seed);
+
+// Block e4m3 (ScaleMode::kBlock): the scale of rank `rank`'s A at its row `row` (as that rank holds
+// it) and K block `kb`, and of its B's 128 x 128 block (nb, kb) (of its own rows of B): exact in fp32,
+// varying along rows, blocks and ranks. The stride's padding of B's scales (types.h) holds NaN,
+// so that reading it shows.
+float a_block_scale_of(int rank, int64_t row, int64_t kb, uint64_t seed);
+float b_block_scale_of(int rank, int64_t nb, int64_t kb, uint64_t seed);
 
 void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
 void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);

@@ -11,6 +11,7 @@
 #include "gemm/lt_matmul.h"
 #include "ops/common/random_fill.h"
 #include "testing/testing.h"
+#include "tpgemm/plan.h"
 
 namespace tpgemm::testing {
 namespace {
@@ -52,6 +53,31 @@ __global__ void naive_gemm_kernel(const T* a, const TB* b, const T* c, float* re
   float v = ref[o] + alpha * acc;
   if (c != nullptr) v += beta * to_float(c[o]);
   ref[o] = v;
+}
+
+// e4m3 A and B ([N, K]) with block scales: each 128-column piece of K's products times its two scales.
+__global__ void naive_block_gemm_kernel(const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b, float* ref, int64_t m, int64_t n,
+                                        int64_t k, float alpha, const float* a_scale, const float* b_scale,
+                                        int64_t b_scale_ld) {
+  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t i = blockIdx.y * int64_t(blockDim.y) + threadIdx.y;
+  if (i >= m || j >= n) return;
+  float acc = 0.0f;
+  for (int64_t k0 = 0, kb = 0; k0 < k; k0 += kScaleBlock, ++kb) {
+    float part = 0.0f;
+    for (int64_t kk = k0; kk < min(k0 + kScaleBlock, k); ++kk) part += to_float(a[i * k + kk]) * to_float(b[j * k + kk]);
+    acc += part * a_scale[kb * m + i] * b_scale[(j / kScaleBlock) * b_scale_ld + kb];
+  }
+  ref[i * n + j] += alpha * acc;
+}
+
+// out[kb * n + j] = b_scale[(j / 128) * b_scale_ld + kb]: each K block's scale of every column of D.
+__global__ void expand_b_blocks_kernel(float* out, const float* b_scale, int64_t n, int64_t k_blocks, int64_t b_scale_ld) {
+  const int64_t count = n * k_blocks;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t kb = e / n, j = e - kb * n;
+    out[e] = b_scale[(j / kScaleBlock) * b_scale_ld + kb];
+  }
 }
 
 template <typename T>
@@ -195,6 +221,40 @@ void reference_gemm(const void* a, const void* b, const void* c, float* ref, int
          lt_vectors ? col_scale : one.as<float>());
   if (c != nullptr) reference_add(ref, c, beta, l * m * n, dtype, stream);
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the workspace dies here
+}
+
+void reference_gemm_blocks(const void* a, const void* b, float* ref, int64_t m, int64_t n, int64_t k, float alpha,
+                           const float* a_scale, const float* b_scale, int64_t b_scale_ld, RefEngine engine,
+                           cublasLtHandle_t lt, cudaStream_t stream) {
+  if (engine == RefEngine::kNaive) {
+    const dim3 block(16, 16), grid(static_cast<unsigned>((n + 15) / 16), static_cast<unsigned>((m + 15) / 16));
+    naive_block_gemm_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_fp8_e4m3*>(a),
+                                                        static_cast<const __nv_fp8_e4m3*>(b), ref, m, n, k, alpha,
+                                                        a_scale, b_scale, b_scale_ld);
+    TPGEMM_CHECK_LAUNCH();
+    return;
+  }
+  // One m x n x 128 matmul per K block, accumulated into ref: A's scales of the block are a vector
+  // over its rows (kb * m.., 16-byte aligned where m % 4 == 0, as block scales need), B's expanded
+  // to one per column of D.
+  const int64_t k_blocks = (k + kScaleBlock - 1) / kScaleBlock;
+  DeviceBuffer cols(static_cast<size_t>(k_blocks * n) * sizeof(float));
+  expand_b_blocks_kernel<<<grid_for(k_blocks * n), 256, 0, stream>>>(cols.as<float>(), b_scale, n, k_blocks, b_scale_ld);
+  TPGEMM_CHECK_LAUNCH();
+  DeviceBuffer ws(gemm::LtMatmul::kWorkspaceBytes);
+  for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    const int64_t kw = std::min(kScaleBlock, k - kb * kScaleBlock);
+    gemm::MatmulShape s = gemm::packed_shape(m, n, kw, 1, DType::kE4M3, BLayout::kNK);
+    s.lda = s.ldb = k;
+    s.out_dtype = DType::kFP32;
+    s.scale_mode = ScaleMode::kRow;
+    s.has_c = true;  // accumulate into ref
+    const gemm::LtMatmul mm(lt, s);
+    const char* a_kb = static_cast<const char*>(a) + kb * kScaleBlock;  // (one byte an element)
+    const char* b_kb = static_cast<const char*>(b) + kb * kScaleBlock;
+    mm.run(a_kb, b_kb, ref, ref, alpha, 1.0f, ws.get(), stream, a_scale + kb * m, cols.as<float>() + kb * n);
+  }
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the workspace and the columns' scales die here
 }
 
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream) {

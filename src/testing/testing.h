@@ -43,6 +43,15 @@ void reference_gemm(const void* a, const void* b, const void* c, float* ref, int
                     cudaStream_t stream, const float* row_scale = nullptr, const float* col_scale = nullptr,
                     std::optional<DType> b_dtype = std::nullopt);
 
+// e4m3 A [m, k] and B [n, k] with block scales (ScaleMode::kBlock, one batch entry): ref[i][j]
+// (fp32) += alpha * sum over K blocks kb of a_scale[kb * m + i] * b_scale[(j / 128) * b_scale_ld + kb]
+// * (the products of A's row i and B's row j over kb's 128 columns of K). kNaive is a plain CUDA
+// kernel; kCublasLt (benchmark shapes) a cuBLASLt matmul per K block with row-wise scales (its
+// outer-vector mode, not the block modes the baseline uses).
+void reference_gemm_blocks(const void* a, const void* b, float* ref, int64_t m, int64_t n, int64_t k, float alpha,
+                           const float* a_scale, const float* b_scale, int64_t b_scale_ld, RefEngine engine,
+                           cublasLtHandle_t lt, cudaStream_t stream);
+
 // ref[i] += beta * x[i] for i < count (x in dtype: bf16, fp16 or fp32).
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream);
 

@@ -91,15 +91,19 @@ TEST_P(Dist, EveryOpDtypeLayoutAndImplementationMatchesTheReference) {
 // dimension, every implementation that takes them (the baseline and auto always) matches the
 // reference, and every other refuses on every rank with a message naming `type`; then one gemm_ar
 // plan serves calls of fewer rows. Collective.
+struct BeyondShapes {  // along N: M and each rank's columns; the fewer rows of those gemm_ar calls
+  int64_t m_along_n = 203, n_per_rank = 144;
+  std::vector<int64_t> fewer_rows = {37, 1};
+};
 void check_types_beyond_the_input(const Team& team, const std::function<GemmProblem(Op, int)>& make, const char* type,
-                                  uint64_t seed) {
+                                  uint64_t seed, const BeyondShapes& shapes = {}) {
   const int W = team.world_size();
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
     for (int variant : {0, 1})
       for (bool along_n : {false, true}) {
         if (along_n && op == Op::kGemmAr) continue;
         GemmProblem p = make(op, variant);
-        if (along_n) p.shard_dim = ShardDim::kN, p.m = 203, p.n = W * 144;
+        if (along_n) p.shard_dim = ShardDim::kN, p.m = shapes.m_along_n, p.n = W * shapes.n_per_rank;
         for (Impl impl : impls_for(op)) {
           PlanOptions o;
           o.impl = impl;
@@ -123,7 +127,10 @@ void check_types_beyond_the_input(const Team& team, const std::function<GemmProb
         }
       }
   const GemmProblem ar = make(Op::kGemmAr, 1);
-  const auto c = testsupport::check_calls_of_m(team, ar, PlanOptions{}, {ar.m, 37, 1, ar.m}, seed += 100);
+  std::vector<int64_t> ms = {ar.m};
+  ms.insert(ms.end(), shapes.fewer_rows.begin(), shapes.fewer_rows.end());
+  ms.push_back(ar.m);
+  const auto c = testsupport::check_calls_of_m(team, ar, PlanOptions{}, ms, seed += 100);
   RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(ar, PlanOptions{}, c).c_str());
 }
 
@@ -198,6 +205,31 @@ TEST_P(Dist, Fp8RowWiseScalesMatchTheReference) {
                   p.scale_mode = ScaleMode::kRow;
                   return p;
                 }, "scale_mode=row", seed += 500);
+            }),
+            0);
+}
+
+// FP8 with block scales (ScaleMode::kBlock, DeepSeek-V3's): one per 1 x 128 block of each rank's A
+// and 128 x 128 block of its B. ag_gemm gathers A's with the rows (M/W = 100 rows per rank: the
+// repack moves blocks that are not 16-byte multiples), along N B's with its 128 columns per rank;
+// three blocks of K, so B's rows of scales are padded to four (the padding NaN: never read); N = 144
+// ends in a partial block of B's rows; M a multiple of 4, calls too. The baseline runs them and
+// every other implementation refuses naming the mode.
+TEST_P(Dist, Fp8BlockScalesMatchTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 6700;
+              for (DType out : {DType::kBF16, DType::kFP32})
+                check_types_beyond_the_input(team, [&](Op op, int variant) {
+                  GemmProblem p = problem(op, W, DType::kE4M3, BLayout::kNK, variant);
+                  p.m = 100 * W + (op == Op::kGemmAr ? 4 : 0);  // (a multiple of 4)
+                  p.n = 144, p.k = 384;  // (whole 128-column blocks of K)
+                  p.l = 1;               // (block scales: one batch entry)
+                  p.out_dtype = out;
+                  p.scale_mode = ScaleMode::kBlock;
+                  return p;
+                }, "scale_mode=block", seed += 500, BeyondShapes{204, 128, {36, 4}});
             }),
             0);
 }

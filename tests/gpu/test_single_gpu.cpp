@@ -89,8 +89,8 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
 }
 
 // Types beyond the input type, on one GPU: an fp32 D of bf16 / fp16 operands, and e4m3 operands
-// with their scales (tensor-wise and row-wise) into a bf16, fp16 or fp32 D, with and without C,
-// batched where the scales allow.
+// with their scales (tensor-wise, row-wise and block) into a bf16, fp16 or fp32 D, with and without
+// C, batched where the scales allow.
 TEST(TeamOfOne, Fp32OutputsAndFp8OperandsMatchTheReference) {
   TPGEMM_REQUIRE_GPUS(1);
   struct Types { DType in, out; ScaleMode scales; };
@@ -101,15 +101,17 @@ TEST(TeamOfOne, Fp32OutputsAndFp8OperandsMatchTheReference) {
                           Types{DType::kE4M3, DType::kFP16, ScaleMode::kTensor},
                           Types{DType::kE4M3, DType::kFP32, ScaleMode::kTensor},
                           Types{DType::kE4M3, DType::kBF16, ScaleMode::kRow},
-                          Types{DType::kE4M3, DType::kFP32, ScaleMode::kRow}})
+                          Types{DType::kE4M3, DType::kFP32, ScaleMode::kRow},
+                          Types{DType::kE4M3, DType::kBF16, ScaleMode::kBlock},
+                          Types{DType::kE4M3, DType::kFP32, ScaleMode::kBlock}})
       for (bool with_c : {false, true})
         for (Impl impl : {Impl::kBaseline, Impl::kAuto}) {
           GemmProblem p;
           p.op = op;
           p.m = 200;
           p.n = 144;  // (FP8 rows of D: a multiple of 16)
-          p.k = 80;
-          p.l = with_c && t.scales == ScaleMode::kTensor ? 2 : 1;  // (row-wise scales: one batch entry)
+          p.k = t.scales == ScaleMode::kBlock ? 384 : 80;  // (block: whole 128-column blocks of K)
+          p.l = with_c && t.scales == ScaleMode::kTensor ? 2 : 1;  // (row-wise and block scales: one batch entry)
           p.dtype = t.in;
           p.out_dtype = t.out;
           p.scale_mode = t.scales;

@@ -192,7 +192,53 @@ def check_fp32_output(g, W, r):
     code, msg = tpgemm._C.Plan.can_implement(team, "gemm_rs", 256 * W, 2048, 1024, dtype="e4m3", out_dtype="bf16",
                                              impl="pipelined_ce", scale="row")
     check(code == "Unsupported" and "scale_mode=row" in msg, f"pipelined_ce with row-wise scales: {code} {msg}")
+    check_block_scales(g, W, r)
     log(f"fp32 output: {len(failures)} failure(s) so far")
+
+
+def _deq_rows(x8, s):
+    """x8 [rows, K] with block-wise scales s (rows, K/128): each row's 128 columns times their scale."""
+    return x8.float() * s.repeat_interleave(128, dim=1)[:, :x8.shape[1]]
+
+
+def _deq_blocks(w8, s):
+    """The weight w8 [N, K] with block-wise scales s (K/128, N/128): each 128 x 128 block times its scale."""
+    n, k = w8.shape
+    return w8.float() * s.t().repeat_interleave(128, dim=0)[:n].repeat_interleave(128, dim=1)[:, :k]
+
+
+def check_block_scales(g, W, r):
+    """Block-wise scales (torch._scaled_mm's BlockWise1x128 for A, BlockWise128x128 for B), tpgemm's
+    path, each rank its own; the all-gather with a second B, which torch multiplies with the gathered
+    rows' scales. K = 384: B's scales are three K blocks in rows of four (the stride cuBLASLt reads)."""
+    team = T.team_for_group(g)
+    noted = len(tpgemm.ops._noted)  # tpgemm's path must run them: no new fallback
+    for m, n, k in ((128 * W, 2048, 1024), (16 * W, 1024, 384)):
+        kb, l4 = k // 128, -(-(k // 128) // 4) * 4
+        A8, w8, w8b = (randn(*s).float().to(torch.float8_e4m3fn) for s in ((m // W, k), (n, k), (n // 2, k)))
+
+        def a_scales(rows):  # (rows, K/128), strides (1, rows)
+            return (torch.rand(kb, rows, device="cuda") + 0.5).t()
+
+        def b_scales(rows):  # (K/128, N/128), strides (1, L4)
+            return (torch.rand(-(-rows // 128), l4, device="cuda") + 0.5)[:, :kb].t()
+        sa, sb, sbb = a_scales(m // W), b_scales(n), b_scales(n // 2)
+        G, (d, d2) = ops.fused_all_gather_scaled_matmul(A8, [w8.t(), w8b.t()], sa, [sb, sbb], 0, g, [None, None],
+                                                        [None, None], [torch.bfloat16, torch.bfloat16], [False, False])
+        A_deq = gather(_deq_rows(A8, sa))
+        e, e2 = rel(d, A_deq @ _deq_blocks(w8, sb).t()), rel(d2, A_deq @ _deq_blocks(w8b, sbb).t())
+        check(e < BF16_TOL and e2 < BF16_TOL, f"ag scaled block-wise {m}x{n}x{k}: rel err {e:.2e}, second B {e2:.2e}")
+        A8r = randn(m, k).float().to(torch.float8_e4m3fn)
+        sar = a_scales(m)
+        ref = sum(a @ b.t() for a, b in zip(gather(_deq_rows(A8r, sar)[None]), gather(_deq_blocks(w8, sb)[None])))
+        d = ops.fused_scaled_matmul_reduce_scatter(A8r, w8.t(), sar, sb, "sum", 0, 0, g, [m, n],
+                                                   out_dtype=torch.float32)
+        e = rel(d, ref.chunk(W, dim=0)[r])
+        check(e < 1e-3, f"rs scaled block-wise {m}x{n}x{k}: rel err {e:.2e}")
+    check(len(tpgemm.ops._noted) == noted, f"block-wise scaled ops fell back to torch: {sorted(tpgemm.ops._noted)}")
+    code, msg = tpgemm._C.Plan.can_implement(team, "gemm_ar", 256, 2048, 1024, dtype="e4m3", out_dtype="bf16",
+                                             impl="gemm_oneshot", scale="block")
+    check(code == "Unsupported" and "scale_mode=block" in msg, f"gemm_oneshot with block scales: {code} {msg}")
 
 
 def check_against_torch(g, W):

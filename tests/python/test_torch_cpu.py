@@ -300,10 +300,32 @@ def test_scales_tpgemm_reads_tensor_wise_and_row_wise():
     assert _scales_kind(A, B, torch.ones(6, 1), torch.ones(1, 16)) is None, "A's rows, shaped as A's leading dims"
     assert _scales_kind(A, B, torch.ones(2, 3, 1), torch.ones(16, 1)) is None, "B's scale is 1 x N"
     assert _scales_kind(A, B, one.double(), one) is None, "fp32 only"
-    assert _scales_kind(A, B, torch.ones(2, 3, 4), torch.ones(1, 16)) is None, "no block scales"
+    assert _scales_kind(A, B, torch.ones(2, 3, 4), torch.ones(1, 16)) is None, "A's rows x 1"
     # A view at an offset, or a strided one, is copied packed and 16-byte aligned; a tensor of its own is kept.
     base = torch.zeros(8)
     kept, moved, packed = _aligned_scales(base[:1], base[1:2], torch.ones(4, 2)[:, :1])
     assert kept.data_ptr() == base.data_ptr()
     assert moved.data_ptr() % 16 == 0 and moved.data_ptr() != base.data_ptr() + 4
     assert packed.is_contiguous() and packed.shape == (4, 1)
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
+def test_scales_tpgemm_reads_block_wise():
+    from tpgemm._scaled_ops import _aligned_block_scales, _scales_kind
+    rows, k, n = 6, 384, 256  # three blocks of K (B's scales padded to four), two of N
+    A, B = _fp8(rows, k), _fp8(n, k).t()
+    sa = torch.ones(3, rows).t()  # (rows, K/128), strides (1, rows): torch's BlockWise1x128
+    sb = torch.ones(2, 4)[:, :3].t()  # (K/128, N/128), strides (1, 4): BlockWise128x128, rows of 4
+    assert _scales_kind(A, B, sa, sb) == "block"
+    assert _scales_kind(A, B, sa, torch.ones(2, 4).t()) == "block", "as torch's _scaled_mm_v2 shapes it: (L4, N/128)"
+    assert _scales_kind(A, B, torch.ones(rows, 3), sb) is None, "A's scales K block by K block, not row by row"
+    assert _scales_kind(A, B, sa, torch.ones(2, 3).t()) is None, "B's rows of scales 4 apart, not 3"
+    assert _scales_kind(A, B, sa, torch.ones(3, 2)) is None, "not row-major"
+    assert _scales_kind(A.view(2, 3, k), B, sa, sb) is None, "a 2-D A"
+    A4, B4 = _fp8(rows, 512), _fp8(n, 512).t()  # four blocks of K: no padding
+    assert _scales_kind(A4, B4, torch.ones(4, rows).t(), torch.ones(2, 4).t()) == "block"
+    # A view at an offset is copied 16-byte aligned with its strides (the layout) kept.
+    off = torch.arange(12.0)[1:9].view(2, 4)[:, :3].t()
+    kept, moved = _aligned_block_scales(sb, off)
+    assert kept.data_ptr() == sb.data_ptr()
+    assert moved.data_ptr() % 16 == 0 and moved.stride() == (1, 4) and torch.equal(moved, off)

@@ -72,6 +72,8 @@ TEST(Cli, CutlassStyleFlagsBothSpellings) {
   const BenchConfig fp8 = parse({"--dtype=e4m3", "--out-dtype=bf16"});
   EXPECT_EQ(fp8.scale_mode, ScaleMode::kTensor);
   EXPECT_EQ(parse({"--dtype=e4m3", "--out-dtype=bf16", "--scale=row"}).scale_mode, ScaleMode::kRow);
+  EXPECT_EQ(parse({"--dtype=e4m3", "--out-dtype=bf16", "--scale=block"}).scale_mode, ScaleMode::kBlock);
+  EXPECT_EQ(parse({"--dtype=e4m3", "--out-dtype=bf16", "--scale=blockwise"}).scale_mode, ScaleMode::kBlock);
   const BenchConfig strided = parse({"--a-layout=km", "--lda=16", "--ldb=8", "--ldd=24"});
   EXPECT_EQ(strided.ldd, 24);
   EXPECT_EQ(strided.a_layout, ALayout::kKM);
@@ -132,7 +134,11 @@ TEST(Cli, RejectsBadInputNamingFlagValueAndExpectation) {
   expect_rejected({"--dtype=e4m3"}, "--dtype=e4m3 needs --out-dtype");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--op=ag_gemm,allreduce"}, "GEMM ops (ag_gemm");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--b-layout=kn"}, "B as nk");
-  expect_rejected({"--scale=block"}, "--scale=block: expected tensor or row");
+  expect_rejected({"--scale=column"}, "--scale=column: expected tensor, row or block");
+  expect_rejected({"--scale=block"}, "--scale=block with --dtype other than e4m3 or e5m2");
+  expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--scale=block", "--l=2"}, "block scales take one batch entry");
+  expect_rejected({"--dtype=e5m2", "--b-dtype=e4m3", "--out-dtype=bf16", "--scale=block"},
+                  "--scale=block with --dtype=e5m2 (B e4m3): block scales take e4m3 A and B");
   expect_rejected({"--a-layout=t"}, "--a-layout=t: expected mk or km");
   expect_rejected({"--scale=row"}, "FP8 operands only");
   expect_rejected({"--dtype=e4m3", "--out-dtype=bf16", "--scale=row", "--l=2"}, "expected --l=1");

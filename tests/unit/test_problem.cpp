@@ -396,7 +396,7 @@ TEST(Fp8, RowWiseScalesAreVectorsTheBaselineTakes) {
   EXPECT_EQ(parse_scale_mode("row"), ScaleMode::kRow);
   EXPECT_EQ(parse_scale_mode("rowwise"), ScaleMode::kRow);
   EXPECT_EQ(parse_scale_mode("tensor"), ScaleMode::kTensor);
-  EXPECT_FALSE(parse_scale_mode("block").has_value());
+  EXPECT_FALSE(parse_scale_mode("column").has_value());
   GemmProblem p = ag(64, 64, 64);
   p.scale_mode = ScaleMode::kRow;
   expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"scale_mode=row", "dtype bf16", "FP8 operands only"});
@@ -435,6 +435,77 @@ TEST(Fp8, RowWiseScalesAreVectorsTheBaselineTakes) {
     expect_error(impl_supported(rs, impl, topo), ErrorCode::kUnsupported, {"scale_mode=row", "baseline"});
   EXPECT_TRUE(impl_supported(rs, Impl::kBaseline, topo).ok());
   EXPECT_EQ(choose(rs, topo, {}).impl, Impl::kBaseline);
+}
+
+// Block e4m3 scales (DeepSeek-V3's): per 1 x 128 block of this rank's A and 128 x 128 block of its
+// B, B's rows of scales K/128 rounded up to 4 apart; e4m3 only, whole blocks of K, M a multiple of
+// 4 (calls too), along N whole 128-row blocks per rank, one batch entry; the baseline's.
+TEST(Fp8, BlockScalesTakeWholeBlocksOfKInTheBaseline) {
+  EXPECT_EQ(parse_scale_mode("block"), ScaleMode::kBlock);
+  EXPECT_EQ(parse_scale_mode("blockwise"), ScaleMode::kBlock);
+  EXPECT_EQ(to_string(ScaleMode::kBlock), "block");
+  GemmProblem p = ag(512, 256, 384);
+  p.scale_mode = ScaleMode::kBlock;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"scale_mode=block", "dtype bf16", "FP8 operands only"});
+  p.dtype = DType::kE4M3;
+  p.out_dtype = DType::kBF16;
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  EXPECT_NE(describe(p).find("scale=block"), std::string::npos) << describe(p);
+  // Sizes: 3 blocks of K; ag_gemm along M holds M/W = 256 rows of A, and 2 blocks of B's 256 rows,
+  // each a row of 3 scales padded to 4; along N, all 512 rows of A and its own 128 rows of B.
+  EXPECT_EQ(scale_k_blocks(p), 3);
+  EXPECT_EQ(b_scale_ld(p), 4);
+  EXPECT_EQ(operand_sizes(p, 2).a_scale, 3 * 256);
+  EXPECT_EQ(operand_sizes(p, 2).b_scale, 2 * 4);
+  GemmProblem along_n = p;
+  along_n.shard_dim = ShardDim::kN;
+  EXPECT_TRUE(validate_problem(along_n, 2).ok());
+  EXPECT_EQ(operand_sizes(along_n, 2).a_scale, 3 * 512);
+  EXPECT_EQ(operand_sizes(along_n, 2).b_scale, 1 * 4);
+  expect_error(validate_problem(along_n, 4), ErrorCode::kUnsupported, {"N=256", "shard_dim=n", "128 x W = 512"});
+  GemmProblem whole = p;
+  whole.k = 512;
+  EXPECT_EQ(b_scale_ld(whole), 4);  // (a multiple of 4 blocks: no padding)
+  // What it refuses, naming the value and what it expects.
+  GemmProblem q = p;
+  q.dtype = DType::kE5M2;
+  q.b_dtype = DType::kE4M3;
+  expect_error(validate_problem(q, 2), ErrorCode::kUnsupported, {"scale_mode=block", "dtype e5m2", "expected dtype=e4m3"});
+  q = p;
+  q.b_dtype = DType::kE5M2;
+  expect_error(validate_problem(q, 2), ErrorCode::kUnsupported, {"scale_mode=block", "b_dtype e5m2"});
+  q = p;
+  q.k = 208;
+  expect_error(validate_problem(q, 2), ErrorCode::kUnsupported, {"K=208", "scale_mode=block", "multiple of 128"});
+  q = p;
+  q.m = 510;
+  expect_error(validate_problem(q, 2), ErrorCode::kUnsupported, {"M=510", "scale_mode=block", "multiple of 4"});
+  q = p;
+  q.l = 2;
+  expect_error(validate_problem(q, 2), ErrorCode::kUnsupported, {"scale_mode=block", "L=2", "expected L=1"});
+  expect_error(check_call_m(p, 2, 6), ErrorCode::kUnsupported, {"Operands::m=6", "scale_mode=block", "multiple of 4"});
+  EXPECT_TRUE(check_call_m(p, 2, 8).ok());
+  // Null scales are refused before anything runs, naming the count expected.
+  alignas(256) static char mem[1 << 20];
+  Operands o{mem, mem + 262144, nullptr, mem + 524288};
+  o.a_scale = reinterpret_cast<const float*>(mem + 786432);
+  o.b_scale = nullptr;
+  expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"b_scale is null", "scale_mode=block", "8 fp32"});
+  o.b_scale = reinterpret_cast<const float*>(mem + 786432 + 4096);
+  EXPECT_TRUE(validate_operands(p, 2, o).ok());
+  o.a_scale = nullptr;
+  expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"a_scale is null", "scale_mode=block", "768 fp32"});
+  // Only the baseline runs it; auto takes the baseline.
+  const Topology topo{4, true};
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+    GemmProblem r = p;
+    r.op = op;
+    for (Impl impl : {Impl::kPipelinedCE, Impl::kGemmReduceScatter, Impl::kGemmOneShot, Impl::kGemmTwoShot,
+                      Impl::kAllGatherGemm, Impl::kFused})
+      expect_error(impl_supported(r, impl, topo), ErrorCode::kUnsupported, {"scale_mode=block", "baseline"});
+    EXPECT_TRUE(impl_supported(r, Impl::kBaseline, topo).ok());
+    EXPECT_EQ(choose(r, topo, {}).impl, Impl::kBaseline) << describe(r);
+  }
 }
 
 // A GPU without FP8 tensor cores (before compute capability 8.9) takes no e4m3, auto included.

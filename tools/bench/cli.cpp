@@ -91,8 +91,10 @@ all local GPUs.
   --out-dtype=bf16|fp16|fp32
                          D (and C); fp32: the partial sums reduced in fp32 (default: --dtype);
                          implementations that cannot write it are skipped
-  --scale=tensor|row     FP8 scales: one per operand (default), or one per row of A and per
-                         column of D (row-wise, --l=1)
+  --scale=tensor|row|block
+                         FP8 scales: one per operand (default), one per row of A and per
+                         column of D (row-wise), or per 1x128 block of A and 128x128 block of
+                         B (block: e4m3, K a multiple of 128); row and block: --l=1, baseline
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --a-layout=mk|km       A as [M,K] (default) or [K,M] (stored transposed)
   --lda=PAD --ldb=PAD    A's and B's rows PAD elements longer than they are (a slice of a wider
@@ -188,7 +190,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       (flag == "--lda" ? c.lda : flag == "--ldb" ? c.ldb : c.ldd) = int_arg(flag, value, 0, int64_t(1) << 20);
     } else if (flag == "--scale") {
       const auto s = parse_scale_mode(value);
-      if (!s) throw bad(flag, value, "tensor or row");
+      if (!s) throw bad(flag, value, "tensor, row or block");
       c.scale_mode = *s;
     } else if (flag == "--shard") {
       const auto d = parse_shard_dim(value);
@@ -247,12 +249,18 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       throw Error(ErrorCode::kInvalidArgument, strfmt("--dtype=%s with --op=%s: FP8 runs the GEMM ops (ag_gemm, "
                                                       "gemm_rs, gemm_ar) only", dt.c_str(), ops.c_str()));
   }
+  const std::string scale(to_string(c.scale_mode));
   if (c.scale_mode != ScaleMode::kTensor && !is_fp8(c.dtype))
-    throw Error(ErrorCode::kInvalidArgument, "--scale=row with --dtype other than e4m3 or e5m2: scales apply to FP8 "
-                                             "operands only");
-  if (c.scale_mode == ScaleMode::kRow && c.l != 1)
-    throw Error(ErrorCode::kInvalidArgument, strfmt("--scale=row with --l=%lld: row-wise scales take one batch entry; "
-                                                    "expected --l=1", (long long)c.l));
+    throw Error(ErrorCode::kInvalidArgument, strfmt("--scale=%s with --dtype other than e4m3 or e5m2: scales apply to "
+                                                    "FP8 operands only", scale.c_str()));
+  if (c.scale_mode != ScaleMode::kTensor && c.l != 1)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("--scale=%s with --l=%lld: %s scales take one batch entry; "
+                                                    "expected --l=1", scale.c_str(), (long long)c.l,
+                                                    c.scale_mode == ScaleMode::kRow ? "row-wise" : "block"));
+  if (c.scale_mode == ScaleMode::kBlock && (c.dtype != DType::kE4M3 || c.b_dtype.value_or(c.dtype) != DType::kE4M3))
+    throw Error(ErrorCode::kInvalidArgument,
+                strfmt("--scale=block with --dtype=%s (B %s): block scales take e4m3 A and B",
+                       std::string(to_string(c.dtype)).c_str(), std::string(to_string(c.b_dtype.value_or(c.dtype))).c_str()));
   if (!is_fp8(c.dtype) && c.out_dtype && *c.out_dtype != c.dtype && *c.out_dtype != DType::kFP32)
     throw Error(ErrorCode::kInvalidArgument,
                 strfmt("--out-dtype=%s with --dtype=%s: expected %s or fp32", std::string(to_string(*c.out_dtype)).c_str(),

@@ -14,7 +14,7 @@ struct ResultRow {
   std::string dtype;      // of A (and B)
   std::string b_dtype;    // of B where it differs from A's (FP8; empty elsewhere)
   std::string out_dtype;  // of D (GEMM ops; empty elsewhere)
-  std::string scale;      // FP8: tensor or row (empty elsewhere)
+  std::string scale;      // FP8: tensor, row or block (empty elsewhere)
   std::string layout;     // GEMM ops: B's layout, and A's and the strides where not packed ("nk", "kn A=km lda=264")
   std::string impl;    // as asked
   std::string chosen;  // what ran (differs for auto)

@@ -519,11 +519,16 @@ class Runner {
     const gemm::MatmulShape shape = gemm::packed_shape(p, p.m, p.n);
     const gemm::LtMatmul mm(t_.lt, shape);
     Operands own = g.operands();  // (e4m3: this rank's scales)
-    DeviceBuffer row_scales;  // row-wise: the whole M x N matmul reads M and N values (any)
-    if (p.scale_mode == ScaleMode::kRow) {
-      row_scales = DeviceBuffer(static_cast<size_t>(std::max(p.m, p.n)) * sizeof(float));
-      testing::fill_random(row_scales.get(), DType::kFP32, 1, 1, std::max(p.m, p.n), 0, 1, kSeed, st);
-      own.a_scale = own.b_scale = row_scales.as<float>();
+    // Row-wise and block: the whole M x N matmul reads the scales of all M rows and N columns (any values).
+    DeviceBuffer whole_scales;
+    if (p.scale_mode != ScaleMode::kTensor) {
+      GemmProblem whole = p;
+      whole.op = Op::kGemmAr, whole.shard_dim = ShardDim::kM;
+      const OperandSizes n = operand_sizes(whole, W);
+      const int64_t count = std::max(n.a_scale, n.b_scale);
+      whole_scales = DeviceBuffer(static_cast<size_t>(count) * sizeof(float));
+      testing::fill_random(whole_scales.get(), DType::kFP32, 1, 1, count, 0, 1, kSeed, st);
+      own.a_scale = own.b_scale = whole_scales.as<float>();
     }
     base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st, own.a_scale, own.b_scale); });
     // ag_gemm gathers the input type; gemm_rs and gemm_ar reduce D's.

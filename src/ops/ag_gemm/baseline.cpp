@@ -23,18 +23,24 @@ class AgGemmBaseline final : public OpImpl {
     // one matmul per block, each with its scale; cuBLASLt reads a scale only from a 16-byte
     // aligned address, so each rank's sits at the head of a 16-byte slot (copied there, then the
     // slots gathered). Row-wise: the scales of the gathered rows (columns, along N) gathered into
-    // one vector, and one matmul.
+    // one vector, and one matmul. Block: likewise, but A's scales run K block by K block, each
+    // block's rows in order (types.h), so the gathered [W][K/128][M/W] is repacked into
+    // [K/128][M]; along N, B's scales are whole rows per 128 rows of B, gathered as they are.
     fp8_ = is_fp8(p_.dtype);
     row_scales_ = fp8_ && p_.scale_mode == ScaleMode::kRow;
+    block_scales_ = fp8_ && p_.scale_mode == ScaleMode::kBlock;
     // A stored [K, M]: the gathered blocks are [K, M/W] each, one matmul per block. A shard stored
     // with a stride (lda, ldb) is packed into staging_ first: NCCL gathers contiguous bytes.
     gathered_km_ = !along_n_ && p_.a_layout == ALayout::kKM;
-    one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && (!fp8_ || row_scales_) && !gathered_km_;
+    one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && (!fp8_ || row_scales_ || block_scales_) &&
+                  !gathered_km_;
     if (along_n_ ? p_.ldb != 0 : p_.lda != 0)
       staging_ = DeviceBuffer(static_cast<size_t>((along_n_ ? p_.n : p_.m) / team_->world * p_.k) * dtype_size(p_.dtype));
     if (fp8_) {
-      const size_t floats = row_scales_ ? static_cast<size_t>(along_n_ ? p_.n : p_.m)
-                                        : kScaleSlot * static_cast<size_t>(team_->world + 1);
+      // Block along M: the repacked scales, then where they are gathered (16-byte aligned: M % 4 == 0).
+      const size_t floats = row_scales_     ? static_cast<size_t>(along_n_ ? p_.n : p_.m)
+                            : block_scales_ ? static_cast<size_t>(gathered_scales(p_) * (along_n_ ? 1 : 2))
+                                            : kScaleSlot * static_cast<size_t>(team_->world + 1);
       scales_ = DeviceBuffer(floats * sizeof(float));
       team_->zero_now(scales_.get(), floats * sizeof(float));  // the slots' unused floats too
     }
@@ -50,18 +56,21 @@ class AgGemmBaseline final : public OpImpl {
     // caller's A_gathered when it wants one (PlanOptions::return_gathered_a).
     const bool into_caller = o.a_gathered != nullptr && !along_n_ && p.l == 1;
     auto* g = into_caller ? static_cast<char*>(o.a_gathered) : gathered_.as<char>();
-    const int64_t scale_count = (along_n_ ? p.n : p.m) / W;  // row-wise: each rank's rows' (columns')
-    float* own_slot = fp8_ && !row_scales_ ? scales_.as<float>() + W * kScaleSlot : nullptr;  // after the W slots
+    const bool tensor_scales = fp8_ && !row_scales_ && !block_scales_;
+    // Row-wise and block: each rank's scales of the gathered operand, and where they are gathered.
+    const int64_t scale_count = gathered_scales(p) / W;
+    float* scales_in = block_scales_ && !along_n_ ? scales_.as<float>() + gathered_scales(p_) : scales_.as<float>();
+    float* own_slot = tensor_scales ? scales_.as<float>() + W * kScaleSlot : nullptr;  // after the W slots
     const void* sent = shard_as_sent(p, o, stream);
-    if (fp8_ && !row_scales_)
+    if (tensor_scales)
       TPGEMM_CUDA_CHECK(cudaMemcpyAsync(own_slot, along_n_ ? o.b_scale : o.a_scale, sizeof(float),
                                         cudaMemcpyDeviceToDevice, stream));
     // e4m3: the scales and the shards in one NCCL group, one launch.
     if (fp8_) TPGEMM_NCCL_CHECK(ncclGroupStart());
     try {
-      if (row_scales_)
-        TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b_scale : o.a_scale, scales_.get(),
-                                        static_cast<size_t>(scale_count), ncclFloat32, team_->comm, stream));
+      if (row_scales_ || block_scales_)
+        TPGEMM_NCCL_CHECK(ncclAllGather(along_n_ ? o.b_scale : o.a_scale, scales_in, static_cast<size_t>(scale_count),
+                                        ncclFloat32, team_->comm, stream));
       else if (fp8_)
         TPGEMM_NCCL_CHECK(ncclAllGather(own_slot, scales_.get(), kScaleSlot, ncclFloat32, team_->comm, stream));
       TPGEMM_NCCL_CHECK(ncclAllGather(sent, g, static_cast<size_t>(p.l * shard), ops::nccl_type(p.dtype), team_->comm,
@@ -71,6 +80,10 @@ class AgGemmBaseline final : public OpImpl {
       throw;
     }
     if (fp8_) TPGEMM_NCCL_CHECK(ncclGroupEnd());
+    if (block_scales_ && !along_n_)  // rank w's [K/128][M/W] to rows w M/W.. of each K block of [K/128][M]
+      for (int64_t w = 0; w < W; ++w)
+        ops::copy_rows(scales_.get(), p.m, w * (p.m / W), scales_in + w * scale_count, p.m / W, 0, p.m / W,
+                       sizeof(float), scale_k_blocks(p), stream);
     const gemm::LtMatmul& matmul = matmuls_.get(shape(p));
     for (int64_t w = 0; w < (one_matmul_ ? 1 : W); ++w) {
       const char* block = g + w * p.l * shard * es;
@@ -78,8 +91,8 @@ class AgGemmBaseline final : public OpImpl {
       const int64_t d_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * plan::d_ld(p, W)) * ds;
       const int64_t c_off = (along_n_ ? w * (p.n / W) : w * (p.m / W) * plan::c_ld(p, W)) * ds;
       const char* c = o.c ? static_cast<const char*>(o.c) + c_off : nullptr;
-      // The gathered operand's scale for rank w's block (row-wise: the whole vector, one matmul).
-      const float* block_scale = row_scales_ ? scales_.as<float>() + w * scale_count
+      // The gathered operand's scale for rank w's block (row-wise and block: all of them, one matmul).
+      const float* block_scale = row_scales_ || block_scales_ ? scales_.as<float>()
                                  : fp8_      ? scales_.as<float>() + w * kScaleSlot
                                              : nullptr;
       matmul.run(along_n_ ? o.a : block, along_n_ ? block : o.b, c, static_cast<char*>(o.d) + d_off, p.alpha, p.beta,
@@ -129,6 +142,12 @@ class AgGemmBaseline final : public OpImpl {
     return s;
   }
 
+  // Row-wise and block: the scales of the gathered operand, every rank's, for problem p's M.
+  int64_t gathered_scales(const GemmProblem& p) const {
+    const OperandSizes n = operand_sizes(p, team_->world);
+    return (along_n_ ? n.b_scale : n.a_scale) * team_->world;
+  }
+
   static constexpr int64_t kScaleSlot = 4;  // floats: 16 bytes
 
   std::shared_ptr<TeamState> team_;
@@ -137,9 +156,11 @@ class AgGemmBaseline final : public OpImpl {
   bool one_matmul_ = false;
   bool fp8_ = false;
   bool row_scales_ = false;  // e4m3 with ScaleMode::kRow
+  bool block_scales_ = false;  // e4m3 with ScaleMode::kBlock
   bool gathered_km_ = false;  // the gathered A's blocks are [K, M/W] (a_layout=km)
   // scales_ (e4m3): a 16-byte slot per rank with its scale of the gathered operand, then this
-  // rank's; row-wise, the gathered operand's scale vector
+  // rank's; row-wise, the gathered operand's scale vector; block, its scales (along M: repacked,
+  // then as gathered)
   DeviceBuffer gathered_, workspace_, scales_, staging_;
   gemm::LtMatmulCache matmuls_;
 };

@@ -47,10 +47,13 @@ void PartialBlocks::run(const void* a, const void* b, void* partial, float alpha
       bw += (p_.b_layout == BLayout::kKN ? w * (p_.n / W) : w * (p_.n / W) * plan::b_ld(p_, W)) * es;
     else  // A's rows w M/W..: mk, its rows; km, columns of its rows
       aw += (p_.a_layout == ALayout::kKM ? w * (m / W) : w * (m / W) * plan::a_ld(call(m), W)) * es;
-    // Row-wise scales: B's block of columns has its block of b_scale (along N; along M with one
-    // batch entry, which they need, the matmul is one).
-    const float* bw_scale = p_.scale_mode == ScaleMode::kRow && p_.shard_dim == ShardDim::kN ? b_scale + w * (p_.n / W)
-                                                                                             : b_scale;
+    // Row-wise and block scales: B's block of columns has its block of b_scale (along N; along M
+    // with one batch entry, which they need, the matmul is one). Block: N/W is whole 128-row blocks
+    // of the weight, each a row of b_scale_ld(p_) scales.
+    const float* bw_scale = b_scale;
+    if (p_.shard_dim == ShardDim::kN && p_.scale_mode == ScaleMode::kRow) bw_scale += w * (p_.n / W);
+    if (p_.shard_dim == ShardDim::kN && p_.scale_mode == ScaleMode::kBlock)
+      bw_scale += w * (p_.n / W / kScaleBlock) * b_scale_ld(p_);
     matmul.run(aw, bw, nullptr, static_cast<char*>(partial) + w * block_elems(m) * ds, alpha, 0.0f, workspace, stream,
                a_scale, bw_scale);
   }
