@@ -142,11 +142,11 @@ for s in $STAGES; do
         grep -A12 "^geomean" "$LOGS/rules_W$w.log" | tee -a "$SUMMARY" > /dev/null
       done ;;
     dtypes)  # FP8 beside bf16 in the same call: every op's implementations on the shared shapes with
-             # e4m3 A and B (each rank's scales: tensor-wise, then row-wise) and with bf16, D in bf16,
-             # checked; then the FP8 torch peers
+             # e4m3 A and B (each rank's scales: tensor-wise, row-wise, then in blocks) and with bf16,
+             # D in bf16, checked (DTYPES: which of them, as TYPE:SCALE); then the FP8 torch peers
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || continue
-        for d in e4m3:tensor e4m3:row bf16:tensor; do
+        for d in ${DTYPES:-e4m3:tensor e4m3:row e4m3:block bf16:tensor}; do
           name=dtypes_W${w}_${d/:/_}
           stage "$name" 600 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar --dtype "${d%%:*}" \
             --scale "${d##*:}" --out-dtype bf16 --check --json "$LOGS/$name.json"
