@@ -75,15 +75,17 @@ def _block_scales(A, B, A_scale, B_scale):
     the rows in order; B = weight.t() ([K, N]) with BlockWise128x128 ones, B_scale (K/128, N/128)
     (or (L4, N/128), as torch's _scaled_mm_v2 shapes it) strided (1, L4), L4 = K/128 rounded up to 4:
     per 128 rows of the weight its K blocks, L4 apart (the 16-byte aligned stride torch checks and
-    cuBLASLt reads). Block counts round up (ceil)."""
+    cuBLASLt reads), or K/128 apart (packed: what torch releases that check the exact stride take;
+    _aligned_block_scales pads them). Block counts round up (ceil)."""
     if A.dim() != 2 or B.dim() != 2 or A_scale.dim() != 2 or B_scale.dim() != 2:
         return False
     rows, k, n = A.shape[0], A.shape[1], B.shape[1]
     kb = -(-k // 128)
     l4 = -(-kb // 4) * 4
+    nb = -(-n // 128)
     return (_size_stride(A_scale, 0, rows, 1) and _size_stride(A_scale, 1, kb, rows)
             and B_scale.shape[0] in (kb, l4) and (B_scale.shape[0] == 1 or B_scale.stride(0) == 1)
-            and _size_stride(B_scale, 1, -(-n // 128), l4))
+            and (_size_stride(B_scale, 1, nb, l4) or _size_stride(B_scale, 1, nb, B_scale.shape[0])))
 
 
 def _b_dtype(A, B):
@@ -91,11 +93,18 @@ def _b_dtype(A, B):
     return "" if B.dtype == A.dtype else T.FP8_DTYPES[B.dtype]
 
 
-def _aligned_block_scales(*scales):
-    """Block-wise scales from 16-byte aligned addresses, their strides kept (they are the layout
-    tpgemm reads: _block_scales); one at an offset is copied into a fresh tensor of the same strides."""
-    return [s if s.data_ptr() % 16 == 0 else torch.empty_strided(s.shape, s.stride(), dtype=s.dtype,
-                                                                  device=s.device).copy_(s) for s in scales]
+def _aligned_block_scales(A_scale, B_scale):
+    """Block-wise scales as tpgemm reads them (_block_scales), from 16-byte aligned addresses: A's
+    with their strides kept; B's with their K blocks L4 apart. Those already so are passed as they
+    are; one at an offset, or B's packed K/128 apart, is copied into a fresh tensor laid out so."""
+    sa = A_scale if A_scale.data_ptr() % 16 == 0 else torch.empty_strided(
+        A_scale.shape, A_scale.stride(), dtype=A_scale.dtype, device=A_scale.device).copy_(A_scale)
+    kb, nb = B_scale.shape
+    l4 = -(-kb // 4) * 4
+    if B_scale.data_ptr() % 16 == 0 and (nb == 1 or B_scale.stride(1) == l4):
+        return sa, B_scale
+    sb = torch.empty(nb, l4, dtype=B_scale.dtype, device=B_scale.device)[:, :kb].t()
+    return sa, sb.copy_(B_scale)
 
 
 def _gather_block_scales(s, group_name):

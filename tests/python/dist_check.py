@@ -210,18 +210,19 @@ def _deq_blocks(w8, s):
 def check_block_scales(g, W, r):
     """Block-wise scales (torch._scaled_mm's BlockWise1x128 for A, BlockWise128x128 for B), tpgemm's
     path, each rank its own; the all-gather with a second B, which torch multiplies with the gathered
-    rows' scales. K = 384: B's scales are three K blocks in rows of four (the stride cuBLASLt reads)."""
+    rows' scales. K = 384: B's scales are three K blocks in rows of three (packed, as torch 2.11's
+    check asks; tpgemm pads them to cuBLASLt's stride of four itself)."""
     team = T.team_for_group(g)
     noted = len(tpgemm.ops._noted)  # tpgemm's path must run them: no new fallback
     for m, n, k in ((128 * W, 2048, 1024), (16 * W, 1024, 384)):
-        kb, l4 = k // 128, -(-(k // 128) // 4) * 4
+        kb = k // 128
         A8, w8, w8b = (randn(*s).float().to(torch.float8_e4m3fn) for s in ((m // W, k), (n, k), (n // 2, k)))
 
         def a_scales(rows):  # (rows, K/128), strides (1, rows)
             return (torch.rand(kb, rows, device="cuda") + 0.5).t()
 
-        def b_scales(rows):  # (K/128, N/128), strides (1, L4)
-            return (torch.rand(-(-rows // 128), l4, device="cuda") + 0.5)[:, :kb].t()
+        def b_scales(rows):  # (K/128, N/128), strides (1, K/128)
+            return (torch.rand(-(-rows // 128), kb, device="cuda") + 0.5).t()
         sa, sb, sbb = a_scales(m // W), b_scales(n), b_scales(n // 2)
         G, (d, d2) = ops.fused_all_gather_scaled_matmul(A8, [w8.t(), w8b.t()], sa, [sb, sbb], 0, g, [None, None],
                                                         [None, None], [torch.bfloat16, torch.bfloat16], [False, False])

@@ -319,7 +319,11 @@ def test_scales_tpgemm_reads_block_wise():
     assert _scales_kind(A, B, sa, sb) == "block"
     assert _scales_kind(A, B, sa, torch.ones(2, 4).t()) == "block", "as torch's _scaled_mm_v2 shapes it: (L4, N/128)"
     assert _scales_kind(A, B, torch.ones(rows, 3), sb) is None, "A's scales K block by K block, not row by row"
-    assert _scales_kind(A, B, sa, torch.ones(2, 3).t()) is None, "B's rows of scales 4 apart, not 3"
+    packed = torch.arange(6.0).view(2, 3).t()  # B's rows of scales 3 apart (packed, as torch 2.11 checks)
+    assert _scales_kind(A, B, sa, packed) == "block"
+    _, padded = _aligned_block_scales(sa, packed)  # tpgemm reads them 4 apart: copied so
+    assert padded.shape == (3, 2) and padded.stride() == (1, 4) and torch.equal(padded, packed)
+    assert _scales_kind(A, B, sa, torch.ones(2, 5)[:, :3].t()) is None, "B's rows of scales 5 apart"
     assert _scales_kind(A, B, sa, torch.ones(3, 2)) is None, "not row-major"
     assert _scales_kind(A.view(2, 3, k), B, sa, sb) is None, "a 2-D A"
     A4, B4 = _fp8(rows, 512), _fp8(n, 512).t()  # four blocks of K: no padding
