@@ -53,15 +53,24 @@ std::string describe(const gemm::MatmulShape& s, const char* config) {
                 s.has_c ? " +C" : "");
 }
 
+// D's bits once the work on `st` that writes it is done. (A plain cudaMemcpy would not wait for
+// it: it runs on the legacy default stream, which does not synchronise with non-blocking streams
+// such as `st`; read early, D is C or half-written wherever the kernel runs slower, as under a
+// sanitizer.)
+std::vector<uint16_t> d_bits(const Case& x, cudaStream_t st) {
+  std::vector<uint16_t> bits(x.count);
+  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(bits.data(), x.d.get(), bits.size() * 2, cudaMemcpyDeviceToHost, st));
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+  return bits;
+}
+
 // Poisons D, runs once, returns D's error against the reference and D's bits.
 std::vector<uint16_t> run_checked(const gemm::Sm90Gemm& mm, const Case& x, const void* c, const DeviceBuffer& ws,
                                   cudaStream_t st, testing::Diff* diff) {
   testing::poison(x.d.get(), x.count, x.shape.dtype, st);
   mm.run(x.a.get(), x.b.get(), c, x.d.get(), kAlpha, kBeta, ws.get(), st);
   *diff = testing::compare(x.d.get(), x.shape.dtype, x.ref.as<float>(), 1, x.count, 0, 0, 0, st);
-  std::vector<uint16_t> bits(x.count);
-  TPGEMM_CUDA_CHECK(cudaMemcpy(bits.data(), x.d.get(), bits.size() * 2, cudaMemcpyDeviceToHost));
-  return bits;
+  return d_bits(x, st);
 }
 
 // Where two bf16 results of an L x M x N D differ: how many elements, and the first few as
@@ -126,8 +135,7 @@ TEST_P(Sm90GemmConfig, CMayBeDAndFewerSmsGiveTheSameD) {
   TPGEMM_CUDA_CHECK(cudaMemcpyAsync(x.d.get(), x.c.get(), x.count * x.es, cudaMemcpyDeviceToDevice, st));
   mm.run(x.a.get(), x.b.get(), x.d.get(), x.d.get(), kAlpha, kBeta, ws.get(), st);
   const testing::Diff in_place_diff = testing::compare(x.d.get(), x.shape.dtype, x.ref.as<float>(), 1, x.count, 0, 0, 0, st);
-  std::vector<uint16_t> in_place(x.count);
-  TPGEMM_CUDA_CHECK(cudaMemcpy(in_place.data(), x.d.get(), in_place.size() * 2, cudaMemcpyDeviceToHost));
+  const std::vector<uint16_t> in_place = d_bits(x, st);
   EXPECT_TRUE(in_place == expected) << GetParam() << ": C == D differs from C != D (in place: rel_err "
                                     << in_place_diff.rel_err << " against the reference); "
                                     << where_bits_differ(in_place, expected, x.shape.m, x.shape.n);

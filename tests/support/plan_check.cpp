@@ -29,6 +29,9 @@ bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, cons
 
 uint64_t hash_device_bytes(const void* d, size_t bytes) {
   std::vector<uint8_t> host(bytes);
+  // All work on the device first: the copy runs on the legacy default stream, which does not wait
+  // for the non-blocking streams the tests run on.
+  TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());
   TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), d, bytes, cudaMemcpyDeviceToHost));
   uint64_t h = 1469598103934665603ull;
   for (uint8_t b : host) h = (h ^ b) * 1099511628211ull;
