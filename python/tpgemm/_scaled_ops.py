@@ -12,7 +12,7 @@ import math
 import torch
 
 from . import _torch as T
-from ._errors import InvalidArgument
+from ._errors import InvalidArgument, Unsupported
 from .ops import (TORCH_PATH, _ag_plan_call, _alpha, _c10d, _kept, _layout, _lib, _note_fallback, _operands,
                   _reduce_scatter_torch, _rs_plan_call)
 
@@ -86,6 +86,18 @@ def _block_scales(A, B, A_scale, B_scale):
     return (_size_stride(A_scale, 0, rows, 1) and _size_stride(A_scale, 1, kb, rows)
             and B_scale.shape[0] in (kb, l4) and (B_scale.shape[0] == 1 or B_scale.stride(0) == 1)
             and (_size_stride(B_scale, 1, nb, l4) or _size_stride(B_scale, 1, nb, B_scale.shape[0])))
+
+
+def _torch_block_mm_check(k, where):
+    """Raises Unsupported where torch._scaled_mm would run block-wise scales with K/128 not a multiple
+    of 4: torch 2.11 asks for B's scales K/128 apart and hands them to cuBLASLt, which reads them
+    L4 apart, so the sums come out wrong (dist_check's K = 384 case measured it: relative errors of
+    0.4 to 1e6). tpgemm's own matmul pads them itself and is right; the Bs after the first of an
+    all-gather, and torch's path, are torch's."""
+    kb = -(-k // 128)
+    if kb % 4:
+        raise Unsupported(f"{where}: block-wise scales with K={k} ({kb} blocks of 128, not a multiple of 4) would "
+                          "run in torch._scaled_mm, whose sums are wrong there; expected K a multiple of 512, or one B")
 
 
 def _b_dtype(A, B):
@@ -178,6 +190,7 @@ def _ag_scaled_torch(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, r
                      use_fast_accum):
     W, gd = T.world_size(group_name), gather_dim % A.dim()
     if gd == 0 and _scales_kind(A, Bs[0], A_scale, B_scales[0]) == "block":  # the rows' blocks gathered with them
+        _torch_block_mm_check(A.shape[-1], "fused_all_gather_scaled_matmul on torch's path")
         A_full, scale = _gather_rows(A, group_name), _gather_block_scales(A_scale, group_name)
         return A_full, [torch._scaled_mm(A_full, B, scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
                         for B, bs, bias, rs, od, fast in zip(Bs, B_scales, biases, result_scales, out_dtypes,
@@ -238,6 +251,7 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
     if len(Bs) > 1 and kind == "row":
         G_scale = _gather_rows(A_scale.flatten(0, -2), group_name)
     elif len(Bs) > 1 and kind == "block":
+        _torch_block_mm_check(A.shape[-1], "fused_all_gather_scaled_matmul with more than one B")
         G_scale = _gather_block_scales(A_scale, group_name)
     sa, sb = (_aligned_block_scales if kind == "block" else _aligned_scales)(A_scale, B_scales[0])
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"), T.address(G, "A_gathered"),
@@ -257,6 +271,7 @@ def _rs_scaled_torch(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_
                               f"{tuple(A.shape[:-1]) + (1,)} (row-wise)")
     scale = A_scale.flatten(0, -2).contiguous() if A_scale.numel() > 1 else A_scale
     if _scales_kind(A, B, A_scale, B_scale) == "block":  # (its strides are the layout)
+        _torch_block_mm_check(A.shape[-1], "fused_scaled_matmul_reduce_scatter on torch's path")
         scale = A_scale
     C = torch._scaled_mm(A.flatten(0, -2).contiguous(), B, scale, B_scale, bias, result_scale, out_dtype=out_dtype,
                          use_fast_accum=use_fast_accum)

@@ -311,7 +311,7 @@ def test_scales_tpgemm_reads_tensor_wise_and_row_wise():
 
 @pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
 def test_scales_tpgemm_reads_block_wise():
-    from tpgemm._scaled_ops import _aligned_block_scales, _scales_kind
+    from tpgemm._scaled_ops import _aligned_block_scales, _scales_kind, _torch_block_mm_check
     rows, k, n = 6, 384, 256  # three blocks of K (B's scales padded to four), two of N
     A, B = _fp8(rows, k), _fp8(n, k).t()
     sa = torch.ones(3, rows).t()  # (rows, K/128), strides (1, rows): torch's BlockWise1x128
@@ -333,3 +333,8 @@ def test_scales_tpgemm_reads_block_wise():
     kept, moved = _aligned_block_scales(sb, off)
     assert kept.data_ptr() == sb.data_ptr()
     assert moved.data_ptr() % 16 == 0 and moved.stride() == (1, 4) and torch.equal(moved, off)
+    # torch._scaled_mm's block-wise sums are right only where K/128 is a multiple of 4: elsewhere
+    # whatever would run there is refused, naming what would do.
+    _torch_block_mm_check(1024, "here")
+    with pytest.raises(tpgemm.Unsupported, match="K=384 .* multiple of 512"):
+        _torch_block_mm_check(384, "here")
