@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
 #include <exception>
 #include <thread>
@@ -73,7 +72,6 @@ int run_workers(int world, const std::function<int(int rank)>& worker, const Lau
       }
       std::fflush(stdout);
       std::fflush(stderr);
-      if (options.run_exit_handlers) std::exit(rc);
       ::_exit(rc);
     }
     pids.push_back(pid);

@@ -15,10 +15,6 @@ struct LauncherOptions {
   // does not watch its ranks (torchrun's workers, mpirun's): the fault tests use it to see the
   // survivors end on their own.
   bool stop_peers_on_failure = true;
-  // Whether a worker ends with exit(), running the atexit handlers it inherited, instead of
-  // _exit(). A tool that reports on each process as it exits (compute-sanitizer's summary and
-  // its error exit code) needs them; otherwise the parent's handlers have no business in a child.
-  bool run_exit_handlers = false;
 };
 
 // Runs worker(rank) in `world` child processes and waits for all of them. If one fails (a

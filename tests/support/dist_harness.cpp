@@ -4,7 +4,6 @@
 
 #include "comm/launcher.h"
 #include "core/check.h"
-#include "core/env.h"
 
 namespace tpgemm::testsupport {
 
@@ -31,9 +30,6 @@ int run_on_ranks(int world, const std::function<void(const Team&)>& body, const 
   TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
   comm::LauncherOptions lo;
   lo.timeout_s = limit_s;  // a hang is a failure, not a stuck CI job
-  // Under compute-sanitizer (scripts/gpu_check.sh, stage sanitize): each rank's own summary and
-  // error exit code.
-  lo.run_exit_handlers = env_int("TPGEMM_TEST_WORKER_EXIT_HANDLERS", 0, 1).value_or(0) == 1;
   return comm::run_workers(world, [&](int rank) {
     current_rank() = rank;
     rank_failures() = 0;

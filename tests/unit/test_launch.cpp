@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <thread>
 
 #include "comm/bootstrap.h"
@@ -36,33 +35,6 @@ TEST(Launcher, AFailingRankStopsTheOthersPromptly) {
   });
   EXPECT_EQ(rc, 7);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));
-}
-
-// A worker's exit runs the atexit handlers only when asked (a sanitizer's per-process report needs
-// them): a handler registered in each worker leaves a file behind exactly then.
-TEST(Launcher, WorkersRunExitHandlersOnlyWhenAsked) {
-  for (bool run : {false, true}) {
-    char dir[] = "/tmp/tpgemm-exit-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    static std::string marker_dir;
-    marker_dir = dir;
-    LauncherOptions o;
-    o.run_exit_handlers = run;
-    EXPECT_EQ(run_workers(2, [](int rank) {
-      static int my_rank;
-      my_rank = rank;
-      std::atexit([] {
-        if (std::FILE* f = std::fopen((marker_dir + "/" + std::to_string(my_rank)).c_str(), "w")) std::fclose(f);
-      });
-      return 0;
-    }, o), 0);
-    for (int r = 0; r < 2; ++r) {
-      const std::string path = marker_dir + "/" + std::to_string(r);
-      EXPECT_EQ(::access(path.c_str(), F_OK) == 0, run) << "rank " << r << ", exit handlers " << (run ? "on" : "off");
-      std::remove(path.c_str());
-    }
-    ::rmdir(dir);
-  }
 }
 
 // As under torchrun: a rank killed by a signal leaves the others running; they finish on their
