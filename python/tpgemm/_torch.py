@@ -154,7 +154,8 @@ class PlanCall:
 # the sums of partial products (gemm_rs, gemm_ar) run in an order fixed by tpgemm's own schedules,
 # never in NCCL, so the same inputs give the same bits call after call. Whether torch asks for it is
 # part of every cache key here and in ops.py, so switching it mid-run makes (or finds) the other
-# plans; a problem only NCCL's sum serves then takes torch's path.
+# plans; a problem only NCCL's sum serves then takes torch's path, whose collectives are NCCL's
+# (so are the all_reduce op's for large messages): the promise holds where tpgemm runs the op.
 def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False, out_dtype="",
          scale="tensor", b_dtype=""):
     """The cached Plan for this problem on the group's team, made (collectively) on first use.

@@ -408,6 +408,9 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     return unsupported(strfmt("dtype %s needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU "
                               "has none; expected bf16 or fp16",
                               std::string(to_string(p.dtype)).c_str()));
+  if (is_fp8(p.dtype) && p.scale_mode == ScaleMode::kBlock && !topo.all_sm90)  // NOTE [block scales through cuBLASLt]
+    return unsupported("scale_mode=block: cuBLASLt's block-scaled FP8 matmul runs on Hopper (compute capability 9.0) "
+                       "only, and not every rank's GPU is one; expected scale_mode=tensor or row");
   if (!packed_operands(p, topo.world) && impl != Impl::kAuto && impl != Impl::kBaseline)
     return unsupported(strfmt("impl %s takes A and B packed (a_layout=mk, lda and ldb 0), and this problem has "
                               "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto",
