@@ -49,7 +49,7 @@ enum class ShardDim : int { kM = 0, kN = 1 };
 //   kRow     one value per row of this rank's A (its M rows; M/W for ag_gemm along M) and one per
 //            column of D that this rank's B makes (per row of the [N, K] weight: N; N/W for ag_gemm
 //            along N): the per-token and per-channel scales of torch._scaled_mm's row-wise mode.
-//            One batch entry (L = 1); the baseline runs it.
+//            One batch entry (L = 1); the baseline and pipelined_ce along M run it.
 //   kBlock   DeepSeek-V3's block scales (torch._scaled_mm's BlockWise1x128 for A and BlockWise128x128
 //            for B; cuBLASLt's VEC128_32F and BLK128x128_32F). A: one value per row of this rank's A
 //            per 128 columns of K, K block by K block, each block's values in row order: (row i,
@@ -126,11 +126,13 @@ struct GemmProblem {
   // Row strides in elements, 0 for packed: lda of A as a_layout stores it (kMK: at least K; kKM: at
   // least this rank's rows of A), ldb of B as b_layout does (kNK: at least K; kKN: at least this
   // rank's columns of B). Each a multiple of 16 bytes; with either, L = 1. A slice of a larger
-  // tensor passes without a copy. The baseline takes them (docs/design.md).
+  // tensor passes without a copy. The baseline takes them, and pipelined_ce along M (but not an
+  // ag_gemm A stored [K, M]) (docs/design.md).
   int64_t lda = 0, ldb = 0;
   // Row strides of C and D in elements, 0 for packed: at least this rank's columns of D, each a
   // multiple of 16 bytes in D's type; with either, L = 1. D written into a slice of a wider
-  // tensor (and C read from one), what lies between the rows untouched. The baseline takes them.
+  // tensor (and C read from one), what lies between the rows untouched. The baseline and
+  // pipelined_ce along M take them.
   int64_t ldc = 0, ldd = 0;
   float alpha = 1.0f;
   float beta = 0.0f;

@@ -401,9 +401,10 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   // The types first, whatever the shape. FP8 A and B: the implementations whose matmuls are
   // cuBLASLt's and whose communication moves D (gemm_rs and gemm_ar, along M) take them into a
   // 16-bit D with tensor-wise scales; ag_gemm's gather must carry every rank's scale, which the
-  // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise and block scales
-  // follow the rows through the collectives, which only the baseline does. pipelined_ce's ag_gemm
-  // along M writes D by matmuls alone, so it takes any output type.
+  // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise scales follow the rows
+  // through the baseline's collectives and pipelined_ce's chunks along M; block scales, the
+  // baseline's only. pipelined_ce's ag_gemm along M writes D by matmuls alone, so it takes any
+  // output type.
   if (is_fp8(p.dtype) && !topo.fp8)
     return unsupported(strfmt("dtype %s needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU "
                               "has none; expected bf16 or fp16",
@@ -411,18 +412,27 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   if (is_fp8(p.dtype) && p.scale_mode == ScaleMode::kBlock && !topo.all_sm90)  // NOTE [block scales through cuBLASLt]
     return unsupported("scale_mode=block: cuBLASLt's block-scaled FP8 matmul runs on Hopper (compute capability 9.0) "
                        "only, and not every rank's GPU is one; expected scale_mode=tensor or row");
-  if (!packed_operands(p, topo.world) && impl != Impl::kAuto && impl != Impl::kBaseline)
+  // pipelined_ce along M reads and writes the caller's rows at their strides (copies of A's rows
+  // as 2D copies, so not A stored [K, M] where ag_gemm sends it), and multiplies blocks of rows
+  // with their row-wise scales (NOTE [gathered scales]).
+  const bool pipelined_m = impl == Impl::kPipelinedCE && p.shard_dim == ShardDim::kM;
+  const bool strides_taken = impl == Impl::kAuto || impl == Impl::kBaseline ||
+                             (pipelined_m && !(p.op == Op::kAgGemm && p.a_layout == ALayout::kKM));
+  if (!packed_operands(p, topo.world) && !strides_taken)
     return unsupported(strfmt("impl %s takes A and B packed (a_layout=mk, lda and ldb 0), and this problem has "
-                              "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto",
+                              "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto (pipelined_ce takes them along "
+                              "M, and a_layout=km for gemm_rs and gemm_ar)",
                               name.c_str(), std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
                               (long long)p.ldb));
-  if (!packed_output(p, topo.world) && impl != Impl::kAuto && impl != Impl::kBaseline)
+  if (!packed_output(p, topo.world) && !strides_taken)
     return unsupported(strfmt("impl %s writes D packed (ldc and ldd 0), and this problem has ldc=%lld ldd=%lld; use "
-                              "impl=baseline or auto",
+                              "impl=baseline or auto (pipelined_ce takes them along M)",
                               name.c_str(), (long long)p.ldc, (long long)p.ldd));
-  if (p.scale_mode != ScaleMode::kTensor && impl != Impl::kAuto && impl != Impl::kBaseline)
-    return unsupported(strfmt("impl %s does not take scale_mode=%s (row-wise and block FP8 scales run in the "
-                              "baseline); use impl=baseline or auto",
+  const bool scales_taken = impl == Impl::kAuto || impl == Impl::kBaseline ||
+                            (pipelined_m && p.scale_mode == ScaleMode::kRow);
+  if (p.scale_mode != ScaleMode::kTensor && !scales_taken)
+    return unsupported(strfmt("impl %s does not take scale_mode=%s (row-wise FP8 scales run in the baseline and in "
+                              "pipelined_ce along M, block scales in the baseline); use impl=baseline or auto",
                               name.c_str(), std::string(to_string(p.scale_mode)).c_str()));
   const bool moves_products = impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
                               impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;

@@ -1,7 +1,8 @@
-// A stored [K, M] (a_layout=km) and A and B with row strides (lda, ldb): the baseline, and auto
-// (which routes there), give D as the reference of the same values packed, on every op and shard
-// dimension; every other implementation refuses naming the packed layouts it takes; and a gemm_ar
-// plan with a strided A serves calls of fewer rows. Likewise C and D with row strides.
+// A stored [K, M] (a_layout=km) and A and B with row strides (lda, ldb): the baseline, pipelined_ce
+// along M (not a [K, M] A that ag_gemm sends) and auto (which routes to one of them) give D as
+// the reference of the same values packed, on every op and shard dimension; every other
+// implementation refuses naming the packed layouts it takes; and a gemm_ar plan with a strided A
+// serves calls of fewer rows. Likewise C and D with row strides.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -27,15 +28,28 @@ std::vector<Impl> every_impl() {
           Impl::kGemmReduceScatter, Impl::kAllGatherGemm, Impl::kAuto};
 }
 
-// The baseline and auto (which runs it) match the reference; every other implementation refuses,
-// its message naming `word`.
-void expect_the_baseline_alone(const Team& team, const GemmProblem& p, const char* word, uint64_t& seed, bool graph) {
+// The implementations that take operands other than packed: the baseline, auto, and pipelined_ce
+// along M, which copies A's rows (so ag_gemm's A as rows of [M, K]).
+bool takes_layouts(const GemmProblem& p, Impl impl) {
+  if (impl == Impl::kBaseline || impl == Impl::kAuto) return true;
+  return impl == Impl::kPipelinedCE && p.shard_dim == ShardDim::kM &&
+         !(p.op == Op::kAgGemm && p.a_layout == ALayout::kKM);
+}
+
+// Those implementations match the reference (auto running one of them; pipelined_ce in one to
+// three chunks, without C the ring of partials as C); every other refuses, its message naming `word`.
+void expect_the_strided_implementations(const Team& team, const GemmProblem& p, const char* word, uint64_t& seed,
+                                        bool graph) {
   for (Impl impl : every_impl()) {
     PlanOptions o;
     o.impl = impl;
-    if (impl == Impl::kBaseline || impl == Impl::kAuto) {
-      const auto c = check_plan(team, p, o, 2, seed += 10, graph);
-      RANK_EXPECT(c.ok && c.ran == Impl::kBaseline, "%s", describe_check(p, o, c).c_str());
+    if (takes_layouts(p, impl)) {
+      for (int chunks : {0, 2, 3}) {
+        if (chunks > 0 && impl != Impl::kPipelinedCE) break;
+        o.chunks_per_rank = chunks;
+        const auto c = check_plan(team, p, o, 2, seed += 10, graph && chunks == 0);
+        RANK_EXPECT(c.ok && takes_layouts(p, c.ran) && c.ran != Impl::kAuto, "%s", describe_check(p, o, c).c_str());
+      }
       continue;
     }
     const Status s = Plan::can_implement(team, p, o);
@@ -44,7 +58,7 @@ void expect_the_baseline_alone(const Team& team, const GemmProblem& p, const cha
   }
 }
 
-TEST_P(Layouts, TransposedAAndStridesMatchTheReferenceInTheBaseline) {
+TEST_P(Layouts, TransposedAAndStridesMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
@@ -72,7 +86,7 @@ TEST_P(Layouts, TransposedAAndStridesMatchTheReferenceInTheBaseline) {
                       p.lda = l.lda_extra > 0 ? a_row + l.lda_extra : 0;
                       p.ldb = l.ldb_extra > 0 ? b_row + l.ldb_extra : 0;
                       if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
-                      expect_the_baseline_alone(team, p, "packed", seed, /*graph=*/with_c);
+                      expect_the_strided_implementations(team, p, "packed", seed, /*graph=*/with_c);
                     }
               // Plans of A stored [K, M], calls of fewer rows: packed (the stride follows each call's
               // rows) for every op, and at a stride for gemm_ar from one row up.
@@ -96,10 +110,11 @@ TEST_P(Layouts, TransposedAAndStridesMatchTheReferenceInTheBaseline) {
 }
 
 // C and D with row strides (ldc, ldd: a slice of a wider tensor), poison between the rows: the
-// baseline and auto give D as the reference and leave what lies between D's rows untouched, on
-// every op and shard dimension, with and without C, in an fp32 D too; every other implementation
-// refuses naming the packed D it writes. An ag_gemm C == D in place needs ldc == ldd.
-TEST_P(Layouts, StridedCAndDMatchTheReferenceInTheBaseline) {
+// baseline, pipelined_ce along M and auto give D as the reference and leave what lies between D's
+// rows untouched, on every op and shard dimension, with and without C, in an fp32 D too; every
+// other implementation refuses naming the packed D it writes. An ag_gemm C == D in place needs
+// ldc == ldd.
+TEST_P(Layouts, StridedCAndDMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
@@ -123,7 +138,7 @@ TEST_P(Layouts, StridedCAndDMatchTheReferenceInTheBaseline) {
                         p.ldc = x.ldc_extra > 0 ? cols + x.ldc_extra : 0;
                         p.ldd = x.ldd_extra > 0 ? cols + x.ldd_extra : 0;
                         if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
-                        expect_the_baseline_alone(team, p, "ldd", seed, /*graph=*/with_c);
+                        expect_the_strided_implementations(team, p, "ldd", seed, /*graph=*/with_c);
                       }
               // A gemm_ar plan with a strided D serves calls of fewer rows, from one up.
               GemmProblem ar;

@@ -189,8 +189,9 @@ TEST_P(Dist, Fp8E5m2BesideE4m3MatchesTheReference) {
 }
 
 // FP8 with row-wise scales (ScaleMode::kRow): one per row of each rank's A and per column of D
-// from its B, gathered with the rows (columns, along N) by ag_gemm; the baseline runs them and
-// every other implementation refuses naming the mode.
+// from its B, gathered with the rows (columns, along N) by ag_gemm; the baseline and pipelined_ce
+// along M run them (in 1 to 3 chunks: 100 rows per rank block, so chunks that start off 16-byte
+// aligned scales), and every other implementation refuses naming the mode.
 TEST_P(Dist, Fp8RowWiseScalesMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);

@@ -392,7 +392,7 @@ TEST(Fp8, E5m2TakesAnE4m3PartnerAndTheImplementationsOfE4m3) {
 
 // Row-wise e4m3 scales: a vector per operand sized by this rank's rows of A and columns of B,
 // e4m3 and one batch entry only, the baseline's; the descriptor names the mode.
-TEST(Fp8, RowWiseScalesAreVectorsTheBaselineTakes) {
+TEST(Fp8, RowWiseScalesAreVectorsTheBaselineAndPipelinedTake) {
   EXPECT_EQ(parse_scale_mode("row"), ScaleMode::kRow);
   EXPECT_EQ(parse_scale_mode("rowwise"), ScaleMode::kRow);
   EXPECT_EQ(parse_scale_mode("tensor"), ScaleMode::kTensor);
@@ -431,10 +431,15 @@ TEST(Fp8, RowWiseScalesAreVectorsTheBaselineTakes) {
   const Topology topo{4, true};
   GemmProblem rs = p;
   rs.op = Op::kGemmRs;
-  for (Impl impl : {Impl::kPipelinedCE, Impl::kGemmReduceScatter, Impl::kFused})
+  for (Impl impl : {Impl::kGemmReduceScatter, Impl::kFused})
     expect_error(impl_supported(rs, impl, topo), ErrorCode::kUnsupported, {"scale_mode=row", "baseline"});
   EXPECT_TRUE(impl_supported(rs, Impl::kBaseline, topo).ok());
   EXPECT_EQ(choose(rs, topo, {}).impl, Impl::kBaseline);
+  // pipelined_ce multiplies blocks of rows with their scales along M (NOTE [gathered scales]).
+  EXPECT_TRUE(impl_supported(rs, Impl::kPipelinedCE, topo).ok());
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());
+  expect_error(impl_supported(along_n, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported,
+               {"scale_mode=row", "along M"});
 }
 
 // Block e4m3 scales (DeepSeek-V3's): per 1 x 128 block of this rank's A and 128 x 128 block of its
@@ -801,10 +806,11 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
 }
 
 // A stored [K, M] and rows with strides: sizes from the first element to the last, strides at
-// least the row and 16-byte aligned, one batch entry, e4m3 only as [M, K], the baseline only.
-// C and D with row strides (ldc, ldd): at least this rank's columns of D, 16-byte rows in D's
-// type, one batch entry; sized from the first element to the last; the baseline's alone; an
-// ag_gemm C == D in place only where the two strides agree.
+// least the row and 16-byte aligned, one batch entry, e4m3 only as [M, K], the baseline and
+// pipelined_ce along M only (not ag_gemm's [K, M] A there). C and D with row strides (ldc, ldd): at
+// least this rank's columns of D, 16-byte rows in D's type, one batch entry; sized from the first
+// element to the last; the baseline's and pipelined_ce's along M; an ag_gemm C == D in place only
+// where the two strides agree.
 TEST(Layouts, StridedCAndDValidateAndSize) {
   GemmProblem p = ag(64, 48, 40);  // bf16 D; W=2
   p.op = Op::kGemmRs;              // this rank's D: 32 x 48
@@ -848,10 +854,13 @@ TEST(Layouts, StridedCAndDValidateAndSize) {
   huge.ldd = int64_t(1) << 40;
   expect_error(validate_problem(huge, 2), ErrorCode::kInvalidArgument, {"ldd=", "2^31"});
   const Topology topo{2, true};
-  for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kGemmReduceScatter})
+  for (Impl impl : {Impl::kFused, Impl::kGemmReduceScatter})
     expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"writes D packed", "ldd=64", "baseline"});
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
-  EXPECT_EQ(choose(p, topo, {}).impl, Impl::kBaseline);
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());  // along M
+  along_n.ldd = 32;
+  expect_error(impl_supported(along_n, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported,
+               {"writes D packed", "ldd=32", "along M"});
   // ag_gemm in place (C == D): one stride for both.
   alignas(256) static char mem[1 << 20];
   GemmProblem in_place = ag(64, 48, 40);
@@ -923,12 +932,18 @@ TEST(Layouts, StridesAndTransposedAValidateAndSize) {
   fp8.out_dtype = DType::kBF16;
   fp8.n = 64, fp8.k = 64;
   expect_error(validate_problem(fp8, 2), ErrorCode::kUnsupported, {"a_layout=km", "e4m3"});
-  // The baseline (and auto) only; the rules route there.
+  // The baseline, auto and pipelined_ce along M, which reads A in place but copies ag_gemm's rows.
   const Topology topo{2, true};
-  for (Impl impl : {Impl::kPipelinedCE, Impl::kFused, Impl::kGemmReduceScatter})
+  for (Impl impl : {Impl::kFused, Impl::kGemmReduceScatter})
     expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km", "baseline"});
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
-  EXPECT_EQ(choose(p, topo, {}).impl, Impl::kBaseline);
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());
+  expect_error(impl_supported(ag_km, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km"});
+  GemmProblem strided_ag = ag(64, 48, 40);
+  strided_ag.lda = 48;
+  EXPECT_TRUE(impl_supported(strided_ag, Impl::kPipelinedCE, topo).ok());
+  strided_ag.shard_dim = ShardDim::kN;
+  expect_error(impl_supported(strided_ag, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"packed", "lda=48"});
   // Per call: a packed [K, M] A's rows follow the call's M.
   EXPECT_TRUE(validate_layouts(p, 2).ok());
   GemmProblem call = p;

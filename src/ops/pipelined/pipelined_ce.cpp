@@ -3,9 +3,6 @@
 // high-priority side streams. Matmuls are cuBLASLt, transfers are cudaMemcpyAsync between
 // symmetric buffers over NVLink (no SMs), flags are copy-engine writes; the SM work besides the
 // matmuls is small: one-block barrier and flag-wait kernels, the reduction, and the add-C pass.
-#include <map>
-#include <tuple>
-
 #include "comm/signal_pad.h"
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
@@ -15,6 +12,7 @@
 #include "ops/common/copy_batched.h"
 #include "ops/common/elementwise.h"
 #include "ops/op_impl.h"
+#include "ops/pipelined/pipelined_scales.h"
 #include "ops/pipelined/slot_reduce.h"
 #include "plan/problem.h"
 #include "plan/schedule.h"
@@ -35,7 +33,8 @@ class PipelinedCE final : public OpImpl {
         q_(p_.shard_dim == ShardDim::kN ? plan::transposed(p_) : p_),
         choice_(ctx.choice),
         a_es_(static_cast<int64_t>(dtype_size(p_.dtype))),
-        d_es_(static_cast<int64_t>(dtype_size(d_dtype(p_)))) {
+        d_es_(static_cast<int64_t>(dtype_size(d_dtype(p_)))),
+        matmuls_(ctx.team->lt) {
     TeamState& t = *team_;
     TPGEMM_ASSERT(t.world <= plan::kMaxSymmetricWorld);  // impl_supported's limit
     // NOTE [collective construction]: everything local first (the schedule, cuBLASLt plans,
@@ -66,21 +65,21 @@ class PipelinedCE final : public OpImpl {
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
       for (const Step& s : schedule_.steps)
         if (s.kind == StepKind::kGemm) matmul_for(s);  // plan every matmul now, not in run()
+      scales_ = PipelinedScales(p_, t.world, t.rank, schedule_);
     });
     // Symmetric buffers, in the same order on every rank.
     for (int b = static_cast<int>(plan::kFirstOwnBuf); b < plan::kNumBufs; ++b)
       if (used[b] && plan::is_symmetric(static_cast<Buf>(b)) && t.world > 1)
         symmetric_[b] =
             comm::SymmetricBuffer(team_, bytes_of(static_cast<Buf>(b)), std::string(plan::to_string(static_cast<Buf>(b))).c_str());
-    if (gathers_scales())
-      peer_scales_ = comm::SymmetricBuffer(team_, static_cast<size_t>(t.world * kScaleSlot) * sizeof(float), "pipelined FP8 scales");
+    scales_.make_table(team_);
     if (t.world > 1) pad_ = comm::SignalPad(team_, schedule_.num_barriers, plan::kNumFlags, schedule_.rounds, "pipelined flags");
     drop_signals_ = comm::test_drops_signals(t.rank);
   }
 
   void run(const Operands& o, cudaStream_t stream) override {
     ops_ = o;
-    pushed_scales_.assign(static_cast<size_t>(team_->world), false);
+    scales_.begin_call(o.a_scale, stream);
     for (const Step& s : schedule_.steps) {
       const cudaStream_t st = s.stream == plan::Stream::kCompute ? stream
                               : s.stream == plan::Stream::kCopy  ? copy_stream_.get()
@@ -94,13 +93,18 @@ class PipelinedCE final : public OpImpl {
           }
           const Ptr a = address(s.src), d = address(s.dst);
           if (s.has_addend) {  // NOTE [partial as C]: the peer's partial, weight 1
-            matmul_for(s).run(a.ptr, o.b, address(s.addend).ptr, d.ptr, p_.alpha, 1.0f, workspace_.get(), st, o.a_scale,
-                              o.b_scale);
+            matmul_for(s).run(a.ptr, o.b, address(s.addend).ptr, d.ptr, p_.alpha, 1.0f, workspace_.get(), st,
+                              scales_.of(s.src), o.b_scale);
             break;
           }
-          const bool c = s.add_c && p_.has_c;
-          const char* cptr = c ? static_cast<const char*>(o.c) + (d.ptr - static_cast<char*>(o.d)) : nullptr;
-          matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st, a_scale_of(s.src),
+          const char* cptr = nullptr;
+          if (s.add_c && p_.has_c) {  // the caller's C, the rows of D this matmul writes
+            TPGEMM_ASSERT(s.dst.buf == Buf::kUserD);
+            Region c = s.dst;
+            c.buf = Buf::kUserC;
+            cptr = address(c).ptr;
+          }
+          matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st, scales_.of(s.src),
                             o.b_scale);
           break;
         }
@@ -117,9 +121,7 @@ class PipelinedCE final : public OpImpl {
         case StepKind::kReduce: reduce(s, st); break;
         case StepKind::kAddC:  // (gemm_ar only: always along M)
           TPGEMM_ASSERT(p_.shard_dim == ShardDim::kM);
-          if (p_.beta != 0.0f)
-            ops::add_scaled_rows(o.d, o.c, p_.beta, p_.l, p_.m, p_.n, s.dst.row0, s.dst.rows, d_dtype(p_), team_->num_sms,
-                                 st);
+          if (p_.beta != 0.0f) add_c(s.dst, st);
           break;
         case StepKind::kRecord: TPGEMM_CUDA_CHECK(cudaEventRecord(events_[s.index].get(), st)); break;
         case StepKind::kWaitEvent: TPGEMM_CUDA_CHECK(cudaStreamWaitEvent(st, events_[s.index].get(), 0)); break;
@@ -132,7 +134,24 @@ class PipelinedCE final : public OpImpl {
   struct Ptr {
     char* ptr;
     int64_t batch_stride;  // elements
+    int64_t ld;            // elements between rows
   };
+
+  // Elements between the rows of buffer b: the caller's strides (GemmProblem::lda, ldc, ldd;
+  // A's row of [K, M] where a_layout=km), which take one batch entry; tpgemm's buffers are packed.
+  // Along N the caller's operands are packed (impl_supported).
+  int64_t ld_of(Buf b) const {
+    const int w = team_->world;
+    if (p_.shard_dim == ShardDim::kM) {
+      if (b == Buf::kUserA) return plan::a_ld(p_, w);
+      if (b == Buf::kUserC) return plan::c_ld(p_, w);
+      if (b == Buf::kUserD) return plan::d_ld(p_, w);
+    }
+    return plan::buffer_geometry(b, q_, w).cols;
+  }
+  // A stored [K, M] (a_layout=km, gemm_rs and gemm_ar along M): a block of A's rows is a block of
+  // columns there, which the matmul reads transposed.
+  bool a_km(Buf b) const { return b == Buf::kUserA && p_.a_layout == ALayout::kKM; }
 
   // Bytes per element of buffer b: the operand's type where it holds rows of A (along N, of B),
   // D's (the output type) where it holds products.
@@ -159,7 +178,14 @@ class PipelinedCE final : public OpImpl {
   // from the gathered buffer, which every matmul on the caller's stream has waited for.
   void copy_gathered_a(const Operands& o, cudaStream_t stream) const {
     const int64_t mw = p_.m / team_->world, row = p_.k * a_es_, own = team_->rank * mw;
-    ops::copy_rows(o.a_gathered, p_.m, own, o.a, mw, 0, mw, row, p_.l, stream);
+    const int64_t lda = plan::a_ld(p_, team_->world);
+    if (lda == p_.k) {
+      ops::copy_rows(o.a_gathered, p_.m, own, o.a, mw, 0, mw, row, p_.l, stream);
+    } else if (mw > 0) {  // (a row stride: one batch entry)
+      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(o.a_gathered) + own * row, static_cast<size_t>(row), o.a,
+                                          static_cast<size_t>(lda * a_es_), static_cast<size_t>(row),
+                                          static_cast<size_t>(mw), cudaMemcpyDeviceToDevice, stream));
+    }
     if (team_->world == 1) return;
     const char* g = static_cast<const char*>(symmetric_[static_cast<int>(Buf::kGathered)].local());
     TPGEMM_ASSERT(g != nullptr);
@@ -182,8 +208,9 @@ class PipelinedCE final : public OpImpl {
         else base = local_[b].as<char>();
     }
     TPGEMM_ASSERT(base != nullptr && (r.rank == team_->rank || symmetric_[b]));
-    const int64_t elems = (static_cast<int64_t>(r.slot) * p_.l * g.rows + r.row0) * g.cols;
-    return {base + elems * es(r.buf), g.rows * g.cols};
+    const int64_t ld = ld_of(r.buf);
+    const int64_t elems = static_cast<int64_t>(r.slot) * p_.l * g.rows * g.cols + (a_km(r.buf) ? r.row0 : r.row0 * ld);
+    return {base + elems * es(r.buf), g.rows * g.cols, ld};
   }
 
   // NOTE [shard along N]: a matmul step of the transposed schedule, rows [r0, r0 + n) of D^T,
@@ -223,9 +250,6 @@ class PipelinedCE final : public OpImpl {
     // Batch strides follow the buffers' geometry, so a plan is kept per pair of geometries.
     const int64_t src_rows = plan::buffer_geometry(s.src.buf, q_, team_->world).rows;
     const int64_t dst_rows = user_d ? -1 : plan::buffer_geometry(s.dst.buf, q_, team_->world).rows;
-    const auto key = std::make_tuple(cols, src_rows, dst_rows, c ? int64_t(1) : int64_t(-1), sms);  // (C: as D)
-    auto it = matmuls_.find(key);
-    if (it != matmuls_.end()) return it->second;
     gemm::MatmulShape shape = gemm::packed_shape(p_, p_.m, cols);
     const bool kn = p_.b_layout == BLayout::kKN;
     if (p_.op == Op::kGemmRs) {  // the caller's [K, N] or [N, K]
@@ -242,7 +266,7 @@ class PipelinedCE final : public OpImpl {
     }
     shape.has_c = c;
     shape.sm_count = sms;
-    return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
+    return matmuls_.get(shape);
   }
 
   const gemm::LtMatmul& matmul_for(const Step& s) {
@@ -253,48 +277,46 @@ class PipelinedCE final : public OpImpl {
     const int sms = s.carveout && choice_.comm_sms > 0 ? team_->num_sms - choice_.comm_sms : 0;
     // C's batch stride: D's, or the receive buffer's for an addend (NOTE [partial as C]).
     const int64_t c_rows = s.has_addend ? plan::buffer_geometry(s.addend.buf, p_, team_->world).rows : gd.rows;
-    const auto key = std::make_tuple(s.src.rows, ga.rows, gd.rows, c ? c_rows : -1, sms);
-    auto it = matmuls_.find(key);
-    if (it != matmuls_.end()) return it->second;
     gemm::MatmulShape shape = gemm::packed_shape(p_, s.src.rows, p_.n);
+    shape.a_transposed = a_km(s.src.buf);
+    shape.lda = ld_of(s.src.buf);
+    shape.ldb = plan::b_ld(p_, team_->world);
+    shape.ldd = ld_of(s.dst.buf);
+    if (c) shape.ldc = ld_of(s.has_addend ? s.addend.buf : Buf::kUserC);
     shape.stride_a = ga.rows * p_.k;
     shape.stride_d = gd.rows * p_.n;
     shape.stride_c = c_rows * p_.n;
     shape.has_c = c;
     shape.sm_count = sms;
-    return matmuls_.emplace(key, gemm::LtMatmul(team_->lt, shape)).first->second;
-  }
-
-  // NOTE [gathered scales]
-  // ag_gemm with e4m3 A: every rank's shard comes with its own tensor-wise scale, and each chunk
-  // matmul needs the scale of the rank whose rows it multiplies. The scale travels like the rows:
-  // pushed from the caller's scale into slot r of the peer's symmetric scale table just before
-  // the first rows pushed there, on the same stream, so every matmul that waits for those rows
-  // (their arrival flag follows them) also sees their scale. Barrier 0 of the next call keeps a
-  // slot until its rank has multiplied with it. Slots are 16 bytes: cuBLASLt reads a scale only
-  // from a 16-byte aligned address.
-  static constexpr int64_t kScaleSlot = 4;  // floats
-  bool gathers_scales() const {
-    return p_.op == Op::kAgGemm && is_fp8(p_.dtype) && p_.shard_dim == ShardDim::kM && team_->world > 1;
-  }
-  const float* a_scale_of(const Region& a) const {
-    if (!gathers_scales() || a.buf != Buf::kGathered) return ops_.a_scale;
-    return static_cast<const float*>(peer_scales_.local()) + a.row0 / (p_.m / team_->world) * kScaleSlot;
-  }
-  void push_scale(const Step& s, cudaStream_t st) {
-    if (s.dst.buf != Buf::kGathered || pushed_scales_[static_cast<size_t>(s.dst.rank)]) return;
-    pushed_scales_[static_cast<size_t>(s.dst.rank)] = true;
-    float* slot = static_cast<float*>(peer_scales_.peer(s.dst.rank)) + team_->rank * kScaleSlot;
-    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(slot, ops_.a_scale, sizeof(float), cudaMemcpyDeviceToDevice, st));
+    return matmuls_.get(shape);
   }
 
   void copy(const Step& s, cudaStream_t st) {
-    if (gathers_scales()) push_scale(s, st);
+    scales_.push(s, st);  // NOTE [gathered scales]
     const Ptr src = address(s.src), dst = address(s.dst);
     const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols, e = es(s.src.buf);
-    TPGEMM_ASSERT(e == es(s.dst.buf));  // rows move between buffers of one kind
-    ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * e), src.ptr, static_cast<size_t>(src.batch_stride * e),
-                      static_cast<size_t>(s.src.rows * cols * e), p_.l, st);
+    TPGEMM_ASSERT(e == es(s.dst.buf) && !a_km(s.src.buf));  // rows move between buffers of one kind
+    if (src.ld == cols && dst.ld == cols) {
+      ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * e), src.ptr,
+                        static_cast<size_t>(src.batch_stride * e), static_cast<size_t>(s.src.rows * cols * e), p_.l, st);
+    } else if (s.src.rows > 0) {  // the caller's rows at a stride (one batch entry)
+      TPGEMM_ASSERT(p_.l == 1);
+      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst.ptr, static_cast<size_t>(dst.ld * e), src.ptr, static_cast<size_t>(src.ld * e),
+                                          static_cast<size_t>(cols * e), static_cast<size_t>(s.src.rows),
+                                          cudaMemcpyDeviceToDevice, st));
+    }
+  }
+
+  // gemm_ar: beta * C onto the rows of D pulled from their owners.
+  void add_c(const Region& d, cudaStream_t st) {
+    if (ld_of(Buf::kUserD) == p_.n && ld_of(Buf::kUserC) == p_.n) {
+      ops::add_scaled_rows(ops_.d, ops_.c, p_.beta, p_.l, p_.m, p_.n, d.row0, d.rows, d_dtype(p_), team_->num_sms, st);
+      return;
+    }
+    Region c = d;
+    c.buf = Buf::kUserC;
+    const Ptr dp = address(d), cp = address(c);
+    ops::add_scaled_strided(dp.ptr, dp.ld, cp.ptr, cp.ld, p_.beta, d.rows, p_.n, d_dtype(p_), team_->num_sms, st);
   }
 
   void reduce(const Step& s, cudaStream_t st) const {
@@ -313,6 +335,8 @@ class PipelinedCE final : public OpImpl {
     a.d = ops_.d;
     a.d_batch_elems = gd.rows * gd.cols;
     a.d_row0 = s.dst.row0;
+    a.d_ld = ld_of(Buf::kUserD);
+    a.c_ld = ld_of(Buf::kUserC);
     a.c = p_.has_c && p_.beta != 0.0f ? ops_.c : nullptr;
     a.beta = p_.beta;
     a.reduced = s.to_reduced && t.world > 1 ? symmetric_[red].local() : nullptr;
@@ -339,12 +363,9 @@ class PipelinedCE final : public OpImpl {
   Stream copy_stream_, gather_stream_;
   std::vector<Event> events_;
   DeviceBuffer workspace_;
-  // Keyed by rows, A's, D's and C's rows per batch entry (-1: no C), and the SMs allowed.
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, gemm::LtMatmul> matmuls_;
+  gemm::LtMatmulCache matmuls_;  // every matmul of the schedule, planned when the plan is made
   Operands ops_{};  // the operands of the call being enqueued
-  // NOTE [gathered scales]: every rank's scale of A, in slot order; this call's pushes so far, by rank
-  comm::SymmetricBuffer peer_scales_;
-  std::vector<bool> pushed_scales_;
+  PipelinedScales scales_;  // NOTE [gathered scales]
   bool drop_signals_ = false;
 };
 
