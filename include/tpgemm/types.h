@@ -49,7 +49,8 @@ enum class ShardDim : int { kM = 0, kN = 1 };
 //   kRow     one value per row of this rank's A (its M rows; M/W for ag_gemm along M) and one per
 //            column of D that this rank's B makes (per row of the [N, K] weight: N; N/W for ag_gemm
 //            along N): the per-token and per-channel scales of torch._scaled_mm's row-wise mode.
-//            One batch entry (L = 1); the baseline and pipelined_ce along M run it.
+//            One batch entry (L = 1); the baseline, pipelined_ce along M and the matmul-then-
+//            collective implementations of gemm_rs and gemm_ar run it.
 //   kBlock   DeepSeek-V3's block scales (torch._scaled_mm's BlockWise1x128 for A and BlockWise128x128
 //            for B; cuBLASLt's VEC128_32F and BLK128x128_32F). A: one value per row of this rank's A
 //            per 128 columns of K, K block by K block, each block's values in row order: (row i,
@@ -57,7 +58,8 @@ enum class ShardDim : int { kM = 0, kN = 1 };
 //            [N, K] weight, a row of K blocks per 128 rows of B: (nb, kb) at nb x S + kb, S = K/128
 //            rounded up to a multiple of 4 (cuBLASLt's stride between them; the values past K/128
 //            are not read). e4m3 A and B, K (this rank's) a multiple of 128, M a multiple of 4, L = 1;
-//            the baseline runs it (ag_gemm gathers A's scales with its rows).
+//            the baseline runs it (ag_gemm gathers A's scales with its rows), and gemm_rs's and
+//            gemm_ar's matmul-then-collective implementations.
 enum class ScaleMode : int { kTensor = 0, kRow = 1, kBlock = 2 };
 
 enum class Impl : int {

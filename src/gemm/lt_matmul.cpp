@@ -104,6 +104,7 @@ LtMatmul::LtMatmul(cublasLtHandle_t handle, const MatmulShape& s) : handle_(hand
 
     algo_aligned_ = best_algo(256);
     algo_16b_ = best_algo(16);
+    if (s.a_unaligned) algo_unaligned_ = best_algo(static_cast<uint32_t>(dtype_size(s.dtype)));
   } catch (...) {
     release();
     throw;
@@ -151,7 +152,9 @@ void LtMatmul::run(const void* a, const void* b, const void* c, void* d, float a
   const void* c_used = shape_.has_c ? c : d;
   const auto bits = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c_used) |
                     reinterpret_cast<uintptr_t>(d);
-  const cublasLtMatmulAlgo_t* algo = bits % 256 == 0 ? &algo_aligned_ : &algo_16b_;
+  const cublasLtMatmulAlgo_t* algo = bits % 256 == 0                     ? &algo_aligned_
+                                     : bits % 16 == 0 || !shape_.a_unaligned ? &algo_16b_
+                                                                            : &algo_unaligned_;
   // Our B is cuBLASLt's A and our A its B (NOTE [row-major through cuBLASLt]).
   TPGEMM_CUBLAS_CHECK(cublasLtMatmul(handle_, op_, &alpha, b, a_, a, b_, &beta_used, c_used, c_, d, d_, algo,
                                      workspace, kWorkspaceBytes, stream));
@@ -183,6 +186,7 @@ LtMatmul& LtMatmul::operator=(LtMatmul&& o) noexcept {
     d_ = std::exchange(o.d_, nullptr);
     algo_aligned_ = o.algo_aligned_;
     algo_16b_ = o.algo_16b_;
+    algo_unaligned_ = o.algo_unaligned_;
   }
   return *this;
 }

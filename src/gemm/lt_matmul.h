@@ -23,6 +23,9 @@ struct MatmulShape {
   std::optional<DType> b_dtype;  // of B: unset = dtype (FP8 only: e4m3 or e5m2, not both e5m2)
   BLayout b_layout = BLayout::kNK;
   bool a_transposed = false;  // A stored as [k, m] row-major (lda its row stride)
+  // A's address may be aligned to its element only (a block of columns of a [k, m] A; NOTE
+  // [operand alignment])
+  bool a_unaligned = false;
   std::optional<DType> out_dtype;  // of C and D: unset = dtype (fp32 for the reference checks)
   // FP8: kRow, a scale per row of A and per column of D; kBlock, per 1 x 128 block of A and 128 x 128
   // block of B (the layouts of types.h, for this matmul's m, n and k)
@@ -72,9 +75,11 @@ class LtMatmul {
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr, d_ = nullptr;
   // NOTE [operand alignment]: cuBLASLt's heuristic assumes 256-byte aligned operands unless told
-  // otherwise; tpgemm only promises 16. We keep the best algorithm for each case and pick per call.
+  // otherwise; tpgemm only promises 16. We keep the best algorithm for each case and pick per call;
+  // with MatmulShape::a_unaligned also one for operands aligned to their element only.
   cublasLtMatmulAlgo_t algo_aligned_{};
   cublasLtMatmulAlgo_t algo_16b_{};
+  cublasLtMatmulAlgo_t algo_unaligned_{};
 };
 
 // Matmuls of several shapes, each planned on its first use: for the implementations whose calls

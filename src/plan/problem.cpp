@@ -403,8 +403,8 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   // 16-bit D with tensor-wise scales; ag_gemm's gather must carry every rank's scale, which the
   // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise scales follow the rows
   // through the baseline's collectives and pipelined_ce's chunks along M; block scales, the
-  // baseline's only. pipelined_ce's ag_gemm along M writes D by matmuls alone, so it takes any
-  // output type.
+  // baseline's (gemm_rs and gemm_ar move no scales: the matmul-then-collective ones take both).
+  // pipelined_ce's ag_gemm along M writes D by matmuls alone, so it takes any output type.
   if (is_fp8(p.dtype) && !topo.fp8)
     return unsupported(strfmt("dtype %s needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU "
                               "has none; expected bf16 or fp16",
@@ -414,25 +414,30 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
                        "only, and not every rank's GPU is one; expected scale_mode=tensor or row");
   // pipelined_ce along M reads and writes the caller's rows at their strides (copies of A's rows
   // as 2D copies, so not A stored [K, M] where ag_gemm sends it), and multiplies blocks of rows
-  // with their row-wise scales (NOTE [gathered scales]).
+  // with their row-wise scales (NOTE [gathered scales]). The matmul-then-collective
+  // implementations of gemm_rs and gemm_ar read A and B in place with one matmul over all of A
+  // (per rank block along N), so with every scale mode, and write D packed.
   const bool pipelined_m = impl == Impl::kPipelinedCE && p.shard_dim == ShardDim::kM;
+  const bool matmul_first = impl == Impl::kGemmReduceScatter || impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
   const bool strides_taken = impl == Impl::kAuto || impl == Impl::kBaseline ||
                              (pipelined_m && !(p.op == Op::kAgGemm && p.a_layout == ALayout::kKM));
-  if (!packed_operands(p, topo.world) && !strides_taken)
+  if (!packed_operands(p, topo.world) && !strides_taken && !matmul_first)
     return unsupported(strfmt("impl %s takes A and B packed (a_layout=mk, lda and ldb 0), and this problem has "
                               "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto (pipelined_ce takes them along "
-                              "M, and a_layout=km for gemm_rs and gemm_ar)",
+                              "M, and a_layout=km for gemm_rs and gemm_ar; so do gemm_reducescatter, gemm_oneshot and "
+                              "gemm_twoshot)",
                               name.c_str(), std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
                               (long long)p.ldb));
   if (!packed_output(p, topo.world) && !strides_taken)
     return unsupported(strfmt("impl %s writes D packed (ldc and ldd 0), and this problem has ldc=%lld ldd=%lld; use "
                               "impl=baseline or auto (pipelined_ce takes them along M)",
                               name.c_str(), (long long)p.ldc, (long long)p.ldd));
-  const bool scales_taken = impl == Impl::kAuto || impl == Impl::kBaseline ||
+  const bool scales_taken = impl == Impl::kAuto || impl == Impl::kBaseline || matmul_first ||
                             (pipelined_m && p.scale_mode == ScaleMode::kRow);
   if (p.scale_mode != ScaleMode::kTensor && !scales_taken)
-    return unsupported(strfmt("impl %s does not take scale_mode=%s (row-wise FP8 scales run in the baseline and in "
-                              "pipelined_ce along M, block scales in the baseline); use impl=baseline or auto",
+    return unsupported(strfmt("impl %s does not take scale_mode=%s (row-wise FP8 scales run in the baseline, "
+                              "gemm_reducescatter, gemm_oneshot, gemm_twoshot and pipelined_ce along M; block scales "
+                              "in all of those but pipelined_ce); use impl=baseline or auto",
                               name.c_str(), std::string(to_string(p.scale_mode)).c_str()));
   const bool moves_products = impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
                               impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;

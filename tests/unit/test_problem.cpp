@@ -431,10 +431,9 @@ TEST(Fp8, RowWiseScalesAreVectorsTheBaselineAndPipelinedTake) {
   const Topology topo{4, true};
   GemmProblem rs = p;
   rs.op = Op::kGemmRs;
-  for (Impl impl : {Impl::kGemmReduceScatter, Impl::kFused})
-    expect_error(impl_supported(rs, impl, topo), ErrorCode::kUnsupported, {"scale_mode=row", "baseline"});
+  expect_error(impl_supported(rs, Impl::kFused, topo), ErrorCode::kUnsupported, {"scale_mode=row", "baseline"});
   EXPECT_TRUE(impl_supported(rs, Impl::kBaseline, topo).ok());
-  EXPECT_EQ(choose(rs, topo, {}).impl, Impl::kBaseline);
+  EXPECT_TRUE(impl_supported(rs, Impl::kGemmReduceScatter, topo).ok());  // (one matmul over all of A)
   // pipelined_ce multiplies blocks of rows with their scales along M (NOTE [gathered scales]).
   EXPECT_TRUE(impl_supported(rs, Impl::kPipelinedCE, topo).ok());
   EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());
@@ -444,7 +443,8 @@ TEST(Fp8, RowWiseScalesAreVectorsTheBaselineAndPipelinedTake) {
 
 // Block e4m3 scales (DeepSeek-V3's): per 1 x 128 block of this rank's A and 128 x 128 block of its
 // B, B's rows of scales K/128 rounded up to 4 apart; e4m3 only, whole blocks of K, M a multiple of
-// 4 (calls too), along N whole 128-row blocks per rank, one batch entry; the baseline's.
+// 4 (calls too), along N whole 128-row blocks per rank, one batch entry; the baseline's, and
+// gemm_rs's and gemm_ar's matmul-then-collective implementations'.
 TEST(Fp8, BlockScalesTakeWholeBlocksOfKInTheBaseline) {
   EXPECT_EQ(parse_scale_mode("block"), ScaleMode::kBlock);
   EXPECT_EQ(parse_scale_mode("blockwise"), ScaleMode::kBlock);
@@ -500,16 +500,21 @@ TEST(Fp8, BlockScalesTakeWholeBlocksOfKInTheBaseline) {
   EXPECT_TRUE(validate_operands(p, 2, o).ok());
   o.a_scale = nullptr;
   expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"a_scale is null", "scale_mode=block", "768 fp32"});
-  // Only the baseline runs it; auto takes the baseline.
+  // The baseline runs it, and the matmul-then-collective implementations of gemm_rs and gemm_ar
+  // (one matmul over all of A, no scales moved); auto chooses among them.
   const Topology topo{4, true};
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
     GemmProblem r = p;
     r.op = op;
-    for (Impl impl : {Impl::kPipelinedCE, Impl::kGemmReduceScatter, Impl::kGemmOneShot, Impl::kGemmTwoShot,
-                      Impl::kAllGatherGemm, Impl::kFused})
+    for (Impl impl : {Impl::kPipelinedCE, Impl::kAllGatherGemm, Impl::kFused})
       expect_error(impl_supported(r, impl, topo), ErrorCode::kUnsupported, {"scale_mode=block", "baseline"});
     EXPECT_TRUE(impl_supported(r, Impl::kBaseline, topo).ok());
-    EXPECT_EQ(choose(r, topo, {}).impl, Impl::kBaseline) << describe(r);
+    const Impl own = op == Op::kGemmRs ? Impl::kGemmReduceScatter : Impl::kGemmTwoShot;
+    if (op != Op::kAgGemm) EXPECT_TRUE(impl_supported(r, own, topo).ok()) << describe(r);
+    const Impl chosen = choose(r, topo, {}).impl;
+    EXPECT_TRUE(chosen == Impl::kBaseline || chosen == Impl::kGemmReduceScatter || chosen == Impl::kGemmOneShot ||
+                chosen == Impl::kGemmTwoShot)
+        << describe(r) << " chose " << to_string(chosen);
   }
 }
 
@@ -806,8 +811,8 @@ TEST(Choose, SharedShapesFollowTheMeasurements) {
 }
 
 // A stored [K, M] and rows with strides: sizes from the first element to the last, strides at
-// least the row and 16-byte aligned, one batch entry, e4m3 only as [M, K], the baseline and
-// pipelined_ce along M only (not ag_gemm's [K, M] A there). C and D with row strides (ldc, ldd): at
+// least the row and 16-byte aligned, one batch entry, e4m3 only as [M, K], the baseline,
+// pipelined_ce along M (not ag_gemm's [K, M] A there) and the matmul-then-collective ones. C and D with row strides (ldc, ldd): at
 // least this rank's columns of D, 16-byte rows in D's type, one batch entry; sized from the first
 // element to the last; the baseline's and pipelined_ce's along M; an ag_gemm C == D in place only
 // where the two strides agree.
@@ -932,10 +937,11 @@ TEST(Layouts, StridesAndTransposedAValidateAndSize) {
   fp8.out_dtype = DType::kBF16;
   fp8.n = 64, fp8.k = 64;
   expect_error(validate_problem(fp8, 2), ErrorCode::kUnsupported, {"a_layout=km", "e4m3"});
-  // The baseline, auto and pipelined_ce along M, which reads A in place but copies ag_gemm's rows.
+  // The baseline, auto, pipelined_ce along M (which reads A in place but copies ag_gemm's rows)
+  // and gemm_reducescatter (one matmul of A in place).
   const Topology topo{2, true};
-  for (Impl impl : {Impl::kFused, Impl::kGemmReduceScatter})
-    expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km", "baseline"});
+  expect_error(impl_supported(p, Impl::kFused, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km", "baseline"});
+  EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, topo).ok());
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
   EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());
   expect_error(impl_supported(ag_km, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km"});

@@ -6,6 +6,7 @@
 #include "gemm/lt_matmul.h"
 #include "ops/allreduce/symm_collective.h"
 #include "ops/op_impl.h"
+#include "plan/problem.h"
 
 namespace tpgemm::detail {
 namespace {
@@ -41,8 +42,15 @@ class GemmAllReduce final : public OpImpl {
   }
 
  private:
-  // The partial product in D's type (e4m3 operands: bf16 or fp16, which the all-reduce sums).
-  static gemm::MatmulShape shape(const GemmProblem& p) { return gemm::packed_shape(p, p.m, p.n); }
+  // The partial product in D's type (e4m3 operands: bf16 or fp16, which the all-reduce sums), from
+  // A and B in place, in their layouts and strides (whose scales, of any mode, cover all of A).
+  gemm::MatmulShape shape(const GemmProblem& p) const {
+    gemm::MatmulShape s = gemm::packed_shape(p, p.m, p.n);
+    s.lda = plan::a_ld(p, team_->world);
+    s.ldb = plan::b_ld(p, team_->world);
+    s.a_transposed = p.a_layout == ALayout::kKM;
+    return s;
+  }
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;

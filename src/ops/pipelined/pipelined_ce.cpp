@@ -279,6 +279,8 @@ class PipelinedCE final : public OpImpl {
     const int64_t c_rows = s.has_addend ? plan::buffer_geometry(s.addend.buf, p_, team_->world).rows : gd.rows;
     gemm::MatmulShape shape = gemm::packed_shape(p_, s.src.rows, p_.n);
     shape.a_transposed = a_km(s.src.buf);
+    // (a block of columns of a [K, M] A starts 16-byte aligned only where its first row does)
+    shape.a_unaligned = shape.a_transposed && (s.src.row0 * a_es_) % 16 != 0;
     shape.lda = ld_of(s.src.buf);
     shape.ldb = plan::b_ld(p_, team_->world);
     shape.ldd = ld_of(s.dst.buf);
