@@ -250,6 +250,29 @@ def test_module_sizes_must_split(group_name, monkeypatch):
         ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.float32)
 
 
+def test_prepare_leaves_refused_problems_to_torch(group_name, monkeypatch):
+    """A problem tpgemm refuses (Unsupported, on every rank alike) makes no plan in prepare(), as
+    forward would fall back to torch's path for it; other errors still raise."""
+    asked = []
+
+    def refuse(group, op, m, n, k, dtype, layout, **kw):
+        asked.append(op)
+        raise tpgemm.Unsupported("deterministic=true with impl=baseline: no fixed-order implementation here")
+
+    monkeypatch.setattr(T, "plan", refuse)
+    col = ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.bfloat16)
+    row = RowParallelLinear(32, 16, group=group_name, device="cpu", dtype=torch.bfloat16, sequence_parallel=False)
+    tpgemm.nn.prepare(torch.nn.Sequential(col, row), 64)
+    assert asked == ["ag_gemm", "gemm_rs", "gemm_ar"]
+
+    def invalid(group, op, m, n, k, dtype, layout, **kw):
+        raise tpgemm.InvalidArgument("M=64: expected something else")
+
+    monkeypatch.setattr(T, "plan", invalid)
+    with pytest.raises(tpgemm.InvalidArgument, match="M=64"):
+        col.prepare(64)
+
+
 def test_plans_per_shape_exact_then_shared_by_powers_of_two(monkeypatch):
     """A shape's first token counts get plans of their own; later ones share one plan per power
     of two of M (in units of W where M is sharded), each call passing its M and making its range."""
