@@ -89,14 +89,15 @@ TEST_P(Dist, EveryOpDtypeLayoutAndImplementationMatchesTheReference) {
 // Types beyond the input type (an output type of its own, FP8 operands): for problems made by
 // `make` of each op, variant (1: batched, scaled, with C, replayed from a CUDA graph) and shard
 // dimension, every implementation that takes them (the baseline and auto always) matches the
-// reference, and every other refuses on every rank with a message naming `type` (or `or_type`);
-// then one gemm_ar plan serves calls of fewer rows. Collective.
+// reference, and every other refuses on every rank with a message naming `type` (unless it refuses
+// `without_type` of the problem too); then one gemm_ar plan serves calls of fewer rows. Collective.
 struct BeyondShapes {  // along N: M and each rank's columns; the fewer rows of those gemm_ar calls
   int64_t m_along_n = 203, n_per_rank = 144;
   std::vector<int64_t> fewer_rows = {37, 1};
 };
 void check_types_beyond_the_input(const Team& team, const std::function<GemmProblem(Op, int)>& make, const char* type,
-                                  uint64_t seed, const BeyondShapes& shapes = {}, const char* or_type = nullptr) {
+                                  uint64_t seed, const BeyondShapes& shapes = {},
+                                  const std::function<GemmProblem(GemmProblem)>& without_type = nullptr) {
   const int W = team.world_size();
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
     for (int variant : {0, 1})
@@ -121,8 +122,9 @@ void check_types_beyond_the_input(const Team& team, const std::function<GemmProb
             }
             continue;
           }
+          // (an implementation that refuses the problem without the type too may name another reason)
           const bool names = s.message.find(type) != std::string::npos ||
-                             (or_type != nullptr && s.message.find(or_type) != std::string::npos);
+                             (without_type && !Plan::can_implement(team, without_type(p), o).ok());
           RANK_EXPECT(impl != Impl::kBaseline && impl != Impl::kAuto && s.code == ErrorCode::kUnsupported && names,
                       "%s impl=%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(), s.message.c_str());
         }
@@ -189,10 +191,17 @@ TEST_P(Dist, Fp8E5m2BesideE4m3MatchesTheReference) {
             0);
 }
 
+// The problem with one FP8 scale per tensor instead of its own mode.
+GemmProblem tensor_scaled(GemmProblem p) {
+  p.scale_mode = ScaleMode::kTensor;
+  return p;
+}
+
 // FP8 with row-wise scales (ScaleMode::kRow): one per row of each rank's A and per column of D
-// from its B, gathered with the rows (columns, along N) by ag_gemm; the baseline and pipelined_ce
-// along M run them (in 1 to 3 chunks: 100 rows per rank block, so chunks that start off 16-byte
-// aligned scales), and every other implementation refuses naming the mode.
+// from its B, gathered with the rows (columns, along N) by ag_gemm; the baseline, the
+// matmul-then-collective implementations and pipelined_ce along M run them (in 1 to 3 chunks: 100
+// rows per rank block, so chunks that start off 16-byte aligned scales), and every other
+// implementation refuses, naming the mode where it takes tensor-wise scales.
 TEST_P(Dist, Fp8RowWiseScalesMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -206,7 +215,7 @@ TEST_P(Dist, Fp8RowWiseScalesMatchTheReference) {
                   p.out_dtype = out;
                   p.scale_mode = ScaleMode::kRow;
                   return p;
-                }, "scale_mode=row", seed += 500, BeyondShapes{}, "out_dtype=fp32");
+                }, "scale_mode=row", seed += 500, BeyondShapes{}, tensor_scaled);
             }),
             0);
 }
@@ -215,8 +224,9 @@ TEST_P(Dist, Fp8RowWiseScalesMatchTheReference) {
 // and 128 x 128 block of its B. ag_gemm gathers A's with the rows (M/W = 100 rows per rank: the
 // repack moves blocks that are not 16-byte multiples), along N B's with its 128 columns per rank;
 // three blocks of K, so B's rows of scales are padded to four (the padding NaN: never read); N = 144
-// ends in a partial block of B's rows; M a multiple of 4, calls too. The baseline runs them and
-// every other implementation refuses naming the mode.
+// ends in a partial block of B's rows; M a multiple of 4, calls too. The baseline and the
+// matmul-then-collective implementations run them, and every other implementation refuses, naming
+// the mode where it takes tensor-wise scales.
 TEST_P(Dist, Fp8BlockScalesMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -231,7 +241,7 @@ TEST_P(Dist, Fp8BlockScalesMatchTheReference) {
                   p.out_dtype = out;
                   p.scale_mode = ScaleMode::kBlock;
                   return p;
-                }, "scale_mode=block", seed += 500, BeyondShapes{204, 128, {36, 4}});
+                }, "scale_mode=block", seed += 500, BeyondShapes{204, 128, {36, 4}}, tensor_scaled);
             }),
             0);
 }
