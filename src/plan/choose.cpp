@@ -76,12 +76,20 @@ int default_chunks(const GemmProblem& p, int world, int sms, int64_t block, Impl
 // measured; gemm_ar moves twice the data, and takes twice the SMs.
 constexpr int kFusedRsCommSms = 16, kFusedArCommSms = 32;
 
+// pipelined_ce with FP8 block scales: chunks whose matmuls would take rows other than multiples of
+// 4 (NOTE [gathered scales]); one chunk fits wherever impl_supported takes the problem.
+bool block_scale_chunks_miss(const GemmProblem& p, const Topology& topo, Impl impl, int chunks) {
+  return impl == Impl::kPipelinedCE && is_fp8(p.dtype) && p.scale_mode == ScaleMode::kBlock &&
+         p.shard_dim == ShardDim::kM && chunks > 1 && p.m >= topo.world && !pipelined_pieces_fit(p, topo.world, chunks, 4);
+}
+
 Choice fill_defaults(const GemmProblem& p, const Topology& topo, Impl impl, const PlanOptions& o) {
   Choice c;
   c.impl = impl;
   c.chunks = o.chunks_per_rank > 0 ? o.chunks_per_rank
                                    : default_chunks(p, topo.world, topo.num_sms, max_block_rows(p.m, topo.world), impl);
   if (p.shard_dim == ShardDim::kN) c.chunks = 1;  // whole column blocks (NOTE [shard along N])
+  if (block_scale_chunks_miss(p, topo, impl, c.chunks) && o.chunks_per_rank <= 0) c.chunks = 1;
   c.comm_sms = kDefaultCommSms;
   if (impl == Impl::kFused && p.op == Op::kGemmRs) c.comm_sms = kFusedRsCommSms;
   if (impl == Impl::kFused && p.op == Op::kGemmAr) c.comm_sms = kFusedArCommSms;
@@ -227,6 +235,7 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
     o.chunks_per_rank = options.chunks_per_rank > 0 ? options.chunks_per_rank : chunks;
     if (options.comm_sms < 0 && comm_sms >= 0) o.comm_sms = comm_sms;
     const Choice c = fill_defaults(p, topo, impl, o);
+    if (block_scale_chunks_miss(p, topo, impl, c.chunks)) return;
     for (const Choice& seen : out)
       if (seen.impl == c.impl && seen.chunks == c.chunks && seen.comm_sms == c.comm_sms) return;
     out.push_back(c);

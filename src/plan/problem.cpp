@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/format.h"
+#include "plan/schedule.h"
 
 namespace tpgemm {
 
@@ -432,12 +433,11 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     return unsupported(strfmt("impl %s writes D packed (ldc and ldd 0), and this problem has ldc=%lld ldd=%lld; use "
                               "impl=baseline or auto (pipelined_ce takes them along M)",
                               name.c_str(), (long long)p.ldc, (long long)p.ldd));
-  const bool scales_taken = impl == Impl::kAuto || impl == Impl::kBaseline || matmul_first ||
-                            (pipelined_m && p.scale_mode == ScaleMode::kRow);
+  const bool scales_taken = impl == Impl::kAuto || impl == Impl::kBaseline || matmul_first || pipelined_m;
   if (p.scale_mode != ScaleMode::kTensor && !scales_taken)
-    return unsupported(strfmt("impl %s does not take scale_mode=%s (row-wise FP8 scales run in the baseline, "
-                              "gemm_reducescatter, gemm_oneshot, gemm_twoshot and pipelined_ce along M; block scales "
-                              "in all of those but pipelined_ce); use impl=baseline or auto",
+    return unsupported(strfmt("impl %s does not take scale_mode=%s (row-wise and block FP8 scales run in the "
+                              "baseline, gemm_reducescatter, gemm_oneshot, gemm_twoshot and pipelined_ce along M); use "
+                              "impl=baseline or auto",
                               name.c_str(), std::string(to_string(p.scale_mode)).c_str()));
   const bool moves_products = impl == Impl::kPipelinedCE || impl == Impl::kGemmReduceScatter ||
                               impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
@@ -478,6 +478,13 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
       if (p.m < topo.world)
         return unsupported(strfmt("impl pipelined_ce needs at least one row per rank, and M=%lld at W=%d; use "
                                   "impl=auto",
+                                  (long long)p.m, topo.world));
+      // Its matmuls take blocks of whole rank blocks at least (NOTE [gathered scales]).
+      if (is_fp8(p.dtype) && p.scale_mode == ScaleMode::kBlock && p.shard_dim == ShardDim::kM &&
+          !pipelined_pieces_fit(p, topo.world, 1, 4))
+        return unsupported(strfmt("impl pipelined_ce with scale_mode=block multiplies each rank block of M=%lld at W=%d "
+                                  "in one matmul, and cuBLASLt's block-scaled matmul takes multiples of 4 rows; expected "
+                                  "M/W rows per rank a multiple of 4 (gemm_ar: M a multiple of 4 x W), or impl=auto",
                                   (long long)p.m, topo.world));
       break;
     case Impl::kGemmOneShot:

@@ -332,6 +332,14 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
 
 }  // namespace
 
+bool pipelined_pieces_fit(const GemmProblem& p, int world, int chunks, int64_t unit) {
+  const bool ring = partial_as_c_fits(p, world) && chunks >= 2;
+  for (int r = 0; r < world; ++r)
+    for (const Step& s : build_pipelined(p, world, r, chunks, ring).steps)
+      if (s.kind == StepKind::kGemm && (s.src.row0 % unit != 0 || s.src.rows % unit != 0)) return false;
+  return true;
+}
+
 Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c) {
   TPGEMM_ASSERT(world >= 1 && rank >= 0 && rank < world && chunks >= 1);
   if (partial_as_c) {

@@ -129,6 +129,11 @@ inline bool partial_as_c_fits(const GemmProblem& p, int world) {
   return p.op != Op::kAgGemm && world >= 2 && p.shard_dim == ShardDim::kM && !p.has_c;
 }
 
+// Whether every matmul of pipelined_ce's schedules of p (along M, at least a row per rank) in
+// `chunks`, on every rank, multiplies rows that start and end on multiples of `unit`: FP8 block
+// scales need 4 (NOTE [gathered scales]).
+bool pipelined_pieces_fit(const GemmProblem& p, int world, int chunks, int64_t unit);
+
 // Static checks of a schedule: every waited event was recorded earlier in enqueue order,
 // regions lie inside their buffers, copies touch this rank's memory on one side, every side
 // stream is joined back into the compute stream at the end, and nothing that reads this

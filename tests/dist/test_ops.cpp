@@ -26,6 +26,7 @@
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
 #include "bench/random_shapes.h"
+#include "plan/schedule.h"
 #include "testing/problem_data.h"
 #include "testing/testing.h"
 
@@ -116,6 +117,7 @@ void check_types_beyond_the_input(const Team& team, const std::function<GemmProb
             // around the ring, every partial a matmul's C (NOTE [partial as C]).
             for (int chunks : {2, 3}) {
               if (impl != Impl::kPipelinedCE || p.has_c) break;
+              if (p.scale_mode == ScaleMode::kBlock && !plan::pipelined_pieces_fit(p, W, chunks, 4)) continue;
               o.chunks_per_rank = chunks;
               const auto cc = check_plan(team, p, o, 2, seed += 10);
               RANK_EXPECT(cc.ok, "%s", describe_check(p, o, cc).c_str());
@@ -224,9 +226,10 @@ TEST_P(Dist, Fp8RowWiseScalesMatchTheReference) {
 // and 128 x 128 block of its B. ag_gemm gathers A's with the rows (M/W = 100 rows per rank: the
 // repack moves blocks that are not 16-byte multiples), along N B's with its 128 columns per rank;
 // three blocks of K, so B's rows of scales are padded to four (the padding NaN: never read); N = 144
-// ends in a partial block of B's rows; M a multiple of 4, calls too. The baseline and the
-// matmul-then-collective implementations run them, and every other implementation refuses, naming
-// the mode where it takes tensor-wise scales.
+// ends in a partial block of B's rows; M a multiple of 4, calls too. The baseline, the
+// matmul-then-collective implementations and pipelined_ce along M (in chunks of multiples of 4
+// rows) run them, and every other implementation refuses, naming the mode where it takes
+// tensor-wise scales.
 TEST_P(Dist, Fp8BlockScalesMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -242,6 +245,29 @@ TEST_P(Dist, Fp8BlockScalesMatchTheReference) {
                   p.scale_mode = ScaleMode::kBlock;
                   return p;
                 }, "scale_mode=block", seed += 500, BeyondShapes{204, 128, {36, 4}}, tensor_scaled);
+              // pipelined_ce in chunks of multiples of 4 rows (32 and 64 per rank block; gemm_ar with
+              // C in rounds, without it the ring of partials as C), ag_gemm's chunks' scales pushed
+              // with their rows; a chunk off a multiple of 4 rows refused on every rank.
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (bool with_c : {false, true})
+                  for (int chunks : {2, 4, 3}) {
+                    GemmProblem p = problem(op, W, DType::kE4M3, BLayout::kNK, 0);
+                    p.m = 128 * int64_t(W), p.n = 144, p.k = 384;
+                    p.out_dtype = DType::kBF16;
+                    p.scale_mode = ScaleMode::kBlock;
+                    if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
+                    PlanOptions o;
+                    o.impl = Impl::kPipelinedCE;
+                    o.chunks_per_rank = chunks;
+                    const auto c = check_plan(team, p, o, 2, seed += 10);
+                    if (chunks == 3) {
+                      RANK_EXPECT(c.status.code == ErrorCode::kUnsupported &&
+                                      c.status.message.find("multiples of 4 rows") != std::string::npos,
+                                  "%s", describe_check(p, o, c).c_str());
+                      continue;
+                    }
+                    RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                  }
             }),
             0);
 }

@@ -3,6 +3,7 @@
 
 #include "plan/choose.h"
 #include "plan/problem.h"
+#include "plan/schedule.h"
 
 namespace tpgemm::plan {
 namespace {
@@ -443,8 +444,9 @@ TEST(Fp8, RowWiseScalesAreVectorsTheBaselineAndPipelinedTake) {
 
 // Block e4m3 scales (DeepSeek-V3's): per 1 x 128 block of this rank's A and 128 x 128 block of its
 // B, B's rows of scales K/128 rounded up to 4 apart; e4m3 only, whole blocks of K, M a multiple of
-// 4 (calls too), along N whole 128-row blocks per rank, one batch entry; the baseline's, and
-// gemm_rs's and gemm_ar's matmul-then-collective implementations'.
+// 4 (calls too), along N whole 128-row blocks per rank, one batch entry; the baseline's, gemm_rs's
+// and gemm_ar's matmul-then-collective implementations', and pipelined_ce's along M in blocks of
+// multiples of 4 rows.
 TEST(Fp8, BlockScalesTakeWholeBlocksOfKInTheBaseline) {
   EXPECT_EQ(parse_scale_mode("block"), ScaleMode::kBlock);
   EXPECT_EQ(parse_scale_mode("blockwise"), ScaleMode::kBlock);
@@ -500,22 +502,33 @@ TEST(Fp8, BlockScalesTakeWholeBlocksOfKInTheBaseline) {
   EXPECT_TRUE(validate_operands(p, 2, o).ok());
   o.a_scale = nullptr;
   expect_error(validate_operands(p, 2, o), ErrorCode::kInvalidArgument, {"a_scale is null", "scale_mode=block", "768 fp32"});
-  // The baseline runs it, and the matmul-then-collective implementations of gemm_rs and gemm_ar
-  // (one matmul over all of A, no scales moved); auto chooses among them.
+  // The baseline runs it, the matmul-then-collective implementations of gemm_rs and gemm_ar (one
+  // matmul over all of A, no scales moved), and pipelined_ce along M where its matmuls take
+  // multiples of 4 rows (NOTE [gathered scales]); auto chooses among them.
   const Topology topo{4, true};
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
     GemmProblem r = p;
     r.op = op;
-    for (Impl impl : {Impl::kPipelinedCE, Impl::kAllGatherGemm, Impl::kFused})
+    for (Impl impl : {Impl::kAllGatherGemm, Impl::kFused})
       expect_error(impl_supported(r, impl, topo), ErrorCode::kUnsupported, {"scale_mode=block", "baseline"});
     EXPECT_TRUE(impl_supported(r, Impl::kBaseline, topo).ok());
+    EXPECT_TRUE(impl_supported(r, Impl::kPipelinedCE, topo).ok()) << describe(r);  // 128 rows per rank
     const Impl own = op == Op::kGemmRs ? Impl::kGemmReduceScatter : Impl::kGemmTwoShot;
     if (op != Op::kAgGemm) EXPECT_TRUE(impl_supported(r, own, topo).ok()) << describe(r);
-    const Impl chosen = choose(r, topo, {}).impl;
-    EXPECT_TRUE(chosen == Impl::kBaseline || chosen == Impl::kGemmReduceScatter || chosen == Impl::kGemmOneShot ||
-                chosen == Impl::kGemmTwoShot)
-        << describe(r) << " chose " << to_string(chosen);
+    GemmProblem odd = r;
+    odd.m = 4 * 130;  // 130 rows per rank block
+    expect_error(impl_supported(odd, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported,
+                 {"scale_mode=block", "M=520", "multiple of 4"});
+    // Chunks that would cut a rank block off multiples of 4 rows are no candidates, and the
+    // rules' default falls back to one.
+    EXPECT_TRUE(pipelined_pieces_fit(r, 4, 2, 4));   // 64-row chunks
+    EXPECT_FALSE(pipelined_pieces_fit(r, 4, 3, 4));  // 42, 43, 43
+    for (const Choice& c : candidates(r, topo, {}, false))
+      if (c.impl == Impl::kPipelinedCE) EXPECT_TRUE(pipelined_pieces_fit(r, 4, c.chunks, 4)) << c.chunks;
   }
+  GemmProblem rs_n = p;
+  rs_n.op = Op::kGemmRs, rs_n.shard_dim = ShardDim::kN, rs_n.n = 512;
+  expect_error(impl_supported(rs_n, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"scale_mode=block"});
 }
 
 // A GPU without FP8 tensor cores (before compute capability 8.9) takes no e4m3, auto included.
