@@ -190,8 +190,8 @@ def check_fp32_output(g, W, r):
         check(e < BF16_TOL, f"rs scaled row-wise {m}x{n}x{k}: rel err {e:.2e}")
     check(len(tpgemm.ops._noted) == noted, f"row-wise scaled ops fell back to torch: {sorted(tpgemm.ops._noted)}")
     code, msg = tpgemm._C.Plan.can_implement(team, "gemm_rs", 256 * W, 2048, 1024, dtype="e4m3", out_dtype="bf16",
-                                             impl="pipelined_ce", scale="row")
-    check(code == "Unsupported" and "scale_mode=row" in msg, f"pipelined_ce with row-wise scales: {code} {msg}")
+                                             impl="fused", scale="row")
+    check(code == "Unsupported" and "scale_mode=row" in msg, f"fused with row-wise scales: {code} {msg}")
     check_block_scales(g, W, r)
     log(f"fp32 output: {len(failures)} failure(s) so far")
 
@@ -248,9 +248,9 @@ def check_block_scales(g, W, r):
         e = rel(d, ref.chunk(W, dim=0)[r])
         check(e < 1e-3, f"rs scaled block-wise {m}x{n}x{k}: rel err {e:.2e}")
     check(len(tpgemm.ops._noted) == noted, f"block-wise scaled ops fell back to torch: {sorted(tpgemm.ops._noted)}")
-    code, msg = tpgemm._C.Plan.can_implement(team, "gemm_ar", 256, 2048, 1024, dtype="e4m3", out_dtype="bf16",
-                                             impl="gemm_oneshot", scale="block")
-    check(code == "Unsupported" and "scale_mode=block" in msg, f"gemm_oneshot with block scales: {code} {msg}")
+    code, msg = tpgemm._C.Plan.can_implement(team, "ag_gemm", 256 * W, 2048, 1024, dtype="e4m3", out_dtype="bf16",
+                                             impl="allgather_gemm", scale="block")
+    check(code == "Unsupported" and "scale_mode=block" in msg, f"allgather_gemm with block scales: {code} {msg}")
 
 
 def check_against_torch(g, W):

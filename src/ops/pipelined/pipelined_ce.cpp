@@ -62,10 +62,11 @@ class PipelinedCE final : public OpImpl {
       copy_stream_ = Stream::highest_priority();
       if (gather) gather_stream_ = Stream::highest_priority();
       for (int e = 0; e < schedule_.num_events; ++e) events_.push_back(Event::create());
+      // The scales first: they refuse block scales on rows cuBLASLt's matmul would not take.
+      scales_ = PipelinedScales(p_, t.world, t.rank, schedule_);
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
       for (const Step& s : schedule_.steps)
         if (s.kind == StepKind::kGemm) matmul_for(s);  // plan every matmul now, not in run()
-      scales_ = PipelinedScales(p_, t.world, t.rank, schedule_);
     });
     // Symmetric buffers, in the same order on every rank.
     for (int b = static_cast<int>(plan::kFirstOwnBuf); b < plan::kNumBufs; ++b)
