@@ -58,8 +58,9 @@ enum class ShardDim : int { kM = 0, kN = 1 };
 //            [N, K] weight, a row of K blocks per 128 rows of B: (nb, kb) at nb x S + kb, S = K/128
 //            rounded up to a multiple of 4 (cuBLASLt's stride between them; the values past K/128
 //            are not read). e4m3 A and B, K (this rank's) a multiple of 128, M a multiple of 4, L = 1;
-//            the baseline runs it (ag_gemm gathers A's scales with its rows), and gemm_rs's and
-//            gemm_ar's matmul-then-collective implementations.
+//            the baseline runs it (ag_gemm gathers A's scales with its rows), gemm_rs's and
+//            gemm_ar's matmul-then-collective implementations, and pipelined_ce along M in chunks
+//            of multiples of 4 rows.
 enum class ScaleMode : int { kTensor = 0, kRow = 1, kBlock = 2 };
 
 enum class Impl : int {

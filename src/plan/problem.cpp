@@ -402,9 +402,9 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   // The types first, whatever the shape. FP8 A and B: the implementations whose matmuls are
   // cuBLASLt's and whose communication moves D (gemm_rs and gemm_ar, along M) take them into a
   // 16-bit D with tensor-wise scales; ag_gemm's gather must carry every rank's scale, which the
-  // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise scales follow the rows
-  // through the baseline's collectives and pipelined_ce's chunks along M; block scales, the
-  // baseline's (gemm_rs and gemm_ar move no scales: the matmul-then-collective ones take both).
+  // baseline and pipelined_ce along M do (NOTE [gathered scales]); row-wise and block scales follow
+  // the rows through the baseline's collectives and pipelined_ce's chunks along M (gemm_rs and
+  // gemm_ar move no scales: the matmul-then-collective ones take both).
   // pipelined_ce's ag_gemm along M writes D by matmuls alone, so it takes any output type.
   if (is_fp8(p.dtype) && !topo.fp8)
     return unsupported(strfmt("dtype %s needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU "
