@@ -137,6 +137,10 @@ struct GemmProblem {
   // tensor (and C read from one), what lies between the rows untouched. The baseline and
   // pipelined_ce along M take them.
   int64_t ldc = 0, ldd = 0;
+  // L > 1: one B for every batch entry (B's batch stride 0; B is [K, N] or [N, K], not L of them),
+  // as a weight shared by a batch of activations. Along M (shard_dim m) only. The baseline,
+  // pipelined_ce and the matmul-then-collective implementations take it.
+  bool b_broadcast = false;
   float alpha = 1.0f;
   float beta = 0.0f;
   bool has_c = false;

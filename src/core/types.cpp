@@ -158,6 +158,7 @@ std::string describe(const GemmProblem& p) {
   if (p.ldb != 0) s += strfmt(" ldb=%lld", (long long)p.ldb);
   if (p.ldc != 0) s += strfmt(" ldc=%lld", (long long)p.ldc);
   if (p.ldd != 0) s += strfmt(" ldd=%lld", (long long)p.ldd);
+  if (p.b_broadcast) s += " b_broadcast";
   return s;
 }
 

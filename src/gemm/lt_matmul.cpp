@@ -51,6 +51,7 @@ MatmulShape packed_shape(int64_t m, int64_t n, int64_t k, int64_t batch, DType d
 
 MatmulShape packed_shape(const GemmProblem& p, int64_t m, int64_t n) {
   MatmulShape s = packed_shape(m, n, p.k, p.l, p.dtype, p.b_layout);
+  if (p.b_broadcast) s.stride_b = 0;  // one B for every batch entry
   s.b_dtype = p.b_dtype;
   s.out_dtype = p.out_dtype;
   s.scale_mode = p.scale_mode;

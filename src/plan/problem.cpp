@@ -17,7 +17,8 @@ OperandSizes operand_sizes(const GemmProblem& p, int world) {
   const auto span = [](int64_t rows, int64_t row, int64_t ld) { return rows > 0 ? (rows - 1) * ld + row : 0; };
   const int64_t ar = plan::a_rows(p, world), bc = plan::b_cols(p, world);
   s.a = p.l * (p.a_layout == ALayout::kKM ? span(p.k, ar, plan::a_ld(p, world)) : span(ar, p.k, plan::a_ld(p, world)));
-  s.b = p.l * (p.b_layout == BLayout::kKN ? span(p.k, bc, plan::b_ld(p, world)) : span(bc, p.k, plan::b_ld(p, world)));
+  s.b = (p.b_broadcast ? 1 : p.l) *
+        (p.b_layout == BLayout::kKN ? span(p.k, bc, plan::b_ld(p, world)) : span(bc, p.k, plan::b_ld(p, world)));
   const int64_t dr = plan::d_rows(p, world), dc = plan::d_cols(p, world);
   s.d = p.l * span(dr, dc, plan::d_ld(p, world));
   s.c = p.has_c ? p.l * span(dr, dc, plan::c_ld(p, world)) : 0;
@@ -194,6 +195,9 @@ Status validate_problem(const GemmProblem& p, int world) {
     if (e.v < 1 || e.v > kMaxExtent)
       return invalid(strfmt("%s=%lld: expected 1 <= %s <= 2^31", e.name, (long long)e.v, e.name));
   if (p.l > 65535) return invalid(strfmt("L=%lld: expected at most 65535 batch entries", (long long)p.l));
+  if (p.b_broadcast && p.shard_dim != ShardDim::kM)
+    return unsupported("b_broadcast with shard_dim=n: B is the sharded operand there, one per batch entry; expected "
+                       "shard_dim=m, or L copies of B");
   // Every operand's element count must stay far inside int64 (and cuBLASLt's 64-bit strides).
   const double l = static_cast<double>(p.l), m = static_cast<double>(p.m), n = static_cast<double>(p.n),
                k = static_cast<double>(p.k);
@@ -433,6 +437,12 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     return unsupported(strfmt("impl %s writes D packed (ldc and ldd 0), and this problem has ldc=%lld ldd=%lld; use "
                               "impl=baseline or auto (pipelined_ce takes them along M)",
                               name.c_str(), (long long)p.ldc, (long long)p.ldd));
+  // One B for the whole batch: the implementations whose matmuls are cuBLASLt's, with B's batch
+  // stride 0.
+  if (p.b_broadcast && p.l > 1 && impl != Impl::kAuto && impl != Impl::kBaseline && !pipelined_m && !matmul_first)
+    return unsupported(strfmt("impl %s takes one B per batch entry, and this problem has b_broadcast with L=%lld; use "
+                              "impl=baseline, pipelined_ce, gemm_reducescatter, gemm_oneshot, gemm_twoshot or auto",
+                              name.c_str(), (long long)p.l));
   const bool scales_taken = impl == Impl::kAuto || impl == Impl::kBaseline || matmul_first || pipelined_m;
   if (p.scale_mode != ScaleMode::kTensor && !scales_taken)
     return unsupported(strfmt("impl %s does not take scale_mode=%s (row-wise and block FP8 scales run in the "

@@ -75,10 +75,14 @@ void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, c
     fill_random(a, p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, rank), stream);
 }
 
-void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
+void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream, bool every_batch) {
   const int64_t n = plan::b_cols(p, world);  // along N, ag_gemm's B is this rank's own block of columns
   const int64_t rows = p.b_layout == BLayout::kKN ? p.k : n, cols = p.b_layout == BLayout::kKN ? n : p.k;
-  fill_random(b, b_dtype(p), p.l, rows, cols, 0, rows, seed_of(seed, kB, rank), stream);
+  fill_random(b, b_dtype(p), p.b_broadcast ? 1 : p.l, rows, cols, 0, rows, seed_of(seed, kB, rank), stream);
+  if (!p.b_broadcast || !every_batch) return;
+  const size_t bytes = bytes_of(rows * cols, b_dtype(p));  // the one B, copied into every batch entry
+  for (int64_t e = 1; e < p.l; ++e)
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(b) + e * bytes, b, bytes, cudaMemcpyDeviceToDevice, stream));
 }
 
 void fill_c(void* c, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream) {
@@ -177,7 +181,7 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     // The gathered A is the global matrix: generate it whole. e4m3: each rank's rows carry that
     // rank's scale.
     fill_random(a.get(), p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, 0), stream);
-    fill_b(b.get(), p, world, rank, seed, stream);
+    fill_b(b.get(), p, world, rank, seed, stream, /*every_batch=*/true);
     const bool row = is_fp8(p.dtype) && p.scale_mode == ScaleMode::kRow;
     if (blk) {  // the gathered A's scales, each row its rank's
       const int64_t mw = p.m / world;
@@ -224,7 +228,7 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     if (blk) row_scale = a_blocks_of(p, rank, p.m, seed, stream);
     fill_a(a.get(), p, world, rank, seed, stream);
     for (int q = 0; q < world; ++q) {
-      fill_b(b.get(), p, world, q, seed, stream);
+      fill_b(b.get(), p, world, q, seed, stream, /*every_batch=*/true);
       TPGEMM_CUDA_CHECK(cudaMemsetAsync(block.get(), 0, block.bytes(), stream));
       DeviceBuffer col_scale;  // row-wise e4m3: rank q's block of columns; block: its B's scales
       if (row) col_scale = device_values(nw, [&](int64_t j) { return b_col_scale_of(q, j, seed); }, stream);
@@ -245,7 +249,7 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
     const bool row = is_fp8(p.dtype) && p.scale_mode == ScaleMode::kRow;
     for (int q = 0; q < world; ++q) {
       fill_a(a.get(), p, world, q, seed, stream);
-      fill_b(b.get(), p, world, q, seed, stream);
+      fill_b(b.get(), p, world, q, seed, stream, /*every_batch=*/true);
       DeviceBuffer row_scale, col_scale;  // row-wise e4m3: rank q's
       if (row) {
         row_scale = device_values(p.m, [&](int64_t i) { return a_row_scale_of(q, i, seed); }, stream);

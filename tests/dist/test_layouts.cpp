@@ -165,6 +165,63 @@ TEST_P(Layouts, StridedCAndDMatchTheReference) {
             0);
 }
 
+// A batch sharing one B (GemmProblem::b_broadcast: B's batch stride 0, B of one entry): every
+// implementation that takes it (the baseline, pipelined_ce in 1 to 3 chunks, the
+// matmul-then-collective ones, auto) matches the reference of B copied into every entry, on each
+// op, B layout, with and without C (C from a CUDA graph); the others refuse naming it, and along N
+// every implementation does.
+TEST_P(Layouts, BatchesSharingOneBMatchTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 7800;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (BLayout layout : {BLayout::kNK, BLayout::kKN})
+                  for (bool with_c : {false, true}) {
+                    GemmProblem p;
+                    p.op = op;
+                    p.m = 64 * W + (op == Op::kGemmAr ? W - 1 : 0);
+                    p.n = 136;
+                    p.k = 200;
+                    p.l = 3;
+                    p.b_layout = layout;
+                    p.b_broadcast = true;
+                    if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
+                    GemmProblem own_bs = p;
+                    own_bs.b_broadcast = false;
+                    for (Impl impl : every_impl()) {
+                      PlanOptions o;
+                      o.impl = impl;
+                      const bool serves = Plan::can_implement(team, own_bs, o).ok();
+                      const bool takes = impl == Impl::kBaseline || impl == Impl::kAuto || impl == Impl::kPipelinedCE ||
+                                         impl == Impl::kGemmReduceScatter || impl == Impl::kGemmOneShot ||
+                                         impl == Impl::kGemmTwoShot;
+                      if (!serves || !takes) {
+                        const Status s = Plan::can_implement(team, p, o);
+                        RANK_EXPECT(s.code == ErrorCode::kUnsupported &&
+                                        (!serves || s.message.find("b_broadcast") != std::string::npos),
+                                    "%s impl=%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(),
+                                    s.message.c_str());
+                        continue;
+                      }
+                      for (int chunks : {0, 2, 3}) {
+                        if (chunks > 0 && impl != Impl::kPipelinedCE) break;
+                        o.chunks_per_rank = chunks;
+                        const auto c = check_plan(team, p, o, 2, seed += 10, with_c && chunks == 0);
+                        RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                      }
+                    }
+                  }
+              GemmProblem along_n;
+              along_n.op = Op::kGemmRs, along_n.shard_dim = ShardDim::kN;
+              along_n.m = 64, along_n.n = 24 * W, along_n.k = 200, along_n.l = 3, along_n.b_broadcast = true;
+              const Status s = Plan::can_implement(team, along_n, PlanOptions{});
+              RANK_EXPECT(s.code == ErrorCode::kUnsupported && s.message.find("b_broadcast") != std::string::npos, "%s",
+                          s.message.c_str());
+            }),
+            0);
+}
+
 INSTANTIATE_TEST_SUITE_P(W, Layouts, ::testing::Values(2, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
 
 }  // namespace

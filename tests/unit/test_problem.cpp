@@ -889,6 +889,29 @@ TEST(Layouts, StridedCAndDValidateAndSize) {
   EXPECT_TRUE(validate_operands(in_place, 2, o).ok());
 }
 
+// One B for a batch (b_broadcast): B counts once, the problem says so, along M only, and the
+// implementations whose matmuls are cuBLASLt's take it.
+TEST(Layouts, ABatchSharesOneB) {
+  GemmProblem p = ag(64, 48, 40);  // W=2: 32 rows of A per rank
+  p.l = 3;
+  EXPECT_EQ(operand_sizes(p, 2).b, 3 * 48 * 40);
+  p.b_broadcast = true;
+  EXPECT_EQ(operand_sizes(p, 2).b, 48 * 40);
+  EXPECT_EQ(operand_sizes(p, 2).a, 3 * 32 * 40);
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  EXPECT_NE(describe(p).find("b_broadcast"), std::string::npos) << describe(p);
+  const Topology topo{2, true};
+  for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kAuto}) EXPECT_TRUE(impl_supported(p, impl, topo).ok());
+  for (Impl impl : {Impl::kFused, Impl::kAllGatherGemm, Impl::kGatherThenGemm})
+    expect_error(impl_supported(p, impl, topo), ErrorCode::kUnsupported, {"b_broadcast", "L=3", "pipelined_ce"});
+  GemmProblem ar = p;
+  ar.op = Op::kGemmAr;
+  EXPECT_TRUE(impl_supported(ar, Impl::kGemmTwoShot, topo).ok());
+  GemmProblem along_n = p;
+  along_n.shard_dim = ShardDim::kN;
+  expect_error(validate_problem(along_n, 2), ErrorCode::kUnsupported, {"b_broadcast", "shard_dim=n"});
+}
+
 TEST(Layouts, StridesAndTransposedAValidateAndSize) {
   EXPECT_EQ(parse_a_layout("km"), ALayout::kKM);
   EXPECT_FALSE(parse_a_layout("t").has_value());

@@ -101,6 +101,7 @@ all local GPUs.
                          tensor; a multiple of 16 bytes; --l=1)
   --ldd=PAD              D's (and C's) rows PAD elements longer than they are (written into a
                          slice of a wider tensor; a multiple of 16 bytes in D's type; --l=1)
+  --b-broadcast          one B for every batch entry of --l (B's batch stride 0; along M)
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
                          columns gathered, D's columns scattered; rows named ag_gemm_n, gemm_rs_n)
   --alpha= --beta=       D = alpha * A B + beta * C (beta != 0 adds a random C)
@@ -127,7 +128,8 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     if (flag.rfind("--", 0) != 0) throw Error(ErrorCode::kInvalidArgument, strfmt("'%s': expected a --flag", flag.c_str()));
     const size_t eq = flag.find('=');
     const std::string name = flag.substr(0, eq);
-    const bool boolean = name == "--check" || name == "--rules" || name == "--tune" || name == "--help" || name == "-h";
+    const bool boolean = name == "--check" || name == "--rules" || name == "--tune" || name == "--b-broadcast" ||
+                         name == "--help" || name == "-h";
     if (eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
@@ -140,6 +142,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     if (flag == "--help" || flag == "-h") c.help = true;
     else if (flag == "--check") c.check = true;
     else if (flag == "--rules") c.rules = true;
+    else if (flag == "--b-broadcast") c.b_broadcast = true;
     else if (flag == "--tune") c.tune_only = true;
     else if (flag == "--op") ops = value;
     else if (flag == "--impl") impls = value;

@@ -212,6 +212,7 @@ class Runner {
     if (cfg_.ldb > 0) p.ldb = (p.b_layout == BLayout::kKN ? plan::b_cols(p, t_.world) : p.k) + cfg_.ldb;
     if (cfg_.ldd > 0) p.ldd = plan::d_cols(p, t_.world) + cfg_.ldd;
     if (cfg_.ldd > 0 && p.has_c) p.ldc = p.ldd;
+    p.b_broadcast = cfg_.b_broadcast;
     return p;
   }
 
@@ -358,6 +359,7 @@ class Runner {
     if (p.lda != 0) base.layout += strfmt(" lda=%lld", (long long)p.lda);
     if (p.ldb != 0) base.layout += strfmt(" ldb=%lld", (long long)p.ldb);
     if (p.ldd != 0) base.layout += strfmt(" ldd=%lld", (long long)p.ldd);
+    if (p.b_broadcast) base.layout += " b_broadcast";
     const Status valid = Plan::can_implement(team_, p, {});
     if (!valid.ok()) {
       base.impl = std::string(1, '-');  // (not = "-": g++ 12 -Wrestrict false positive, GCC PR 105651)
