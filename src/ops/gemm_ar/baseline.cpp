@@ -7,6 +7,7 @@
 #include "ops/common/copy_batched.h"
 #include "ops/common/elementwise.h"
 #include "ops/common/nccl_types.h"
+#include "ops/common/whole_matmul.h"
 #include "ops/op_impl.h"
 #include "plan/problem.h"
 
@@ -42,14 +43,7 @@ class GemmArBaseline final : public OpImpl {
   }
 
  private:
-  // A and B read in place, in their layouts and strides (GemmProblem::a_layout, lda, ldb).
-  gemm::MatmulShape shape(const GemmProblem& p) const {
-    gemm::MatmulShape s = gemm::packed_shape(p, p.m, p.n);
-    s.lda = plan::a_ld(p, team_->world);
-    s.ldb = plan::b_ld(p, team_->world);
-    s.a_transposed = p.a_layout == ALayout::kKM;
-    return s;
-  }
+  gemm::MatmulShape shape(const GemmProblem& p) const { return ops::whole_matmul_shape(p, team_->world); }
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;

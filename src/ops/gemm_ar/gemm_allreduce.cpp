@@ -5,8 +5,8 @@
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
 #include "ops/allreduce/symm_collective.h"
+#include "ops/common/whole_matmul.h"
 #include "ops/op_impl.h"
-#include "plan/problem.h"
 
 namespace tpgemm::detail {
 namespace {
@@ -42,15 +42,8 @@ class GemmAllReduce final : public OpImpl {
   }
 
  private:
-  // The partial product in D's type (e4m3 operands: bf16 or fp16, which the all-reduce sums), from
-  // A and B in place, in their layouts and strides (whose scales, of any mode, cover all of A).
-  gemm::MatmulShape shape(const GemmProblem& p) const {
-    gemm::MatmulShape s = gemm::packed_shape(p, p.m, p.n);
-    s.lda = plan::a_ld(p, team_->world);
-    s.ldb = plan::b_ld(p, team_->world);
-    s.a_transposed = p.a_layout == ALayout::kKM;
-    return s;
-  }
+  // The partial product in D's type (e4m3 operands: bf16 or fp16, which the all-reduce sums).
+  gemm::MatmulShape shape(const GemmProblem& p) const { return ops::whole_matmul_shape(p, team_->world); }
 
   std::shared_ptr<TeamState> team_;
   GemmProblem p_;
