@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time gemm_core bench random auto_vs_rules dtypes bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time gemm_core bench random auto_vs_rules dtypes layouts bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -158,6 +158,20 @@ for s in $STAGES; do
         rows_to_summary "peers_fp8_W$w" "^(ag|rs) "
         python3 bench/compare.py "$LOGS/dtypes_W${w}_e4m3_tensor.json" "$LOGS/peers_fp8_W$w.json" \
           > "$LOGS/compare_fp8_W$w.md" 2>&1 && grep -E "^- W=" "$LOGS/compare_fp8_W$w.md" | sed "s/^/fp8 /" | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    layouts)  # operands other than packed, every implementation that takes them, checked and timed
+              # beside the packed run: A stored [K, M], A's and D's rows at a stride, a batch of 4
+              # sharing one B (LAYOUTS: which, as NAME=FLAGS with commas for spaces)
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for entry in ${LAYOUTS:-packed= a_km=--a-layout,km lda=--lda,64 ldd=--ldd,64 b_broadcast=--l,4,--b-broadcast}; do
+          name=layouts_W${w}_${entry%%=*}
+          flags=${entry#*=}
+          # shellcheck disable=SC2086
+          stage "$name" 600 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar ${flags//,/ } --check \
+            --json "$LOGS/$name.json"
+          grep -A12 "^geomean" "$LOGS/$name.log" | sed "s/^/${entry%%=*} /" | tee -a "$SUMMARY" > /dev/null
+        done
       done ;;
     bench_n)  # ag_gemm and gemm_rs along N (--shard n: B's columns gathered, D's columns scattered)
       for w in $WORLDS; do
