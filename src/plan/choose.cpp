@@ -202,7 +202,13 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   // own, say) leaves the baseline.
   if (!impl_supported(p, impl, topo).ok()) impl = Impl::kBaseline;
   if (options.deterministic) impl = deterministic_choice(p, topo, impl);
-  return fill_defaults(p, topo, impl, options);
+  const Choice c = fill_defaults(p, topo, impl, options);
+  // Chunks the caller asked for that block-scaled pipelined_ce cannot take: not its choice.
+  if (block_scale_chunks_miss(p, topo, c.impl, c.chunks)) {
+    const Impl other = deterministic_choice(p, topo, Impl::kBaseline);
+    return fill_defaults(p, topo, other, options);
+  }
+  return c;
 }
 
 bool takes_any_m(Impl impl) {

@@ -525,6 +525,10 @@ TEST(Fp8, BlockScalesTakeWholeBlocksOfKInTheBaseline) {
     EXPECT_FALSE(pipelined_pieces_fit(r, 4, 3, 4));  // 42, 43, 43
     for (const Choice& c : candidates(r, topo, {}, false))
       if (c.impl == Impl::kPipelinedCE) EXPECT_TRUE(pipelined_pieces_fit(r, 4, c.chunks, 4)) << c.chunks;
+    PlanOptions three;
+    three.chunks_per_rank = 3;  // auto with chunks pipelined_ce cannot take: something else
+    const Choice c3 = choose(r, topo, three);
+    EXPECT_TRUE(c3.impl != Impl::kPipelinedCE || pipelined_pieces_fit(r, 4, c3.chunks, 4)) << to_string(c3.impl);
   }
   GemmProblem rs_n = p;
   rs_n.op = Op::kGemmRs, rs_n.shard_dim = ShardDim::kN, rs_n.n = 512;

@@ -54,8 +54,11 @@ PipelinedScales::PipelinedScales(const GemmProblem& p, int world, int rank, cons
                          "cuBLASLt's block-scaled matmul takes multiples of 4 rows; expected fewer chunks "
                          "(PlanOptions::chunks_per_rank), or impl=auto",
                          (long long)s.src.row0, (long long)(s.src.row0 + s.src.rows)));
-    if (s.kind == StepKind::kGemm && s.src.buf == Buf::kUserA && !in_place(s.src))
-      staged_rows[s.src.row0] = std::max(staged_rows[s.src.row0], s.src.rows);
+    if (s.kind == StepKind::kGemm && s.src.buf == Buf::kUserA && !in_place(s.src)) {
+      // (a copy is laid out for its block's rows: two blocks from one row must be one block)
+      const auto [it, fresh] = staged_rows.emplace(s.src.row0, s.src.rows);
+      TPGEMM_ASSERT(fresh || it->second == s.src.rows);
+    }
     if (s.kind == StepKind::kGemm && s.src.buf == Buf::kGathered) gathered_rows[s.src.row0] = s.src.rows;
     if (s.kind == StepKind::kCopy && s.dst.buf == Buf::kGathered) gathered_rows[s.dst.row0] = s.dst.rows;
   }
