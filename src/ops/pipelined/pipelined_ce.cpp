@@ -182,10 +182,9 @@ class PipelinedCE final : public OpImpl {
     const int64_t lda = plan::a_ld(p_, team_->world);
     if (lda == p_.k) {
       ops::copy_rows(o.a_gathered, p_.m, own, o.a, mw, 0, mw, row, p_.l, stream);
-    } else if (mw > 0) {  // (a row stride: one batch entry)
-      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(o.a_gathered) + own * row, static_cast<size_t>(row), o.a,
-                                          static_cast<size_t>(lda * a_es_), static_cast<size_t>(row),
-                                          static_cast<size_t>(mw), cudaMemcpyDeviceToDevice, stream));
+    } else if (mw > 0) {  // (a row stride: one batch entry, its rows lda apart)
+      ops::copy_batched(static_cast<char*>(o.a_gathered) + own * row, static_cast<size_t>(row), o.a,
+                        static_cast<size_t>(lda * a_es_), static_cast<size_t>(row), mw, stream);
     }
     if (team_->world == 1) return;
     const char* g = static_cast<const char*>(symmetric_[static_cast<int>(Buf::kGathered)].local());
@@ -304,9 +303,8 @@ class PipelinedCE final : public OpImpl {
                         static_cast<size_t>(src.batch_stride * e), static_cast<size_t>(s.src.rows * cols * e), p_.l, st);
     } else if (s.src.rows > 0) {  // the caller's rows at a stride (one batch entry)
       TPGEMM_ASSERT(p_.l == 1);
-      TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst.ptr, static_cast<size_t>(dst.ld * e), src.ptr, static_cast<size_t>(src.ld * e),
-                                          static_cast<size_t>(cols * e), static_cast<size_t>(s.src.rows),
-                                          cudaMemcpyDeviceToDevice, st));
+      ops::copy_batched(dst.ptr, static_cast<size_t>(dst.ld * e), src.ptr, static_cast<size_t>(src.ld * e),
+                        static_cast<size_t>(cols * e), s.src.rows, st);
     }
   }
 

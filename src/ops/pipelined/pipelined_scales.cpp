@@ -6,6 +6,7 @@
 #include "core/assert.h"
 #include "core/check.h"
 #include "core/format.h"
+#include "ops/common/copy_batched.h"
 #include "ops/pipelined/scale_pieces.h"
 #include "plan/problem.h"
 #include "tpgemm/plan.h"
@@ -97,9 +98,9 @@ void PipelinedScales::push(const plan::Step& copy, cudaStream_t stream) {
   if (vectors_) {
     if (copy.src.rows == 0) return;
     float* slot = static_cast<float*>(table_.peer(copy.dst.rank)) + gathered_at_.at(copy.dst.row0);
-    const size_t width = static_cast<size_t>(copy.src.rows) * sizeof(float);
-    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(slot, width, a_scale_ + copy.src.row0, static_cast<size_t>(a_rows_) * sizeof(float),
-                                        width, static_cast<size_t>(k_blocks_), cudaMemcpyDeviceToDevice, stream));
+    const size_t width = static_cast<size_t>(copy.src.rows) * sizeof(float);  // a row of the chunk's per K block
+    ops::copy_batched(slot, width, a_scale_ + copy.src.row0, static_cast<size_t>(a_rows_) * sizeof(float), width,
+                      k_blocks_, stream);
     return;
   }
   if (pushed_[dest]) return;
