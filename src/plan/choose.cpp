@@ -202,13 +202,11 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   // own, say) leaves the baseline.
   if (!impl_supported(p, impl, topo).ok()) impl = Impl::kBaseline;
   if (options.deterministic) impl = deterministic_choice(p, topo, impl);
-  const Choice c = fill_defaults(p, topo, impl, options);
-  // Chunks the caller asked for that block-scaled pipelined_ce cannot take: not its choice.
-  if (block_scale_chunks_miss(p, topo, c.impl, c.chunks)) {
-    const Impl other = deterministic_choice(p, topo, Impl::kBaseline);
-    return fill_defaults(p, topo, other, options);
-  }
-  return c;
+  // Chunks the caller asked for that block-scaled pipelined_ce cannot take: not its choice either
+  // (the default chunks always fit: fill_defaults).
+  if (block_scale_chunks_miss(p, topo, impl, options.chunks_per_rank))
+    impl = options.deterministic ? deterministic_choice(p, topo, Impl::kBaseline) : Impl::kBaseline;
+  return fill_defaults(p, topo, impl, options);
 }
 
 bool takes_any_m(Impl impl) {
