@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 from . import _torch as T
-from . import ops as _ops  # noqa: F401  (registers torch.ops.tpgemm)
-from ._errors import InvalidArgument, Unsupported
+from . import ops as _ops  # (also registers torch.ops.tpgemm)
+from ._errors import InvalidArgument
 
 _tp = torch.ops.tpgemm
 
@@ -206,17 +206,17 @@ class ColumnParallelLinear(_ParallelLinear):
     def prepare(self, tokens, *, backward=True):
         """Makes the plans a call with `tokens` rows in all (S; S/W per rank in sequence parallel)
         needs, forward and (with backward) the gradients' too, so that the first call can be captured.
-        A problem tpgemm does not serve makes no plan: its calls take torch's path, as they would
-        without prepare."""
+        A problem tpgemm does not serve makes no plan (ops._plan: the reason is kept and named once):
+        its calls take torch's path, as they would without prepare."""
         dt = T.DTYPES[self.weight.dtype]
         n, k = self.weight.shape
         if self.sequence_parallel:
-            _plan_or_fallback(self.group_name, "ag_gemm", tokens, n, k, dt, "nk",
-                              return_gathered_a=self.weight.requires_grad)
+            _ops._plan(self.group_name, "ag_gemm", tokens, n, k, dt, "nk",
+                       return_gathered_a=self.weight.requires_grad)
             if backward:
-                _plan_or_fallback(self.group_name, "gemm_rs", tokens, k, n, dt, "kn")
+                _ops._plan(self.group_name, "gemm_rs", tokens, k, n, dt, "kn")
         elif backward:
-            _plan_or_fallback(self.group_name, "gemm_ar", tokens, k, n, dt, "kn")
+            _ops._plan(self.group_name, "gemm_ar", tokens, k, n, dt, "kn")
 
 
 class RowParallelLinear(_ParallelLinear):
@@ -243,22 +243,13 @@ class RowParallelLinear(_ParallelLinear):
         dt = T.DTYPES[self.weight.dtype]
         n, k = self.weight.shape
         if self.sequence_parallel:
-            _plan_or_fallback(self.group_name, "gemm_rs", tokens, n, k, dt, "nk")
+            _ops._plan(self.group_name, "gemm_rs", tokens, n, k, dt, "nk")
             if backward:
-                _plan_or_fallback(self.group_name, "ag_gemm", tokens, k, n, dt, "kn",
-                                  return_gathered_a=self.weight.requires_grad)
+                _ops._plan(self.group_name, "ag_gemm", tokens, k, n, dt, "kn",
+                           return_gathered_a=self.weight.requires_grad)
         else:
-            _plan_or_fallback(self.group_name, "gemm_ar", tokens, n, k, dt, "nk")
+            _ops._plan(self.group_name, "gemm_ar", tokens, n, k, dt, "nk")
 
-
-def _plan_or_fallback(group_name, op, m, n, k, dtype, layout, **kw):
-    """T.plan, except that a problem tpgemm refuses (Unsupported, agreed on every rank: deterministic
-    mode on a team without NVLink peers, say) is left to torch's path, which the op then takes and
-    names once."""
-    try:
-        T.plan(group_name, op, m, n, k, dtype, layout, **kw)
-    except Unsupported:
-        pass
 
 
 def prepare(model, tokens, *, backward=True):

@@ -262,7 +262,10 @@ def test_prepare_leaves_refused_problems_to_torch(group_name, monkeypatch):
     monkeypatch.setattr(T, "plan", refuse)
     col = ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.bfloat16)
     row = RowParallelLinear(32, 16, group=group_name, device="cpu", dtype=torch.bfloat16, sequence_parallel=False)
-    tpgemm.nn.prepare(torch.nn.Sequential(col, row), 64)
+    with pytest.warns(UserWarning, match="running torch's own path"):
+        tpgemm.nn.prepare(torch.nn.Sequential(col, row), 64)
+    assert asked == ["ag_gemm", "gemm_rs", "gemm_ar"]
+    tpgemm.nn.prepare(torch.nn.Sequential(col, row), 64)  # the refusals are kept: no plan asked for again
     assert asked == ["ag_gemm", "gemm_rs", "gemm_ar"]
 
     def invalid(group, op, m, n, k, dtype, layout, **kw):
@@ -270,7 +273,7 @@ def test_prepare_leaves_refused_problems_to_torch(group_name, monkeypatch):
 
     monkeypatch.setattr(T, "plan", invalid)
     with pytest.raises(tpgemm.InvalidArgument, match="M=64"):
-        col.prepare(64)
+        col.prepare(128)
 
 
 def test_plans_per_shape_exact_then_shared_by_powers_of_two(monkeypatch):
