@@ -18,8 +18,12 @@ namespace {
 
 // Timed replays per candidate: as many as its share of the budget allows, within these bounds;
 // each a graph of calls lasting about kGraphMs (at most kMaxPerGraph calls).
-constexpr int kMinTimed = 3, kMaxTimed = 10, kMaxPerGraph = 20;
-constexpr double kGraphMs = 0.2;
+constexpr int kMinTimed = 3, kMaxTimed = 10, kMinPerGraph = 2, kMaxPerGraph = 20;
+constexpr double kGraphMs = 0.5;
+// NOTE [runoff]: within 3% of the fastest, at most three, a replay of each in turn this many times.
+constexpr double kRunoff = 1.03;
+constexpr size_t kRunoffMax = 3;
+constexpr int kRunoffRounds = 7;
 constexpr int64_t kDefaultBudgetMs = 500;  // for the timed calls of all candidates together
 
 // One rank's operands for the problem: random A, B and C, D and the gathered A as outputs.
@@ -66,18 +70,67 @@ float elapsed_ms(const TeamState& t, cudaStream_t stream, const std::function<vo
   });
 }
 
+// One candidate ready to time: its calls captured as a graph of `per_graph` back-to-back calls.
+struct Graphed {
+  std::unique_ptr<OpImpl> impl;
+  CudaGraph graph;
+  int per_graph = 1;
+};
+
+// Warms `g.impl` up (first-use costs: cuBLASLt's kernels loading, matmul plans, peer mappings
+// touched), captures `g.per_graph` calls and replays the graph once. Captured, then agreed on
+// before any timed replay: a rank whose capture failed must not leave its peers replaying
+// collective calls (and start-line barriers) alone.
+void capture_calls(TeamState& t, Graphed& g, const Operands& o, cudaStream_t stream) {
+  const auto call = [&] {
+    g.impl->prologue(o, stream);
+    g.impl->run(o, stream);
+  };
+  call();
+  t.agree_local("capturing a candidate's calls", [&] {
+    g.graph = CudaGraph::capture(stream, [&] {
+      for (int i = 0; i < g.per_graph; ++i) call();
+    });
+  });
+  g.graph.launch(stream);
+}
+
+// One timed replay from the start line, per call (ms).
+float replay_ms(const TeamState& t, const Graphed& g, const comm::StartLine& line, cudaStream_t stream) {
+  return elapsed_ms(t, stream, [&] { g.graph.launch(stream); }, &line) / static_cast<float>(g.per_graph);
+}
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Every rank's value of one float per candidate, the slowest rank's kept (-1 anywhere: -1): a
+// collective ends with its last rank.
+std::vector<float> slowest_rank(TeamState& t, const std::vector<float>& mine) {
+  std::vector<float> slowest = mine;
+  for (const auto& theirs : t.allgather(mine.data(), mine.size() * sizeof(float), "the planner's timings")) {
+    std::vector<float> v(mine.size());
+    std::memcpy(v.data(), theirs.data(), v.size() * sizeof(float));
+    for (size_t i = 0; i < v.size(); ++i) slowest[i] = v[i] < 0 || slowest[i] < 0 ? -1 : std::max(slowest[i], v[i]);
+  }
+  return slowest;
+}
+
 // The GPU time of one call (ms): the median over replays of a CUDA graph of back-to-back calls,
 // divided by the calls. A graph, so that the host's enqueue (as long as a call of a few
 // microseconds, and as jittery) is in no candidate's time: what a call costs the GPU, which is
-// what it costs a model that runs ahead of its GPUs or replays graphs. Every implementation can
-// be captured (the dist tests replay each from a graph).
-float time_calls(TeamState& t, OpImpl& impl, const Operands& o, const comm::StartLine& line, cudaStream_t stream,
+// what it costs a model that runs ahead of its GPUs or replays graphs. At least two calls per
+// replay, so that each call is timed as it runs in a model, after another call, not only from the
+// start line. Every implementation can be captured (the dist tests replay each from a graph).
+// Sets g.per_graph.
+float time_calls(TeamState& t, Graphed& g, const Operands& o, const comm::StartLine& line, cudaStream_t stream,
                  double budget_ms) {
   const auto call = [&] {
-    impl.prologue(o, stream);
-    impl.run(o, stream);
+    g.impl->prologue(o, stream);
+    g.impl->run(o, stream);
   };
-  call();  // warm-up: first-use costs (cuBLASLt's kernels loading, matmul plans, peer mappings touched)
+  call();  // (first use: not timed)
   // Every rank must make the same number of calls (each is collective): the counts follow from
   // rank 0's budget and the slowest rank's first call, the same numbers everywhere.
   double sizing[2] = {std::max(elapsed_ms(t, stream, call), 1e-3f), budget_ms};
@@ -90,22 +143,60 @@ float time_calls(TeamState& t, OpImpl& impl, const Operands& o, const comm::Star
     if (r == 0) budget = theirs[1];
   }
   // Enough calls per graph to outlast a replay's launch; enough replays to fill the budget.
-  const int per_graph = static_cast<int>(std::clamp<double>(std::ceil(kGraphMs / first), 1, kMaxPerGraph));
-  const int replays = static_cast<int>(std::clamp<double>(budget / (first * per_graph), kMinTimed, kMaxTimed));
-  // Captured, then agreed on before any replay: a rank whose capture failed must not leave its
-  // peers replaying collective calls (and start-line barriers) alone.
-  CudaGraph graph;
-  t.agree_local("capturing a candidate's calls", [&] {
-    graph = CudaGraph::capture(stream, [&] {
-      for (int i = 0; i < per_graph; ++i) call();
-    });
-  });
-  graph.launch(stream);  // warm-up replay
+  g.per_graph = static_cast<int>(std::clamp<double>(std::ceil(kGraphMs / first), kMinPerGraph, kMaxPerGraph));
+  const int replays = static_cast<int>(std::clamp<double>(budget / (first * g.per_graph), kMinTimed, kMaxTimed));
+  capture_calls(t, g, o, stream);
   std::vector<float> ms;
-  for (int r = 0; r < replays; ++r)
-    ms.push_back(elapsed_ms(t, stream, [&] { graph.launch(stream); }, &line) / per_graph);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  for (int r = 0; r < replays; ++r) ms.push_back(replay_ms(t, g, line, stream));
+  return median(ms);
+}
+
+// NOTE [runoff]
+// Candidates timed one after another can swap places by a few percent when timed again (clocks,
+// the memory each was given, what ran before), which on a near tie picks the slower one. So the
+// candidates within kRunoff of the fastest (at most kRunoffMax, the fastest first) are built again
+// together and timed in alternation, a replay of each in turn, kRunoffRounds rounds: each one's
+// median, slowest rank, decides among them with the same tie rules (plan::fastest). Where they
+// cannot all be built at once (memory), the first timing stands.
+int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProblem& p,
+           const std::vector<plan::Choice>& candidates, const std::vector<double>& times, const std::vector<int>& per_graph,
+           const Operands& o, const comm::StartLine& line, cudaStream_t stream, std::string& table) {
+  const int first = plan::fastest(candidates, times);
+  const std::vector<size_t> close = plan::near_ties(candidates, times, kRunoff, kRunoffMax);
+  if (close.empty()) return first;
+  std::vector<Graphed> g(close.size());
+  std::vector<float> mine(close.size(), -1);
+  try {
+    t.agree_local("building the runoff's candidates", [&] {
+      for (size_t j = 0; j < close.size(); ++j) {
+        g[j].impl = make_impl({team, p, candidates[close[j]]});
+        g[j].per_graph = per_graph[close[j]];
+      }
+    });
+    t.barrier();
+    t.agree_local("timing the runoff", [&] {
+      for (Graphed& x : g) capture_calls(t, x, o, stream);
+      std::vector<std::vector<float>> ms(g.size());
+      for (int r = 0; r < kRunoffRounds; ++r)
+        for (size_t j = 0; j < g.size(); ++j) ms[j].push_back(replay_ms(t, g[j], line, stream));
+      for (size_t j = 0; j < g.size(); ++j) mine[j] = median(ms[j]);
+    });
+  } catch (const Error&) {
+    if (t.has_failed()) throw;  // the team failed, not the runoff
+    return first;
+  }
+  t.check();
+  const std::vector<float> slowest = slowest_rank(t, mine);
+  std::vector<plan::Choice> cs;
+  std::vector<double> ts;
+  table += "; in alternation:";
+  for (size_t j = 0; j < close.size(); ++j) {
+    cs.push_back(candidates[close[j]]);
+    ts.push_back(slowest[j]);
+    table += strfmt("%s %s %.4f", j ? "," : "", describe(candidates[close[j]]).c_str(), slowest[j]);
+  }
+  const int winner = plan::fastest(cs, ts);
+  return winner < 0 ? first : static_cast<int>(close[static_cast<size_t>(winner)]);
 }
 
 }  // namespace
@@ -132,34 +223,31 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   const comm::StartLine line(team);
   Measured best;
   std::vector<double> times;  // the slowest rank's, per candidate; -1: failed
+  std::vector<int> per_graph;
   std::vector<std::string> rows;
   for (const plan::Choice& c : candidates) {
-    std::unique_ptr<OpImpl> impl;
+    Graphed g;
     float mine = -1;  // this rank's median; -1: not built or failed (on some rank: every rank knows)
     try {
-      t.agree_local("building a candidate", [&] { impl = make_impl({team, p, c}); });
+      t.agree_local("building a candidate", [&] { g.impl = make_impl({team, p, c}); });
       t.barrier();  // start together: a rank's skew is not the candidate's time
       // Agreed on, so that a candidate failing on one rank is skipped by all alike.
-      t.agree_local("timing a candidate", [&] { mine = time_calls(t, *impl, operands.ops, line, stream.get(), budget); });
+      t.agree_local("timing a candidate", [&] { mine = time_calls(t, g, operands.ops, line, stream.get(), budget); });
     } catch (const Error&) {
       if (t.has_failed()) throw;  // the team failed (a wait for a peer ran out), not the candidate
-      impl.reset();
       mine = -1;
     }
-    t.check();  // NCCL's asynchronous errors too
-    // The op's time is its slowest rank's.
-    float slowest = mine;
-    for (const auto& theirs : t.allgather(&mine, sizeof(mine), "the planner's timings")) {
-      const float v = *reinterpret_cast<const float*>(theirs.data());
-      slowest = v < 0 || slowest < 0 ? -1 : std::max(slowest, v);
-    }
+    per_graph.push_back(g.per_graph);
+    g = Graphed{};  // freed before the next is built
+    t.check();      // NCCL's asynchronous errors too
+    const float slowest = slowest_rank(t, {mine})[0];
     times.push_back(slowest);
     rows.push_back(describe(c) + (slowest < 0 ? std::string(" -") : strfmt(" %.4f", slowest)));
   }
-  const int winner = plan::fastest(candidates, times);
-  if (winner < 0) throw Error(ErrorCode::kUnsupported, "the planner could build none of its candidates");
-  best.choice = candidates[static_cast<size_t>(winner)];
+  if (plan::fastest(candidates, times) < 0) throw Error(ErrorCode::kUnsupported, "the planner could build none of its candidates");
   for (size_t i = 0; i < rows.size(); ++i) best.table += (i ? ", " : "") + rows[i];
+  const int winner = runoff(t, team, p, candidates, times, per_graph, operands.ops, line, stream.get(), best.table);
+  best.choice = candidates[static_cast<size_t>(winner)];
   best.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return best;
 }

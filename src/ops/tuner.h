@@ -5,14 +5,15 @@
 // On Plan creation with impl = auto, every rank builds the candidates plan::candidates() lists for
 // the problem (the implementations that serve it, and the chunk counts worth trying), one after
 // the other, and times each on its own random operands: one warm-up call, one timed call, then a
-// CUDA graph of back-to-back calls lasting about 0.2 ms, replayed as often as the time budget
-// allows (3 to 10 times; TPGEMM_TUNE_BUDGET_MS, 500 ms for all candidates), the median replay's
-// time per call kept: the GPU's time, without the host's enqueue or its jitter. The ranks then
-// exchange their medians and take each candidate's slowest rank: that is the op's time, since a
-// collective ends with its last rank. Every rank has the same table, so every rank keeps the same
-// winner, the fastest, where an earlier candidate wins a tie within 1%, and the baseline (the
-// first) within 2%: the tuner's own noise never moves a shape off the baseline. Each candidate is freed as soon as
-// it is timed, and the plan builds the winner afresh once the tuner's operands are freed too: the
+// CUDA graph of back-to-back calls lasting about 0.5 ms (2 to 20 calls), replayed as often as the
+// time budget allows (3 to 10 times; TPGEMM_TUNE_BUDGET_MS, 500 ms for all candidates), the
+// median replay's time per call kept: the GPU's time, without the host's enqueue or its jitter.
+// The ranks then exchange their medians and take each candidate's slowest rank: that is the op's
+// time, since a collective ends with its last rank. Every rank has the same table, so every rank
+// keeps the same winner, the fastest, where an earlier candidate wins a tie within 1%, and the
+// baseline (the first) within 2%: the tuner's own noise never moves a shape off the baseline.
+// Near ties are timed again side by side (NOTE [runoff], tuner.cpp). Each candidate is freed as
+// soon as it is timed, and the plan builds the winner afresh once the tuner's operands are freed too: the
 // instance that was timed (its first calls run on the tuner's stream and graphs, beside the
 // tuner's memory) measured slower per call than a fresh one on calls of a few microseconds
 // (docs/planner.md). Every timed replay starts on all GPUs together (NOTE [start line]). A candidate that fails to build (memory, say) is
@@ -32,7 +33,9 @@ namespace tpgemm::detail {
 
 struct Measured {
   plan::Choice choice;  // the winner (its instance is not kept: NOTE [measured planner])
-  std::string table;    // "name time, ..." per candidate, the slowest rank's median in ms
+  // "name time, ..." per candidate, the slowest rank's median in ms; then, where near ties ran
+  // again, "; in alternation: name time, ..."
+  std::string table;
   double tuning_ms = 0;  // wall time of the whole measurement on this rank
 };
 

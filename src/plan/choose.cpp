@@ -288,6 +288,20 @@ int fastest(const std::vector<Choice>& candidates, const std::vector<double>& ms
   return best;
 }
 
+std::vector<size_t> near_ties(const std::vector<Choice>& candidates, const std::vector<double>& ms, double within,
+                              size_t most) {
+  const int pick = fastest(candidates, ms);
+  std::vector<size_t> close;
+  if (pick < 0) return close;
+  for (size_t i = 0; i < candidates.size() && i < ms.size(); ++i)
+    if (ms[i] >= 0 && ms[i] <= ms[static_cast<size_t>(pick)] * within) close.push_back(i);
+  std::stable_sort(close.begin(), close.end(), [&](size_t x, size_t y) { return ms[x] < ms[y]; });
+  if (close.size() > most) close.resize(most);
+  if (close.size() < 2) return {};
+  std::sort(close.begin(), close.end());
+  return close;
+}
+
 // The all-reduce by message size: one-shot (one store flight, W - 1 copies sent) while latency
 // rules, two-shot (two flights, 2 (W - 1) / W sent) up to where NCCL's ring overtakes it; the
 // bounds come from runs timed back to back and from CUDA graphs (docs/planner.md).

@@ -64,6 +64,18 @@ TEST(Fastest, KeepsTiesWithEarlierCandidatesAndTheBaselineLonger) {
   EXPECT_EQ(fastest(c, {-1, -1, -1, -1}), -1);
 }
 
+// The runoff's field: within 3% of fastest()'s pick (not of the quickest time: the baseline may be
+// the pick while others are up to 2% quicker), the quickest three, in the candidates' order.
+TEST(NearTies, AreTheQuickestWithinTheMarginInCandidateOrder) {
+  const std::vector<Choice> c = {{Impl::kBaseline, 1, 2}, {Impl::kAllGatherGemm, 1, 2}, {Impl::kPipelinedCE, 2, 2},
+                                 {Impl::kPipelinedCE, 4, 2}, {Impl::kFused, 1, 2}};
+  EXPECT_EQ(near_ties(c, {1.00, 1.50, 1.20, 1.10, 1.031}, 1.03, 3), (std::vector<size_t>{}));  // the baseline alone
+  EXPECT_EQ(near_ties(c, {1.00, 0.99, 1.20, 1.02, 1.10}, 1.03, 3), (std::vector<size_t>{0, 1, 3}));
+  EXPECT_EQ(near_ties(c, {1.00, 0.50, 0.51, 0.505, 0.515}, 1.03, 3), (std::vector<size_t>{1, 2, 3}));
+  EXPECT_EQ(near_ties(c, {-1, 0.50, -1, 0.505, 0.515}, 1.03, 2), (std::vector<size_t>{1, 3}));
+  EXPECT_EQ(near_ties(c, {-1, -1, -1, -1, -1}, 1.03, 3), (std::vector<size_t>{}));
+}
+
 TEST(Candidates, KeepTheKnobsTheCallerFixed) {
   PlanOptions o;
   o.chunks_per_rank = 3;
