@@ -79,30 +79,9 @@ TEST_P(KernelFamilies, EachRunsOnASmallProblemAndMatchesTheReference) {
                             describe_check(p, o, c).c_str());
               }
               // The symmetric all-reduce kernels alone, one-shot and two-shot, out of place.
-              Stream stream = Stream::create();
-              const cudaStream_t st = stream.get();
-              constexpr int64_t kCount = 8 * 1000;
               for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
-                const Status s = testsupport::caught([&] {
-                  AllReducePlan plan(team, kCount, DType::kBF16, impl);
-                  DeviceBuffer own(kCount * 2), out(kCount * 2), tmp(kCount * 2), ref(kCount * sizeof(float));
-                  TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
-                  for (int q = 0; q < W; ++q) {
-                    testing::fill_random(tmp.get(), DType::kBF16, 1, 1, kCount, 0, 1, 91 + q, st);
-                    testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, kCount, DType::kBF16, st);
-                  }
-                  testing::fill_random(own.get(), DType::kBF16, 1, 1, kCount, 0, 1, 91 + team.rank(), st);
-                  for (int rep = 0; rep < 2; ++rep) {
-                    testing::poison(out.get(), kCount, DType::kBF16, st);
-                    plan.run(own.get(), out.get(), st);
-                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-                    team.check();
-                    const auto d = testing::compare(out.get(), DType::kBF16, ref.as<float>(), 1, kCount, kCount, kCount, 0, st);
-                    RANK_EXPECT(d.passes(testing::default_eps(DType::kBF16)), "allreduce %s rep %d: rel_err %.2e, %lld non-finite",
-                                std::string(to_string(impl)).c_str(), rep, d.rel_err, (long long)d.nonfinite);
-                  }
-                });
-                RANK_EXPECT(s.ok(), "allreduce %s: %s", std::string(to_string(impl)).c_str(), s.message.c_str());
+                const std::string failed = testsupport::check_allreduce(team, 8 * 1000, DType::kBF16, impl, false, 2, 91);
+                RANK_EXPECT(failed.empty(), "%s", failed.c_str());
               }
             }),
             0);

@@ -718,36 +718,12 @@ TEST_P(Dist, AllReduceKernelsMatchTheSum) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
-              Stream stream = Stream::create();
-              const cudaStream_t st = stream.get();
               for (int64_t count : {int64_t(8), int64_t(8 * 37), int64_t(2048), int64_t(1) << 20, (int64_t(3) << 20) + 8 * 5})
                 for (DType dt : {DType::kBF16, DType::kFP16})
                   for (AllReduceImpl impl : {AllReduceImpl::kNccl, AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot, AllReduceImpl::kAuto})
                     for (bool in_place : {false, true}) {
-                      const Status s = testsupport::caught([&] {
-                        AllReducePlan plan(team, count, dt, impl);
-                        DeviceBuffer own(count * 2), out(count * 2), tmp(count * 2), ref(count * sizeof(float));
-                        TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
-                        for (int q = 0; q < team.world_size(); ++q) {
-                          testing::fill_random(tmp.get(), dt, 1, 1, count, 0, 1, 77 + q + count, st);
-                          testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dt, st);
-                        }
-                        for (int rep = 0; rep < 3; ++rep) {
-                          void* in = own.get();
-                          testing::fill_random(in, dt, 1, 1, count, 0, 1, 77 + team.rank() + count, st);
-                          void* dst = in_place ? in : out.get();
-                          if (!in_place) testing::poison(dst, count, dt, st);
-                          plan.run(in, dst, st);
-                          TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-                          team.check();
-                          const auto d = testing::compare(dst, dt, ref.as<float>(), 1, count, count, count, 0, st);
-                          RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld %s%s rep %d: rel_err %.2e, %lld non-finite",
-                                      std::string(to_string(impl)).c_str(), (long long)count, std::string(to_string(dt)).c_str(),
-                                      in_place ? " in place" : "", rep, d.rel_err, (long long)d.nonfinite);
-                        }
-                      });
-                      RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,
-                                  s.message.c_str());
+                      const std::string failed = testsupport::check_allreduce(team, count, dt, impl, in_place, 3, 77);
+                      RANK_EXPECT(failed.empty(), "%s", failed.c_str());
                     }
             }),
             0);

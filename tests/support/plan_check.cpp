@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "core/format.h"
+#include "support/dist_harness.h"
 #include "testing/problem_data.h"
 #include "testing/testing.h"
 
@@ -139,6 +140,36 @@ std::string describe_check(const GemmProblem& p, const PlanOptions& o, const Pla
                               o.chunks_per_rank, std::string(to_string(c.ran)).c_str(), c.worst_rel_err,
                               (long long)c.nonfinite, c.same_d_on_every_rank ? "" : ", D differs between ranks",
                               c.status.ok() ? "" : ", error: ", c.status.message.c_str());
+}
+
+std::string check_allreduce(const Team& team, int64_t count, DType dtype, AllReduceImpl impl, bool in_place, int runs,
+                            uint64_t seed) {
+  const std::string what = strfmt("allreduce %s count %lld %s%s", std::string(to_string(impl)).c_str(), (long long)count,
+                                  std::string(to_string(dtype)).c_str(), in_place ? " in place" : "");
+  const Status s = caught([&] {
+    Stream stream = Stream::create();
+    const cudaStream_t st = stream.get();
+    const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
+    AllReducePlan plan(team, count, dtype, impl);
+    DeviceBuffer own(bytes), out(bytes), tmp(bytes), ref(static_cast<size_t>(count) * sizeof(float));
+    TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
+    for (int q = 0; q < team.world_size(); ++q) {
+      testing::fill_random(tmp.get(), dtype, 1, 1, count, 0, 1, seed + q + count, st);
+      testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dtype, st);
+    }
+    for (int run = 0; run < runs; ++run) {
+      testing::fill_random(own.get(), dtype, 1, 1, count, 0, 1, seed + team.rank() + count, st);
+      void* dst = in_place ? own.get() : out.get();
+      if (!in_place) testing::poison(dst, count, dtype, st);
+      plan.run(own.get(), dst, st);
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+      team.check();
+      const auto d = testing::compare(dst, dtype, ref.as<float>(), 1, count, count, count, 0, st);
+      if (!d.passes(testing::default_eps(dtype)))
+        throw Error(ErrorCode::kInternal, strfmt("run %d: rel_err %.2e, %lld non-finite", run, d.rel_err, (long long)d.nonfinite));
+    }
+  });
+  return s.ok() ? std::string() : what + ": " + s.message;
 }
 
 }  // namespace tpgemm::testsupport

@@ -33,6 +33,13 @@ PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOpt
 
 std::string describe_check(const GemmProblem& p, const PlanOptions& o, const PlanCheck& c);
 
+// Makes an all-reduce plan of `count` elements, then `runs` times: this rank's input drawn from
+// `seed` + rank + count (fresh each run, since an in-place run consumes it), the output poisoned
+// where it is not the input, one run, the output compared with the fp32 sum of every rank's
+// input. Collective. An error message naming the run that failed; empty if all passed.
+std::string check_allreduce(const Team& team, int64_t count, DType dtype, AllReduceImpl impl, bool in_place, int runs,
+                            uint64_t seed);
+
 // FNV-1a of `bytes` bytes of device memory (copied to the host): equal bits, equal hashes.
 uint64_t hash_device_bytes(const void* d, size_t bytes);
 
