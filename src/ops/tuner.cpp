@@ -17,14 +17,15 @@ namespace tpgemm::detail {
 namespace {
 
 // Timed replays per candidate: as many as its share of the budget allows, within these bounds;
-// each a graph of calls lasting about kGraphMs (at most kMaxPerGraph calls).
-constexpr int kMinTimed = 3, kMaxTimed = 10, kMinPerGraph = 2, kMaxPerGraph = 20;
-constexpr double kGraphMs = 0.5;
-// NOTE [runoff]: within 3% of the fastest, at most three, a replay of each in turn this many times.
+// each a graph of kMinPerGraph to kMaxPerGraph back-to-back calls, as many as last about kGraphMs.
+constexpr int kMinTimed = 3, kMaxTimed = 10, kMinPerGraph = 4, kMaxPerGraph = 20;
+constexpr double kGraphMs = 2.0;
+constexpr int64_t kDefaultBudgetMs = 500;  // for the timed calls of all candidates together
+// NOTE [runoff]: within 3% of the pick, at most three, a replay of each in turn, as many rounds as
+// half the budget allows within these bounds.
 constexpr double kRunoff = 1.03;
 constexpr size_t kRunoffMax = 3;
-constexpr int kRunoffRounds = 7;
-constexpr int64_t kDefaultBudgetMs = 500;  // for the timed calls of all candidates together
+constexpr int kMinRounds = 3, kMaxRounds = 7;
 
 // One rank's operands for the problem: random A, B and C, D and the gathered A as outputs.
 struct TuneOperands {
@@ -120,10 +121,12 @@ std::vector<float> slowest_rank(TeamState& t, const std::vector<float>& mine) {
 // The GPU time of one call (ms): the median over replays of a CUDA graph of back-to-back calls,
 // divided by the calls. A graph, so that the host's enqueue (as long as a call of a few
 // microseconds, and as jittery) is in no candidate's time: what a call costs the GPU, which is
-// what it costs a model that runs ahead of its GPUs or replays graphs. At least two calls per
-// replay, so that each call is timed as it runs in a model, after another call, not only from the
-// start line. Every implementation can be captured (the dist tests replay each from a graph).
-// Sets g.per_graph.
+// what it costs a model that runs ahead of its GPUs or replays graphs. At least four calls per
+// replay, as long as about 2 ms together: the steady state of calls that follow each other, where
+// a rank that finished early starts its next call while a peer is still in the last one, not only
+// calls started together from the start line (timed alone, implementations that run a collective
+// kernel before or after the matmul measured up to 12% faster than in a row of 20). Every
+// implementation can be captured (the dist tests replay each from a graph). Sets g.per_graph.
 float time_calls(TeamState& t, Graphed& g, const Operands& o, const comm::StartLine& line, cudaStream_t stream,
                  double budget_ms) {
   const auto call = [&] {
@@ -154,16 +157,20 @@ float time_calls(TeamState& t, Graphed& g, const Operands& o, const comm::StartL
 // NOTE [runoff]
 // Candidates timed one after another can swap places by a few percent when timed again (clocks,
 // the memory each was given, what ran before), which on a near tie picks the slower one. So the
-// candidates within kRunoff of the fastest (at most kRunoffMax, the fastest first) are built again
-// together and timed in alternation, a replay of each in turn, kRunoffRounds rounds: each one's
-// median, slowest rank, decides among them with the same tie rules (plan::fastest). Where they
-// cannot all be built at once (memory), the first timing stands.
+// pick and the candidates within kRunoff of its time (plan::near_ties: at most kRunoffMax) are
+// built again together and timed in alternation, a replay of each in turn, as many rounds as half
+// the budget allows (kMinRounds to kMaxRounds): each one's median, slowest rank, decides among
+// them with the same tie rules (plan::fastest). Where they cannot all be built at once (memory),
+// the first timing stands.
 int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProblem& p,
            const std::vector<plan::Choice>& candidates, const std::vector<double>& times, const std::vector<int>& per_graph,
-           const Operands& o, const comm::StartLine& line, cudaStream_t stream, std::string& table) {
+           double budget_ms, const Operands& o, const comm::StartLine& line, cudaStream_t stream, std::string& table) {
   const int first = plan::fastest(candidates, times);
   const std::vector<size_t> close = plan::near_ties(candidates, times, kRunoff, kRunoffMax);
   if (close.empty()) return first;
+  double round_ms = 0;  // (the same on every rank: from the agreed times)
+  for (size_t i : close) round_ms += times[i] * per_graph[i];
+  const int rounds = static_cast<int>(std::clamp<double>(budget_ms / 2 / round_ms, kMinRounds, kMaxRounds));
   std::vector<Graphed> g(close.size());
   std::vector<float> mine(close.size(), -1);
   try {
@@ -177,7 +184,7 @@ int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProbl
     t.agree_local("timing the runoff", [&] {
       for (Graphed& x : g) capture_calls(t, x, o, stream);
       std::vector<std::vector<float>> ms(g.size());
-      for (int r = 0; r < kRunoffRounds; ++r)
+      for (int r = 0; r < rounds; ++r)
         for (size_t j = 0; j < g.size(); ++j) ms[j].push_back(replay_ms(t, g[j], line, stream));
       for (size_t j = 0; j < g.size(); ++j) mine[j] = median(ms[j]);
     });
@@ -212,8 +219,11 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
                  bool gathered_a) {
   TeamState& t = *team;
   const auto start = std::chrono::steady_clock::now();
-  const double budget = static_cast<double>(env_int("TPGEMM_TUNE_BUDGET_MS", 1, 600000).value_or(kDefaultBudgetMs)) /
-                        static_cast<double>(std::max<size_t>(1, candidates.size()));
+  // Rank 0's budget, for the counts of collective calls that follow from it.
+  double total_budget = static_cast<double>(env_int("TPGEMM_TUNE_BUDGET_MS", 1, 600000).value_or(kDefaultBudgetMs));
+  std::memcpy(&total_budget, t.allgather(&total_budget, sizeof(total_budget), "the planner's budget")[0].data(),
+              sizeof(total_budget));
+  const double budget = total_budget / static_cast<double>(std::max<size_t>(1, candidates.size()));
   Stream stream;
   TuneOperands operands;
   t.agree_local("allocating the planner's operands", [&] {
@@ -238,7 +248,8 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
       mine = -1;
     }
     per_graph.push_back(g.per_graph);
-    g = Graphed{};  // freed before the next is built
+    g.graph = CudaGraph{};  // freed before the next is built, the graph before the buffers it uses
+    g.impl.reset();
     t.check();      // NCCL's asynchronous errors too
     const float slowest = slowest_rank(t, {mine})[0];
     times.push_back(slowest);
@@ -246,7 +257,8 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   }
   if (plan::fastest(candidates, times) < 0) throw Error(ErrorCode::kUnsupported, "the planner could build none of its candidates");
   for (size_t i = 0; i < rows.size(); ++i) best.table += (i ? ", " : "") + rows[i];
-  const int winner = runoff(t, team, p, candidates, times, per_graph, operands.ops, line, stream.get(), best.table);
+  const int winner = runoff(t, team, p, candidates, times, per_graph, total_budget, operands.ops, line, stream.get(),
+                            best.table);
   best.choice = candidates[static_cast<size_t>(winner)];
   best.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return best;

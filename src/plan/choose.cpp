@@ -291,15 +291,17 @@ int fastest(const std::vector<Choice>& candidates, const std::vector<double>& ms
 std::vector<size_t> near_ties(const std::vector<Choice>& candidates, const std::vector<double>& ms, double within,
                               size_t most) {
   const int pick = fastest(candidates, ms);
-  std::vector<size_t> close;
-  if (pick < 0) return close;
+  if (pick < 0 || most < 2) return {};
+  const double bound = ms[static_cast<size_t>(pick)] * within;
+  std::vector<size_t> others;
   for (size_t i = 0; i < candidates.size() && i < ms.size(); ++i)
-    if (ms[i] >= 0 && ms[i] <= ms[static_cast<size_t>(pick)] * within) close.push_back(i);
-  std::stable_sort(close.begin(), close.end(), [&](size_t x, size_t y) { return ms[x] < ms[y]; });
-  if (close.size() > most) close.resize(most);
-  if (close.size() < 2) return {};
-  std::sort(close.begin(), close.end());
-  return close;
+    if (ms[i] >= 0 && ms[i] <= bound && i != static_cast<size_t>(pick)) others.push_back(i);
+  if (others.empty()) return {};
+  std::stable_sort(others.begin(), others.end(), [&](size_t x, size_t y) { return ms[x] < ms[y]; });
+  others.resize(std::min(others.size(), most - 1));
+  others.push_back(static_cast<size_t>(pick));
+  std::sort(others.begin(), others.end());
+  return others;
 }
 
 // The all-reduce by message size: one-shot (one store flight, W - 1 copies sent) while latency

@@ -46,9 +46,9 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
 // every candidate failed.
 int fastest(const std::vector<Choice>& candidates, const std::vector<double>& ms);
 
-// The candidates to time again in alternation (NOTE [runoff], ops/tuner.cpp): those within
-// `within` (a ratio, 1.03: 3%) of the time of fastest()'s pick, the `most` quickest of them, in
-// the candidates' order; empty where fewer than two are that close.
+// The candidates to time again in alternation (NOTE [runoff], ops/tuner.cpp): fastest()'s pick and
+// the quickest others within `within` (a ratio, 1.03: 3%) of its time, `most` in all, in the
+// candidates' order; empty where no other is that close.
 std::vector<size_t> near_ties(const std::vector<Choice>& candidates, const std::vector<double>& ms, double within,
                               size_t most);
 

@@ -64,8 +64,8 @@ TEST(Fastest, KeepsTiesWithEarlierCandidatesAndTheBaselineLonger) {
   EXPECT_EQ(fastest(c, {-1, -1, -1, -1}), -1);
 }
 
-// The runoff's field: within 3% of fastest()'s pick (not of the quickest time: the baseline may be
-// the pick while others are up to 2% quicker), the quickest three, in the candidates' order.
+// The runoff's field: fastest()'s pick (the baseline, say, while others are up to 2% quicker) and
+// the quickest others within 3% of its time, three in all, in the candidates' order.
 TEST(NearTies, AreTheQuickestWithinTheMarginInCandidateOrder) {
   const std::vector<Choice> c = {{Impl::kBaseline, 1, 2}, {Impl::kAllGatherGemm, 1, 2}, {Impl::kPipelinedCE, 2, 2},
                                  {Impl::kPipelinedCE, 4, 2}, {Impl::kFused, 1, 2}};
@@ -74,6 +74,10 @@ TEST(NearTies, AreTheQuickestWithinTheMarginInCandidateOrder) {
   EXPECT_EQ(near_ties(c, {1.00, 0.50, 0.51, 0.505, 0.515}, 1.03, 3), (std::vector<size_t>{1, 2, 3}));
   EXPECT_EQ(near_ties(c, {-1, 0.50, -1, 0.505, 0.515}, 1.03, 2), (std::vector<size_t>{1, 3}));
   EXPECT_EQ(near_ties(c, {-1, -1, -1, -1, -1}, 1.03, 3), (std::vector<size_t>{}));
+  // The baseline picked, three quicker within its 2%: it stays in the field
+  EXPECT_EQ(near_ties(c, {1.00, 0.985, 0.99, 0.995, 0.99}, 1.03, 3), (std::vector<size_t>{0, 1, 2}));
+  // The pick is 1 (2 is within its 1%); the baseline is 3.1% above it, outside
+  EXPECT_EQ(near_ties(c, {1.00, 0.97, 0.965, 1.2, 1.2}, 1.03, 3), (std::vector<size_t>{1, 2}));
 }
 
 TEST(Candidates, KeepTheKnobsTheCallerFixed) {
