@@ -129,8 +129,7 @@ struct GemmProblem {
   // Row strides in elements, 0 for packed: lda of A as a_layout stores it (kMK: at least K; kKM: at
   // least this rank's rows of A), ldb of B as b_layout does (kNK: at least K; kKN: at least this
   // rank's columns of B). Each a multiple of 16 bytes; with either, L = 1. A slice of a larger
-  // tensor passes without a copy. The baseline takes them, and pipelined_ce along M (but not an
-  // ag_gemm A stored [K, M]) (docs/design.md).
+  // tensor passes without a copy. The baseline takes them, and pipelined_ce along M (docs/design.md).
   int64_t lda = 0, ldb = 0;
   // Row strides of C and D in elements, 0 for packed: at least this rank's columns of D, each a
   // multiple of 16 bytes in D's type; with either, L = 1. D written into a slice of a wider

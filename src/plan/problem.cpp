@@ -418,19 +418,18 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     return unsupported("scale_mode=block: cuBLASLt's block-scaled FP8 matmul runs on Hopper (compute capability 9.0) "
                        "only, and not every rank's GPU is one; expected scale_mode=tensor or row");
   // pipelined_ce along M reads and writes the caller's rows at their strides (copies of A's rows
-  // as 2D copies, so not A stored [K, M] where ag_gemm sends it), and multiplies blocks of rows
-  // with their row-wise scales (NOTE [gathered scales]). The matmul-then-collective
+  // as 2D copies; ag_gemm's A stored [K, M] gathered as [K, M], blocks of its columns), and
+  // multiplies blocks of rows with their row-wise scales (NOTE [gathered scales]). The matmul-then-collective
   // implementations of gemm_rs and gemm_ar read A and B in place with one matmul over all of A
   // (per rank block along N), so with every scale mode, and write D packed.
   const bool pipelined_m = impl == Impl::kPipelinedCE && p.shard_dim == ShardDim::kM;
   const bool matmul_first = impl == Impl::kGemmReduceScatter || impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
   const bool strides_taken = impl == Impl::kAuto || impl == Impl::kBaseline ||
-                             (pipelined_m && !(p.op == Op::kAgGemm && p.a_layout == ALayout::kKM));
+                             pipelined_m;
   if (!packed_operands(p, topo.world) && !strides_taken && !matmul_first)
     return unsupported(strfmt("impl %s takes A and B packed (a_layout=mk, lda and ldb 0), and this problem has "
                               "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto (pipelined_ce takes them along "
-                              "M, and a_layout=km for gemm_rs and gemm_ar; so do gemm_reducescatter, gemm_oneshot and "
-                              "gemm_twoshot)",
+                              "M; so do gemm_reducescatter, gemm_oneshot and gemm_twoshot)",
                               name.c_str(), std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
                               (long long)p.ldb));
   if (!packed_output(p, topo.world) && !strides_taken)

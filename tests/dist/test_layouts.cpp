@@ -1,5 +1,5 @@
 // A stored [K, M] (a_layout=km) and A and B with row strides (lda, ldb): the baseline, pipelined_ce
-// along M (not a [K, M] A that ag_gemm sends), the matmul-then-collective implementations and
+// along M, the matmul-then-collective implementations and
 // auto (which routes to one of them) give D as the reference of the same values packed, on every
 // op and shard dimension; every other implementation refuses naming the packed layouts it takes;
 // and a gemm_ar plan with a strided A serves calls of fewer rows. Likewise C and D with row
@@ -30,13 +30,12 @@ std::vector<Impl> every_impl() {
 }
 
 // Whether `impl`, where it serves the problem packed, takes p's layouts: the baseline, auto,
-// pipelined_ce along M (which copies ag_gemm's A as rows of [M, K]), and the matmul-then-collective
+// pipelined_ce along M (which gathers ag_gemm's A as it is stored), and the matmul-then-collective
 // ones (gemm_reducescatter, gemm_oneshot, gemm_twoshot), which read A and B in place and write D
 // packed.
 bool takes_layouts(const GemmProblem& p, int world, Impl impl) {
   if (impl == Impl::kBaseline || impl == Impl::kAuto) return true;
-  if (impl == Impl::kPipelinedCE)
-    return p.shard_dim == ShardDim::kM && !(p.op == Op::kAgGemm && p.a_layout == ALayout::kKM);
+  if (impl == Impl::kPipelinedCE) return p.shard_dim == ShardDim::kM;
   const bool matmul_first = impl == Impl::kGemmReduceScatter || impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
   return matmul_first && plan::packed_output(p, world);
 }

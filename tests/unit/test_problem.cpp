@@ -977,14 +977,15 @@ TEST(Layouts, StridesAndTransposedAValidateAndSize) {
   fp8.out_dtype = DType::kBF16;
   fp8.n = 64, fp8.k = 64;
   expect_error(validate_problem(fp8, 2), ErrorCode::kUnsupported, {"a_layout=km", "e4m3"});
-  // The baseline, auto, pipelined_ce along M (which reads A in place but copies ag_gemm's rows)
-  // and gemm_reducescatter (one matmul of A in place).
+  // The baseline, auto, pipelined_ce along M (which reads A in place, and gathers ag_gemm's A as
+  // [K, M]) and gemm_reducescatter (one matmul of A in place).
   const Topology topo{2, true};
   expect_error(impl_supported(p, Impl::kFused, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km", "baseline"});
   EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, topo).ok());
   EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
   EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());
-  expect_error(impl_supported(ag_km, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km"});
+  EXPECT_TRUE(impl_supported(ag_km, Impl::kPipelinedCE, topo).ok());
+  expect_error(impl_supported(ag_km, Impl::kAllGatherGemm, topo), ErrorCode::kUnsupported, {"packed", "a_layout=km"});
   GemmProblem strided_ag = ag(64, 48, 40);
   strided_ag.lda = 48;
   EXPECT_TRUE(impl_supported(strided_ag, Impl::kPipelinedCE, topo).ok());

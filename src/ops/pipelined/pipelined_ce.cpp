@@ -139,20 +139,25 @@ class PipelinedCE final : public OpImpl {
   };
 
   // Elements between the rows of buffer b: the caller's strides (GemmProblem::lda, ldc, ldd;
-  // A's row of [K, M] where a_layout=km), which take one batch entry; tpgemm's buffers are packed.
-  // Along N the caller's operands are packed (impl_supported).
+  // A's row of [K, M] where a_layout=km), which take one batch entry; tpgemm's buffers are packed
+  // (ag_gemm's gathered A as [K, M] where A is stored so). Along N the caller's operands are
+  // packed (impl_supported).
   int64_t ld_of(Buf b) const {
     const int w = team_->world;
     if (p_.shard_dim == ShardDim::kM) {
       if (b == Buf::kUserA) return plan::a_ld(p_, w);
+      if (b == Buf::kGathered && a_km(b)) return p_.m;
       if (b == Buf::kUserC) return plan::c_ld(p_, w);
       if (b == Buf::kUserD) return plan::d_ld(p_, w);
     }
     return plan::buffer_geometry(b, q_, w).cols;
   }
-  // A stored [K, M] (a_layout=km, gemm_rs and gemm_ar along M): a block of A's rows is a block of
-  // columns there, which the matmul reads transposed.
-  bool a_km(Buf b) const { return b == Buf::kUserA && p_.a_layout == ALayout::kKM; }
+  // A stored [K, M] (a_layout=km, along M; one batch entry): a block of A's rows is a block of
+  // columns there, which the matmul reads transposed. ag_gemm gathers it as it is stored: its
+  // gathered buffer is [K, M], each rank's block K rows of its columns (a 2D copy per piece).
+  bool a_km(Buf b) const {
+    return p_.a_layout == ALayout::kKM && (b == Buf::kUserA || (b == Buf::kGathered && p_.op == Op::kAgGemm));
+  }
 
   // Bytes per element of buffer b: the operand's type where it holds rows of A (along N, of B),
   // D's (the output type) where it holds products.
@@ -297,7 +302,14 @@ class PipelinedCE final : public OpImpl {
     scales_.push(s, st);  // NOTE [gathered scales]
     const Ptr src = address(s.src), dst = address(s.dst);
     const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols, e = es(s.src.buf);
-    TPGEMM_ASSERT(e == es(s.dst.buf) && !a_km(s.src.buf));  // rows move between buffers of one kind
+    TPGEMM_ASSERT(e == es(s.dst.buf) && a_km(s.src.buf) == a_km(s.dst.buf));  // rows move between buffers of one kind
+    if (a_km(s.src.buf)) {  // rows of a [K, M] A: a block of its columns, K rows of them (one batch entry)
+      TPGEMM_ASSERT(p_.l == 1);
+      if (s.src.rows > 0)
+        ops::copy_batched(dst.ptr, static_cast<size_t>(dst.ld * e), src.ptr, static_cast<size_t>(src.ld * e),
+                          static_cast<size_t>(s.src.rows * e), p_.k, st);
+      return;
+    }
     if (src.ld == cols && dst.ld == cols) {
       ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * e), src.ptr,
                         static_cast<size_t>(src.batch_stride * e), static_cast<size_t>(s.src.rows * cols * e), p_.l, st);
