@@ -24,8 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 X4 = os.path.join(HERE, "results/2026-11-26-h200x4-push")
 SHARED = [os.path.join(X4, f"call1/bench_W{w}.json") for w in (2, 4)]
-RANDOM = [os.path.join(X4, "call1/random_W2.json"), os.path.join(X4, "call1/random_W3.json"),
-          os.path.join(X4, "call4/random_W4.json")]
+TUNER = os.path.join(HERE, "results/2026-11-27-tuner-steady-state/call2")
+RANDOM = [os.path.join(TUNER, f"random_W{w}.json") for w in (2, 3, 4)]
 FP8 = ([os.path.join(HERE, f"results/2026-11-26-fp8-gather/dtypes_W2_{d}_tensor.json") for d in ("e4m3", "bf16")]
        + [os.path.join(X4, f"call3/dtypes_W4_{d}_tensor.json") for d in ("e4m3", "bf16")])
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar")
