@@ -1,5 +1,7 @@
 #include "plan/schedule.h"
 
+#include <algorithm>
+
 #include "core/assert.h"
 #include "plan/problem.h"
 
@@ -146,6 +148,28 @@ class Builder {
 
 Region region(Buf b, int rank, int slot, int64_t row0, int64_t rows) { return Region{b, rank, slot, row0, rows}; }
 
+// The rows of A a piece must start on: A stored [K, M] (along M) keeps a piece's rows as a block
+// of columns, which starts 16 bytes aligned (cuBLASLt's fast path for the chunk matmul) only on a
+// multiple of 16 bytes of elements; rows of an [M, K] A start aligned wherever K's row does.
+int64_t piece_unit(const GemmProblem& p) {
+  return p.a_layout == ALayout::kKM && p.shard_dim == ShardDim::kM ? 16 / static_cast<int64_t>(dtype_size(p.dtype)) : 1;
+}
+
+// Part `part` of `parts` of block `blk` (rows relative to the block, as split_rows gives them),
+// each boundary moved to the nearest multiple of `unit` in the rows of A (blk.begin counts from
+// A's first row); pieces may be empty. Every rank splits a block through here, the same way.
+RowBlock split_block(const RowBlock& blk, int parts, int part, int64_t unit) {
+  if (unit <= 1) return split_rows(blk.rows, parts, part);
+  const auto edge = [&](int j) -> int64_t {
+    if (j <= 0) return 0;
+    if (j >= parts) return blk.rows;
+    const int64_t at = blk.begin + blk.rows * j / parts, rounded = (at + unit / 2) / unit * unit;
+    return std::clamp<int64_t>(rounded - blk.begin, 0, blk.rows);
+  };
+  const int64_t b = edge(part), e = edge(part + 1);
+  return {b, e - b};
+}
+
 // gemm_ar's all-gather of part j (of `parts`) of every rank block, on stream `st`, after all the
 // compute stream holds so far: tell the peers that this rank's reduced rows of part j are ready,
 // and pull each peer's into D once its own are.
@@ -154,7 +178,7 @@ void gather_reduced(Builder& b, const GemmProblem& p, int W, int r, Stream st, i
   for (int s = 1; s < W; ++s) b.signal(st, (r + s) % W, Flag::kReady, j);
   for (int s = 1; s < W; ++s) {
     const int src = (r + s) % W;
-    const RowBlock blk = rank_block(p.m, W, src), part = split_rows(blk.rows, parts, j);
+    const RowBlock blk = rank_block(p.m, W, src), part = split_block(blk, parts, j, piece_unit(p));
     b.wait_signal(st, src, Flag::kReady, j);
     b.copy(st, region(Buf::kReduced, src, 0, part.begin, part.rows),
            region(Buf::kUserD, r, 0, blk.begin + part.begin, part.rows));
@@ -170,7 +194,7 @@ void gather_reduced(Builder& b, const GemmProblem& p, int W, int r, Stream st, i
 // matmul's end (every transfer behind it exposed).
 Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
   Builder b(p, W, r, chunks);  // one sequence number per chunk of a shard
-  const int64_t mw = p.m / W;
+  const int64_t mw = p.m / W, unit = piece_unit(p);
   if (W == 1) {
     b.gemm(region(Buf::kUserA, r, 0, 0, mw), region(Buf::kUserD, r, 0, 0, mw), p.has_c, false);
     return b.take();
@@ -181,7 +205,7 @@ Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
   for (int s = 1; s < W; ++s) {  // rank r - s multiplies r's shard at its step s
     const int dest = (r + W - s) % W;
     for (int j = 0; j < chunks; ++j) {
-      const RowBlock c = split_rows(mw, chunks, j);
+      const RowBlock c = split_block({r * mw, mw}, chunks, j, unit);
       b.copy(region(Buf::kUserA, r, 0, c.begin, c.rows), region(Buf::kGathered, dest, 0, r * mw + c.begin, c.rows));
       b.signal(dest, Flag::kArrive, j);
     }
@@ -200,7 +224,7 @@ Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
   for (int s = 1, e = 0; s < W; ++s) {
     const int src = (r + s) % W;
     for (int j = 0; j < chunks; ++j) {
-      const RowBlock c = split_rows(mw, chunks, j);
+      const RowBlock c = split_block({src * mw, mw}, chunks, j, unit);
       const int64_t g = src * mw + c.begin;
       b.wait_event(Stream::kCompute, landed[static_cast<size_t>(e++)]);
       b.gemm(region(Buf::kGathered, r, 0, g, c.rows), region(Buf::kUserD, r, 0, g, c.rows), p.has_c, false);
@@ -220,6 +244,7 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
   const bool ar = p.op == Op::kGemmAr;
   const int rounds = ar ? chunks : 1;
   const int pieces = ar ? 1 : chunks;  // transfers per destination per round
+  const int64_t unit = piece_unit(p);
   Builder b(p, W, r, rounds);
   // The first matmul runs beside barrier 0; in later rounds of gemm_ar, beside the waits for
   // peers' reduced rows of the round before.
@@ -235,9 +260,9 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
     for (int s = 1; s < W; ++s) {
       const int dest = (r + s) % W;
       const RowBlock blk = rank_block(p.m, W, dest);
-      const RowBlock sub = split_rows(blk.rows, rounds, j);
+      const RowBlock sub = split_block(blk, rounds, j, unit);
       for (int c = 0; c < pieces; ++c) {
-        const RowBlock piece = split_rows(sub.rows, pieces, c);
+        const RowBlock piece = split_block({blk.begin + sub.begin, sub.rows}, pieces, c, unit);
         const int64_t local = sub.begin + piece.begin;  // rows within dest's block
         const int64_t global = blk.begin + local;
         b.gemm(region(Buf::kUserA, r, 0, global, piece.rows), region(Buf::kStage, r, 0, global, piece.rows), false,
@@ -249,7 +274,7 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
       b.signal(dest, Flag::kArrive, j);
     }
     const RowBlock mine = rank_block(p.m, W, r);
-    const RowBlock sub = split_rows(mine.rows, rounds, j);
+    const RowBlock sub = split_block(mine, rounds, j, unit);
     b.gemm(region(Buf::kUserA, r, 0, mine.begin + sub.begin, sub.rows), region(Buf::kRecv, r, r, sub.begin, sub.rows),
            false, beside_sync(first, j));
     first = false;
@@ -282,9 +307,10 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
   const int epoch_bumped = b.record(Stream::kCopy);
   b.wait_event(Stream::kGather, epoch_bumped);  // the waits below read this call's sequence numbers
   const RowBlock mine = rank_block(p.m, W, r);
+  const int64_t unit = piece_unit(p);
   // gemm_ar: the own reduced rows of chunk c into the own D, on the gather stream.
   auto keep_own = [&](int c) {
-    const RowBlock piece = split_rows(mine.rows, chunks, c);
+    const RowBlock piece = split_block(mine, chunks, c, unit);
     b.join(Stream::kCompute, Stream::kGather);
     b.copy(Stream::kGather, region(Buf::kReduced, r, 0, piece.begin, piece.rows),
            region(Buf::kUserD, r, 0, mine.begin + piece.begin, piece.rows));
@@ -299,7 +325,7 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
     const RowBlock blk = rank_block(p.m, W, owner);
     const bool last = step == W - 1;
     for (int c = 0; c < chunks; ++c) {
-      const RowBlock piece = split_rows(blk.rows, chunks, c);
+      const RowBlock piece = split_block(blk, chunks, c, unit);
       const int64_t global = blk.begin + piece.begin;
       const Region a = region(Buf::kUserA, r, 0, global, piece.rows);
       const Region d = !last ? region(Buf::kStage, r, 0, global, piece.rows)

@@ -272,5 +272,44 @@ TEST(SimulationCanFail, WrongArithmeticIsCaughtByTheProductCheck) {
   EXPECT_FALSE(err.empty());
 }
 
+// A stored [K, M] (bf16): a piece of A's rows is a block of its columns, so every piece inside a
+// rank block starts on a multiple of 8 rows (16 bytes; the first starts where its block does),
+// the pieces still cover every block once (static checks), and the ranks agree on them (the
+// simulation, which moves rows whatever their layout, computes the product).
+TEST(Schedule, PiecesOfATransposedAStartSixteenBytesAligned) {
+  int seed = 100;
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int w : {2, 3, 4})
+      for (int chunks : {1, 2, 3, 4})
+        for (int64_t m : {int64_t(w) * 40, int64_t(w) * 104 + (op == Op::kGemmAr ? w - 1 : 0)}) {
+          GemmProblem p = make(op, m, 1, op == Op::kGemmAr && chunks == 3);
+          p.a_layout = ALayout::kKM;
+          const int64_t mw = m / w;
+          for (int r = 0; r < w; ++r) {
+            const plan::Schedule s = plan::build_pipelined(p, w, r, chunks, plan::partial_as_c_fits(p, w) && chunks >= 2);
+            const Status st = plan::check_schedule(s, p);
+            EXPECT_TRUE(st.ok()) << name(p, w, chunks) << ": " << st.message;
+            for (const plan::Step& x : s.steps) {
+              if (x.kind != plan::StepKind::kGemm || x.src.rows == 0) continue;
+              // (the row of A it starts on, and where that row's rank block starts)
+              const bool own_shard = op == Op::kAgGemm && x.src.buf == plan::Buf::kUserA;
+              const int64_t row = own_shard ? r * mw + x.src.row0 : x.src.row0;
+              const int owner = op == Op::kAgGemm ? static_cast<int>(row / mw) : -1;
+              int64_t block_begin = owner >= 0 ? owner * mw : -1;
+              for (int q = 0; q < w && block_begin < 0; ++q)
+                if (plan::rank_block(m, w, q).begin == row) block_begin = row;
+              EXPECT_TRUE(row % 8 == 0 || row == block_begin) << name(p, w, chunks) << " rank " << r << ": a piece at row " << row;
+            }
+          }
+          sim::SimOptions o;
+          o.seed = static_cast<uint64_t>(seed++);
+          o.calls = 2;
+          o.max_delay_us = 20;
+          EXPECT_EQ(sim::simulate_pipelined(p, w, chunks, o), "") << name(p, w, chunks);
+          if (plan::partial_as_c_fits(p, w) && chunks >= 2)
+            EXPECT_EQ(sim::simulate(p, partial_as_c(p, w, chunks), o), "") << name(p, w, chunks) << " (partial as C)";
+        }
+}
+
 }  // namespace
 }  // namespace tpgemm
