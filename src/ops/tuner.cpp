@@ -72,25 +72,27 @@ float elapsed_ms(const TeamState& t, cudaStream_t stream, const std::function<vo
 }
 
 // One candidate ready to time: its calls captured as a graph of `per_graph` back-to-back calls.
+// (The graph is declared last, so it goes before the buffers it uses.)
 struct Graphed {
   std::unique_ptr<OpImpl> impl;
   CudaGraph graph;
   int per_graph = 1;
 };
 
-// Warms `g.impl` up (first-use costs: cuBLASLt's kernels loading, matmul plans, peer mappings
-// touched), captures `g.per_graph` calls and replays the graph once. Captured, then agreed on
-// before any timed replay: a rank whose capture failed must not leave its peers replaying
-// collective calls (and start-line barriers) alone.
+// One call of the candidate, enqueued on `stream`.
+void call_once(Graphed& g, const Operands& o, cudaStream_t stream) {
+  g.impl->prologue(o, stream);
+  g.impl->run(o, stream);
+}
+
+// Captures `g.per_graph` calls and replays the graph once; g.impl must have run once (first-use
+// costs: cuBLASLt's kernels loading, matmul plans, peer mappings touched, none of which may
+// happen under capture). Captured, then agreed on before any timed replay: a rank whose capture
+// failed must not leave its peers replaying collective calls (and start-line barriers) alone.
 void capture_calls(TeamState& t, Graphed& g, const Operands& o, cudaStream_t stream) {
-  const auto call = [&] {
-    g.impl->prologue(o, stream);
-    g.impl->run(o, stream);
-  };
-  call();
   t.agree_local("capturing a candidate's calls", [&] {
     g.graph = CudaGraph::capture(stream, [&] {
-      for (int i = 0; i < g.per_graph; ++i) call();
+      for (int i = 0; i < g.per_graph; ++i) call_once(g, o, stream);
     });
   });
   g.graph.launch(stream);
@@ -129,25 +131,14 @@ std::vector<float> slowest_rank(TeamState& t, const std::vector<float>& mine) {
 // implementation can be captured (the dist tests replay each from a graph). Sets g.per_graph.
 float time_calls(TeamState& t, Graphed& g, const Operands& o, const comm::StartLine& line, cudaStream_t stream,
                  double budget_ms) {
-  const auto call = [&] {
-    g.impl->prologue(o, stream);
-    g.impl->run(o, stream);
-  };
-  call();  // (first use: not timed)
+  call_once(g, o, stream);  // first use: not timed
   // Every rank must make the same number of calls (each is collective): the counts follow from
-  // rank 0's budget and the slowest rank's first call, the same numbers everywhere.
-  double sizing[2] = {std::max(elapsed_ms(t, stream, call), 1e-3f), budget_ms};
-  const auto all = t.allgather(sizing, sizeof(sizing), "the planner's first timings");
-  double first = 0, budget = 0;
-  for (size_t r = 0; r < all.size(); ++r) {
-    double theirs[2];
-    std::memcpy(theirs, all[r].data(), sizeof(theirs));
-    first = std::max(first, theirs[0]);
-    if (r == 0) budget = theirs[1];
-  }
+  // the agreed budget and the slowest rank's first timed call, the same numbers everywhere.
+  const double first =
+      slowest_rank(t, {std::max(elapsed_ms(t, stream, [&] { call_once(g, o, stream); }), 1e-3f)})[0];
   // Enough calls per graph to outlast a replay's launch; enough replays to fill the budget.
   g.per_graph = static_cast<int>(std::clamp<double>(std::ceil(kGraphMs / first), kMinPerGraph, kMaxPerGraph));
-  const int replays = static_cast<int>(std::clamp<double>(budget / (first * g.per_graph), kMinTimed, kMaxTimed));
+  const int replays = static_cast<int>(std::clamp<double>(budget_ms / (first * g.per_graph), kMinTimed, kMaxTimed));
   capture_calls(t, g, o, stream);
   std::vector<float> ms;
   for (int r = 0; r < replays; ++r) ms.push_back(replay_ms(t, g, line, stream));
@@ -182,7 +173,10 @@ int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProbl
     });
     t.barrier();
     t.agree_local("timing the runoff", [&] {
-      for (Graphed& x : g) capture_calls(t, x, o, stream);
+      for (Graphed& x : g) {
+        call_once(x, o, stream);  // first use, as in time_calls
+        capture_calls(t, x, o, stream);
+      }
       std::vector<std::vector<float>> ms(g.size());
       for (int r = 0; r < rounds; ++r)
         for (size_t j = 0; j < g.size(); ++j) ms[j].push_back(replay_ms(t, g[j], line, stream));
@@ -247,10 +241,8 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
       if (t.has_failed()) throw;  // the team failed (a wait for a peer ran out), not the candidate
       mine = -1;
     }
-    per_graph.push_back(g.per_graph);
-    g.graph = CudaGraph{};  // freed before the next is built, the graph before the buffers it uses
-    g.impl.reset();
-    t.check();      // NCCL's asynchronous errors too
+    per_graph.push_back(g.per_graph);  // (g is freed at the end of the iteration, before the next is built)
+    t.check();                         // NCCL's asynchronous errors too
     const float slowest = slowest_rank(t, {mine})[0];
     times.push_back(slowest);
     rows.push_back(describe(c) + (slowest < 0 ? std::string(" -") : strfmt(" %.4f", slowest)));

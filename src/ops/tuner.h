@@ -6,7 +6,7 @@
 // the problem (the implementations that serve it, and the chunk counts worth trying), one after
 // the other, and times each on its own random operands: one warm-up call, one timed call (which
 // sizes what follows), then a CUDA graph of back-to-back calls lasting about 2 ms (4 to 20 calls),
-// warmed up by a call and a replay, then replayed as often as the time budget allows (3 to 10
+// warmed up by a replay, then replayed as often as the time budget allows (3 to 10
 // times; TPGEMM_TUNE_BUDGET_MS, 500 ms for all candidates, the runoff below half as much again),
 // the median replay's time per call kept: the GPU's time, without the host's enqueue or its jitter.
 // The ranks then exchange their medians and take each candidate's slowest rank: that is the op's

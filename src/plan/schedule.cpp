@@ -156,9 +156,10 @@ int64_t piece_unit(const GemmProblem& p) {
 }
 
 // Part `part` of `parts` of block `blk` (rows relative to the block, as split_rows gives them),
-// each boundary moved to the nearest multiple of `unit` in the rows of A (blk.begin counts from
-// A's first row); pieces may be empty. Every rank splits a block through here, the same way.
-RowBlock split_block(const RowBlock& blk, int parts, int part, int64_t unit) {
+// each boundary moved to the nearest multiple of piece_unit(p) in the rows of A (blk.begin counts
+// from A's first row); pieces may be empty. Every rank splits a block through here, the same way.
+RowBlock split_block(const GemmProblem& p, const RowBlock& blk, int parts, int part) {
+  const int64_t unit = piece_unit(p);
   if (unit <= 1) return split_rows(blk.rows, parts, part);
   const auto edge = [&](int j) -> int64_t {
     if (j <= 0) return 0;
@@ -178,7 +179,7 @@ void gather_reduced(Builder& b, const GemmProblem& p, int W, int r, Stream st, i
   for (int s = 1; s < W; ++s) b.signal(st, (r + s) % W, Flag::kReady, j);
   for (int s = 1; s < W; ++s) {
     const int src = (r + s) % W;
-    const RowBlock blk = rank_block(p.m, W, src), part = split_block(blk, parts, j, piece_unit(p));
+    const RowBlock blk = rank_block(p.m, W, src), part = split_block(p, blk, parts, j);
     b.wait_signal(st, src, Flag::kReady, j);
     b.copy(st, region(Buf::kReduced, src, 0, part.begin, part.rows),
            region(Buf::kUserD, r, 0, blk.begin + part.begin, part.rows));
@@ -194,7 +195,7 @@ void gather_reduced(Builder& b, const GemmProblem& p, int W, int r, Stream st, i
 // matmul's end (every transfer behind it exposed).
 Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
   Builder b(p, W, r, chunks);  // one sequence number per chunk of a shard
-  const int64_t mw = p.m / W, unit = piece_unit(p);
+  const int64_t mw = p.m / W;
   if (W == 1) {
     b.gemm(region(Buf::kUserA, r, 0, 0, mw), region(Buf::kUserD, r, 0, 0, mw), p.has_c, false);
     return b.take();
@@ -205,7 +206,7 @@ Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
   for (int s = 1; s < W; ++s) {  // rank r - s multiplies r's shard at its step s
     const int dest = (r + W - s) % W;
     for (int j = 0; j < chunks; ++j) {
-      const RowBlock c = split_block({r * mw, mw}, chunks, j, unit);
+      const RowBlock c = split_block(p, {r * mw, mw}, chunks, j);
       b.copy(region(Buf::kUserA, r, 0, c.begin, c.rows), region(Buf::kGathered, dest, 0, r * mw + c.begin, c.rows));
       b.signal(dest, Flag::kArrive, j);
     }
@@ -224,7 +225,7 @@ Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
   for (int s = 1, e = 0; s < W; ++s) {
     const int src = (r + s) % W;
     for (int j = 0; j < chunks; ++j) {
-      const RowBlock c = split_block({src * mw, mw}, chunks, j, unit);
+      const RowBlock c = split_block(p, {src * mw, mw}, chunks, j);
       const int64_t g = src * mw + c.begin;
       b.wait_event(Stream::kCompute, landed[static_cast<size_t>(e++)]);
       b.gemm(region(Buf::kGathered, r, 0, g, c.rows), region(Buf::kUserD, r, 0, g, c.rows), p.has_c, false);
@@ -244,7 +245,6 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
   const bool ar = p.op == Op::kGemmAr;
   const int rounds = ar ? chunks : 1;
   const int pieces = ar ? 1 : chunks;  // transfers per destination per round
-  const int64_t unit = piece_unit(p);
   Builder b(p, W, r, rounds);
   // The first matmul runs beside barrier 0; in later rounds of gemm_ar, beside the waits for
   // peers' reduced rows of the round before.
@@ -260,9 +260,9 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
     for (int s = 1; s < W; ++s) {
       const int dest = (r + s) % W;
       const RowBlock blk = rank_block(p.m, W, dest);
-      const RowBlock sub = split_block(blk, rounds, j, unit);
+      const RowBlock sub = split_block(p, blk, rounds, j);
       for (int c = 0; c < pieces; ++c) {
-        const RowBlock piece = split_block({blk.begin + sub.begin, sub.rows}, pieces, c, unit);
+        const RowBlock piece = split_block(p, {blk.begin + sub.begin, sub.rows}, pieces, c);
         const int64_t local = sub.begin + piece.begin;  // rows within dest's block
         const int64_t global = blk.begin + local;
         b.gemm(region(Buf::kUserA, r, 0, global, piece.rows), region(Buf::kStage, r, 0, global, piece.rows), false,
@@ -274,7 +274,7 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
       b.signal(dest, Flag::kArrive, j);
     }
     const RowBlock mine = rank_block(p.m, W, r);
-    const RowBlock sub = split_block(mine, rounds, j, unit);
+    const RowBlock sub = split_block(p, mine, rounds, j);
     b.gemm(region(Buf::kUserA, r, 0, mine.begin + sub.begin, sub.rows), region(Buf::kRecv, r, r, sub.begin, sub.rows),
            false, beside_sync(first, j));
     first = false;
@@ -307,10 +307,9 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
   const int epoch_bumped = b.record(Stream::kCopy);
   b.wait_event(Stream::kGather, epoch_bumped);  // the waits below read this call's sequence numbers
   const RowBlock mine = rank_block(p.m, W, r);
-  const int64_t unit = piece_unit(p);
   // gemm_ar: the own reduced rows of chunk c into the own D, on the gather stream.
   auto keep_own = [&](int c) {
-    const RowBlock piece = split_block(mine, chunks, c, unit);
+    const RowBlock piece = split_block(p, mine, chunks, c);
     b.join(Stream::kCompute, Stream::kGather);
     b.copy(Stream::kGather, region(Buf::kReduced, r, 0, piece.begin, piece.rows),
            region(Buf::kUserD, r, 0, mine.begin + piece.begin, piece.rows));
@@ -325,7 +324,7 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
     const RowBlock blk = rank_block(p.m, W, owner);
     const bool last = step == W - 1;
     for (int c = 0; c < chunks; ++c) {
-      const RowBlock piece = split_block(blk, chunks, c, unit);
+      const RowBlock piece = split_block(p, blk, chunks, c);
       const int64_t global = blk.begin + piece.begin;
       const Region a = region(Buf::kUserA, r, 0, global, piece.rows);
       const Region d = !last ? region(Buf::kStage, r, 0, global, piece.rows)

@@ -302,22 +302,19 @@ class PipelinedCE final : public OpImpl {
     scales_.push(s, st);  // NOTE [gathered scales]
     const Ptr src = address(s.src), dst = address(s.dst);
     const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols, e = es(s.src.buf);
-    TPGEMM_ASSERT(e == es(s.dst.buf) && a_km(s.src.buf) == a_km(s.dst.buf));  // rows move between buffers of one kind
-    if (a_km(s.src.buf)) {  // rows of a [K, M] A: a block of its columns, K rows of them (one batch entry)
-      TPGEMM_ASSERT(p_.l == 1);
-      if (s.src.rows > 0)
-        ops::copy_batched(dst.ptr, static_cast<size_t>(dst.ld * e), src.ptr, static_cast<size_t>(src.ld * e),
-                          static_cast<size_t>(s.src.rows * e), p_.k, st);
-      return;
-    }
-    if (src.ld == cols && dst.ld == cols) {
+    const bool km = a_km(s.src.buf);
+    TPGEMM_ASSERT(e == es(s.dst.buf) && km == a_km(s.dst.buf));  // rows move between buffers of one kind
+    if (!km && src.ld == cols && dst.ld == cols) {
       ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * e), src.ptr,
                         static_cast<size_t>(src.batch_stride * e), static_cast<size_t>(s.src.rows * cols * e), p_.l, st);
-    } else if (s.src.rows > 0) {  // the caller's rows at a stride (one batch entry)
-      TPGEMM_ASSERT(p_.l == 1);
-      ops::copy_batched(dst.ptr, static_cast<size_t>(dst.ld * e), src.ptr, static_cast<size_t>(src.ld * e),
-                        static_cast<size_t>(cols * e), s.src.rows, st);
+      return;
     }
+    // One batch entry, a row at a time: the caller's rows at a stride, or the rows of a [K, M] A,
+    // a block of its columns (K rows of the piece's rows).
+    TPGEMM_ASSERT(p_.l == 1);
+    if (s.src.rows > 0)
+      ops::copy_batched(dst.ptr, static_cast<size_t>(dst.ld * e), src.ptr, static_cast<size_t>(src.ld * e),
+                        static_cast<size_t>((km ? s.src.rows : cols) * e), km ? p_.k : s.src.rows, st);
   }
 
   // gemm_ar: beta * C onto the rows of D pulled from their owners.

@@ -93,7 +93,7 @@ void PipelinedScales::begin_call(const float* a_scale, cudaStream_t stream) {
 }
 
 void PipelinedScales::push(const plan::Step& copy, cudaStream_t stream) {
-  if (!gathers() || copy.dst.buf != Buf::kGathered) return;
+  if (!gather_ || copy.dst.buf != Buf::kGathered) return;
   const auto dest = static_cast<size_t>(copy.dst.rank);
   if (vectors_) {
     if (copy.src.rows == 0) return;
@@ -111,7 +111,7 @@ void PipelinedScales::push(const plan::Step& copy, cudaStream_t stream) {
 
 const float* PipelinedScales::of(const plan::Region& a) const {
   const float* table = static_cast<const float*>(table_.local());
-  if (!vectors_) return gathers() && a.buf == Buf::kGathered ? table + a.row0 / rows_per_rank_ * kAligned : a_scale_;
+  if (!vectors_) return gather_ && a.buf == Buf::kGathered ? table + a.row0 / rows_per_rank_ * kAligned : a_scale_;
   if (a.buf == Buf::kGathered) return table + gathered_at_.at(a.row0);
   TPGEMM_ASSERT(a.buf == Buf::kUserA);  // (row-wise and block scales run along M: the schedule's A is the caller's)
   return in_place(a) ? a_scale_ + a.row0 : staged_.as<float>() + staged_at_.at(a.row0);

@@ -52,7 +52,6 @@ class PipelinedScales {
   const float* of(const plan::Region& a) const;
 
  private:
-  bool gathers() const { return table_ ? true : false; }
   bool in_place(const plan::Region& a) const;  // the caller's scales serve block `a` as they are
 
   int rank_ = 0, world_ = 1;
