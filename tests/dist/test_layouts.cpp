@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,33 +41,41 @@ bool takes_layouts(const GemmProblem& p, int world, Impl impl) {
   return matmul_first && plan::packed_output(p, world);
 }
 
-// Those implementations match the reference (auto running one of them; pipelined_ce in one to
-// three chunks, without C the ring of partials as C); every other refuses, naming `word` where it
-// serves the problem packed.
+// The implementations that serve `twin` (p in the layouts every implementation takes) and
+// `takes` p match the reference (auto running one of them; pipelined_ce in one to three chunks,
+// without C the ring of partials as C); every other refuses, naming `word` where it serves the
+// twin.
+void expect_takers_match_and_others_refuse(const Team& team, const GemmProblem& p, const GemmProblem& twin,
+                                           const std::function<bool(Impl)>& takes, const char* word, uint64_t& seed,
+                                           bool graph) {
+  for (Impl impl : every_impl()) {
+    PlanOptions o;
+    o.impl = impl;
+    const bool serves_twin = Plan::can_implement(team, twin, o).ok();
+    if (serves_twin && takes(impl)) {
+      for (int chunks : {0, 2, 3}) {
+        if (chunks > 0 && impl != Impl::kPipelinedCE) break;
+        o.chunks_per_rank = chunks;
+        const auto c = check_plan(team, p, o, 2, seed += 10, graph && chunks == 0);
+        RANK_EXPECT(c.ok && takes(c.ran) && c.ran != Impl::kAuto, "%s", describe_check(p, o, c).c_str());
+      }
+      continue;
+    }
+    const Status s = Plan::can_implement(team, p, o);
+    RANK_EXPECT(s.code == ErrorCode::kUnsupported && (!serves_twin || s.message.find(word) != std::string::npos),
+                "%s impl=%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(), s.message.c_str());
+  }
+}
+
+// Strides and a transposed A: the twin is p packed, the takers those of takes_layouts.
 void expect_the_strided_implementations(const Team& team, const GemmProblem& p, const char* word, uint64_t& seed,
                                         bool graph) {
   const int W = team.world_size();
   GemmProblem packed = p;
   packed.a_layout = ALayout::kMK;
   packed.lda = packed.ldb = packed.ldc = packed.ldd = 0;
-  for (Impl impl : every_impl()) {
-    PlanOptions o;
-    o.impl = impl;
-    const bool serves_packed = Plan::can_implement(team, packed, o).ok();
-    if (serves_packed && takes_layouts(p, W, impl)) {
-      for (int chunks : {0, 2, 3}) {
-        if (chunks > 0 && impl != Impl::kPipelinedCE) break;
-        o.chunks_per_rank = chunks;
-        const auto c = check_plan(team, p, o, 2, seed += 10, graph && chunks == 0);
-        RANK_EXPECT(c.ok && takes_layouts(p, W, c.ran) && c.ran != Impl::kAuto, "%s",
-                    describe_check(p, o, c).c_str());
-      }
-      continue;
-    }
-    const Status s = Plan::can_implement(team, p, o);
-    RANK_EXPECT(s.code == ErrorCode::kUnsupported && (!serves_packed || s.message.find(word) != std::string::npos),
-                "%s impl=%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(), s.message.c_str());
-  }
+  expect_takers_match_and_others_refuse(team, p, packed, [&](Impl impl) { return takes_layouts(p, W, impl); }, word,
+                                        seed, graph);
 }
 
 TEST_P(Layouts, TransposedAAndStridesMatchTheReference) {
@@ -188,28 +197,11 @@ TEST_P(Layouts, BatchesSharingOneBMatchTheReference) {
                     if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
                     GemmProblem own_bs = p;
                     own_bs.b_broadcast = false;
-                    for (Impl impl : every_impl()) {
-                      PlanOptions o;
-                      o.impl = impl;
-                      const bool serves = Plan::can_implement(team, own_bs, o).ok();
-                      const bool takes = impl == Impl::kBaseline || impl == Impl::kAuto || impl == Impl::kPipelinedCE ||
-                                         impl == Impl::kGemmReduceScatter || impl == Impl::kGemmOneShot ||
-                                         impl == Impl::kGemmTwoShot;
-                      if (!serves || !takes) {
-                        const Status s = Plan::can_implement(team, p, o);
-                        RANK_EXPECT(s.code == ErrorCode::kUnsupported &&
-                                        (!serves || s.message.find("b_broadcast") != std::string::npos),
-                                    "%s impl=%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(),
-                                    s.message.c_str());
-                        continue;
-                      }
-                      for (int chunks : {0, 2, 3}) {
-                        if (chunks > 0 && impl != Impl::kPipelinedCE) break;
-                        o.chunks_per_rank = chunks;
-                        const auto c = check_plan(team, p, o, 2, seed += 10, with_c && chunks == 0);
-                        RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
-                      }
-                    }
+                    const auto takes = [](Impl impl) {
+                      return impl == Impl::kBaseline || impl == Impl::kAuto || impl == Impl::kPipelinedCE ||
+                             impl == Impl::kGemmReduceScatter || impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
+                    };
+                    expect_takers_match_and_others_refuse(team, p, own_bs, takes, "b_broadcast", seed, with_c);
                   }
               GemmProblem along_n;
               along_n.op = Op::kGemmRs, along_n.shard_dim = ShardDim::kN;

@@ -655,8 +655,9 @@ TEST_P(Dist, PlanReportsTheOptionsItResolved) {
 }
 
 // auto with tuning: the plan reports every candidate's time and runs the fastest (or an earlier
-// one within plan::fastest's tie; of the near ties timed again, where they were), and matches the reference; a second plan of the problem takes the
-// choice from the tuning cache; with tuning off, the rules decide.
+// one within plan::fastest's tie; of the near ties timed again, where they were), and matches the
+// reference; a second plan of the problem takes the choice from the tuning cache; with tuning
+// off, the rules decide.
 TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
