@@ -106,8 +106,8 @@ std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s);
 
 size_t dtype_size(DType v);
 
-// One tensor-parallel GEMM, identical on every rank. Tensors are row-major and packed;
-// the batch L is the outermost dimension of every operand.
+// One tensor-parallel GEMM, identical on every rank. Tensors are row-major, packed unless the
+// strides below say otherwise; the batch L is the outermost dimension of every operand.
 struct GemmProblem {
   Op op = Op::kAgGemm;
   int64_t m = 0;  // global rows of D (before any scatter; this rank's rows for ag_gemm with kN)
@@ -128,14 +128,21 @@ struct GemmProblem {
   ALayout a_layout = ALayout::kMK;
   // Row strides in elements, 0 for packed: lda of A as a_layout stores it (kMK: at least K; kKM: at
   // least this rank's rows of A), ldb of B as b_layout does (kNK: at least K; kKN: at least this
-  // rank's columns of B). Each a multiple of 16 bytes; with either, L = 1. A slice of a larger
-  // tensor passes without a copy. The baseline takes them, and pipelined_ce along M (docs/design.md).
+  // rank's columns of B). Each a multiple of 16 bytes. A slice of a larger tensor passes without a
+  // copy. The baseline takes them, pipelined_ce along M, and the matmul-then-collective
+  // implementations of gemm_rs and gemm_ar (docs/design.md).
   int64_t lda = 0, ldb = 0;
   // Row strides of C and D in elements, 0 for packed: at least this rank's columns of D, each a
-  // multiple of 16 bytes in D's type; with either, L = 1. D written into a slice of a wider
-  // tensor (and C read from one), what lies between the rows untouched. The baseline and
-  // pipelined_ce along M take them.
+  // multiple of 16 bytes in D's type. D written into a slice of a wider tensor (and C read from
+  // one), what lies between the rows untouched. The baseline and pipelined_ce along M take them.
   int64_t ldc = 0, ldd = 0;
+  // Elements between batch entries (L > 1) of A, B, C and D as this rank passes them; 0: an entry's
+  // stored rows times their row stride (packed entries of strided rows, as a slice [L, M, :K] of a
+  // wider [L, M, K'] tensor has). Otherwise at least one entry's extent ((rows - 1) x ld + row) and
+  // a multiple of 16 bytes; entries of D never overlap, and what lies between them is untouched.
+  // With L = 1 they are not read. Taken where the row strides are (D's and C's: where ldc and ldd
+  // are).
+  int64_t batch_stride_a = 0, batch_stride_b = 0, batch_stride_c = 0, batch_stride_d = 0;
   // L > 1: one B for every batch entry (B's batch stride 0; B is [K, N] or [N, K], not L of them),
   // as a weight shared by a batch of activations. Along M (shard_dim m) only. The baseline,
   // pipelined_ce and the matmul-then-collective implementations take it.

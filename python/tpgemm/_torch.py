@@ -157,17 +157,18 @@ class PlanCall:
 # plans; a problem only NCCL's sum serves then takes torch's path, whose collectives are NCCL's
 # (so are the all_reduce op's for large messages): the promise holds where tpgemm runs the op.
 def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False, out_dtype="",
-         scale="tensor", b_dtype=""):
+         scale="tensor", b_dtype="", lda=0):
     """The cached Plan for this problem on the group's team, made (collectively) on first use.
 
     A shape (everything but M) gets a plan of its own for each of its first few token counts, so a
     model whose M never changes runs plans made and tuned for exactly that M. Beyond those (a
     serving loop, packed sequences), one plan per power of two of M serves every M up to it
-    (Operands::m), so their number grows with log M, not with M."""
+    (Operands::m), so their number grows with log M, not with M. `lda`: A's row stride in
+    elements, 0 where its rows are packed."""
     e = _entry(group)
     impl = impl_for(op)
     deterministic = torch.are_deterministic_algorithms_enabled()  # NOTE [deterministic plans]
-    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype, scale, b_dtype,
+    shape = (op, n, k, dtype, b_layout, alpha, shard_dim, return_gathered_a, impl, out_dtype, scale, b_dtype, lda,
              deterministic)
     p = e.plans.get(shape + (m,))
     if p is not None:
@@ -184,7 +185,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
         _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
         p = _C.Plan(e.team, op, top, n, k, dtype=dtype, b_layout=b_layout, alpha=alpha, shard_dim=shard_dim,
                     impl=impl, return_gathered_a=return_gathered_a, out_dtype=out_dtype, scale=scale, b_dtype=b_dtype,
-                    deterministic=deterministic)
+                    lda=lda, deterministic=deterministic)
         e.plans[shape + (top,)] = p
         if top == m:
             exact.add(m)

@@ -85,6 +85,31 @@ def _rows(A):
     return A.reshape(-1, A.shape[-1]) if A.is_contiguous() else A.contiguous().view(-1, A.shape[-1])
 
 
+def _row_stride(A):
+    """The elements between A's rows as tpgemm reads A ([rows, K] over its leading dims), passed as
+    the plan's lda: K where A is contiguous; where its last dim is contiguous and its rows equally
+    spaced a whole number of 16 bytes apart (a slice A[..., :K] of a wider tensor, or a split of a
+    fused projection's output), their stride, read in place; else None: A is copied into rows."""
+    K = A.shape[-1]
+    if A.is_contiguous():
+        return K
+    if A.stride(-1) != 1:
+        return None
+    dims = [(n, s) for n, s in zip(A.shape[:-1], A.stride()[:-1]) if n != 1]
+    if not dims:
+        return K
+    if any(s != s2 * n2 for (_, s), (n2, s2) in zip(dims, dims[1:])):
+        return None
+    step = dims[-1][1]
+    return step if step >= K and step * A.element_size() % 16 == 0 else None
+
+
+def _lda(A):
+    """The plan's lda for A (0: packed), and whether A must be copied into rows each call."""
+    step = _row_stride(A)
+    return (0 if step in (None, A.shape[-1]) else step), step is None
+
+
 def _b_operand(B):
     """B [K, N] as tpgemm reads it: row-major [K, N] ('kn'), or in place as the [N, K] row-major
     matrix it is a transpose of ('nk': W.t() of an nn.Linear weight)."""
@@ -159,7 +184,7 @@ class _Call:
         self.plan = plan
         self.shape = shape
         self.gathered_shape = gathered_shape
-        self.a_rows = a_rows    # A is not contiguous: it is copied into rows each call
+        self.a_rows = a_rows    # A's rows are not equally spaced: copied into rows each call
         self.b_copy = b_copy    # B is neither [K, N] nor [N, K] row-major: copied each call
 
 
@@ -210,11 +235,13 @@ def _ag_plan_call(A, B, group_name, dtype, gathered, **kw):
     K, lead = A.shape[-1], tuple(A.shape[:-1])
     B0, layout = _b_operand(B)
     N = B0.shape[1]
-    p = _plan(group_name, "ag_gemm", math.prod(lead) * W, N, K, dtype, layout, return_gathered_a=gathered, **kw)
+    lda, a_rows = _lda(A)
+    p = _plan(group_name, "ag_gemm", math.prod(lead) * W, N, K, dtype, layout, return_gathered_a=gathered, lda=lda,
+              **kw)
     if p is None:
         return TORCH_PATH
     rows = (lead[0] * W,) + lead[1:]
-    return _Call(p, rows + (N,), rows + (K,) if gathered else None, not A.is_contiguous(), B0 is not B)
+    return _Call(p, rows + (N,), rows + (K,) if gathered else None, a_rows, B0 is not B)
 
 
 def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True):
@@ -263,10 +290,11 @@ def _rs_plan_call(A, B, lead, lead_from, rows, group_name, dtype, **kw):
             raise InvalidArgument(f"B has shape {tuple(B.shape)}: N={N} must be divisible by the group's size {W} "
                                   "to scatter the last dim")
         shape, shard = lead + (N // W,), "n"
-    p = _plan(group_name, "gemm_rs", M, N, K, dtype, layout, shard_dim=shard, **kw)
+    lda, a_rows = _lda(A)
+    p = _plan(group_name, "gemm_rs", M, N, K, dtype, layout, shard_dim=shard, lda=lda, **kw)
     if p is None:
         return TORCH_PATH
-    return _Call(p, shape, None, not A.is_contiguous(), B2 is not B)
+    return _Call(p, shape, None, a_rows, B2 is not B)
 
 
 def _rs_kernel(A, B, reduce_op, scatter_dim, group_name):
@@ -291,10 +319,11 @@ def _ar_call(A, B, reduce_op, group_name):
     K, lead = A.shape[-1], tuple(A.shape[:-1])
     B2, layout = _b_operand(B)
     N = B2.shape[1]
-    p = _plan(group_name, "gemm_ar", math.prod(lead), N, K, T.DTYPES[A.dtype], layout, alpha=alpha)
+    lda, a_rows = _lda(A)
+    p = _plan(group_name, "gemm_ar", math.prod(lead), N, K, T.DTYPES[A.dtype], layout, alpha=alpha, lda=lda)
     if p is None:
         return TORCH_PATH
-    return _Call(p, lead + (N,), None, not A.is_contiguous(), B2 is not B)
+    return _Call(p, lead + (N,), None, a_rows, B2 is not B)
 
 
 def _ar_kernel(A, B, reduce_op, group_name):

@@ -158,6 +158,10 @@ std::string describe(const GemmProblem& p) {
   if (p.ldb != 0) s += strfmt(" ldb=%lld", (long long)p.ldb);
   if (p.ldc != 0) s += strfmt(" ldc=%lld", (long long)p.ldc);
   if (p.ldd != 0) s += strfmt(" ldd=%lld", (long long)p.ldd);
+  const struct { const char* name; int64_t v; } batch_strides[] = {
+      {"a", p.batch_stride_a}, {"b", p.batch_stride_b}, {"c", p.batch_stride_c}, {"d", p.batch_stride_d}};
+  for (const auto& b : batch_strides)
+    if (b.v != 0) s += strfmt(" batch_stride_%s=%lld", b.name, (long long)b.v);
   if (p.b_broadcast) s += " b_broadcast";
   return s;
 }

@@ -14,14 +14,14 @@ namespace tpgemm {
 OperandSizes operand_sizes(const GemmProblem& p, int world) {
   OperandSizes s;
   // A and B from their first element to their last, rows `ld` apart (packed: ld = the row).
-  const auto span = [](int64_t rows, int64_t row, int64_t ld) { return rows > 0 ? (rows - 1) * ld + row : 0; };
+  // Every operand from its first element to its last: L - 1 batch strides and one entry.
+  const plan::Extents e = plan::entry_extents(p, world);
+  const auto batch = [&](int64_t entry, int64_t stride) { return entry > 0 ? (p.l - 1) * stride + entry : 0; };
   const int64_t ar = plan::a_rows(p, world), bc = plan::b_cols(p, world);
-  s.a = p.l * (p.a_layout == ALayout::kKM ? span(p.k, ar, plan::a_ld(p, world)) : span(ar, p.k, plan::a_ld(p, world)));
-  s.b = (p.b_broadcast ? 1 : p.l) *
-        (p.b_layout == BLayout::kKN ? span(p.k, bc, plan::b_ld(p, world)) : span(bc, p.k, plan::b_ld(p, world)));
-  const int64_t dr = plan::d_rows(p, world), dc = plan::d_cols(p, world);
-  s.d = p.l * span(dr, dc, plan::d_ld(p, world));
-  s.c = p.has_c ? p.l * span(dr, dc, plan::c_ld(p, world)) : 0;
+  s.a = batch(e.a, plan::a_batch_stride(p, world));
+  s.b = batch(e.b, plan::b_batch_stride(p, world));
+  s.d = batch(e.d, plan::d_batch_stride(p, world));
+  s.c = p.has_c ? batch(e.c, plan::c_batch_stride(p, world)) : 0;
   if (is_fp8(p.dtype) && p.scale_mode == ScaleMode::kBlock) {
     s.a_scale = scale_k_blocks(p) * ar;
     s.b_scale = (bc + kScaleBlock - 1) / kScaleBlock * b_scale_ld(p);
@@ -38,6 +38,8 @@ namespace {
 
 // Largest single extent we accept (products are bounded separately in validate_problem).
 constexpr int64_t kMaxExtent = int64_t(1) << 31;
+// Largest batch stride, and extent of an operand with its batch strides, in elements.
+constexpr int64_t kMaxBatchStride = int64_t(1) << 48;
 
 bool overlaps(const void* p, int64_t bytes_p, const void* q, int64_t bytes_q) {
   const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(q);
@@ -75,12 +77,49 @@ int64_t b_ld(const GemmProblem& p, int world) {
 }
 int64_t c_ld(const GemmProblem& p, int world) { return p.ldc != 0 ? p.ldc : d_cols(p, world); }
 int64_t d_ld(const GemmProblem& p, int world) { return p.ldd != 0 ? p.ldd : d_cols(p, world); }
+namespace {
+// The rows of A and B as stored (a [K, M] A: K rows), and the rows of C and D.
+int64_t a_stored_rows(const GemmProblem& p, int world) { return p.a_layout == ALayout::kKM ? p.k : a_rows(p, world); }
+int64_t b_stored_rows(const GemmProblem& p, int world) { return p.b_layout == BLayout::kKN ? p.k : b_cols(p, world); }
+// A batch stride as given, or the default: `rows` rows `ld` apart.
+int64_t batch_stride_or(int64_t given, int64_t rows, int64_t ld) { return given != 0 ? given : rows * ld; }
+// Whether L - 1 batch strides and rows `ld` apart are the packed layout of entries of rows x row.
+bool packed_entries(const GemmProblem& p, int64_t rows, int64_t row, int64_t ld, int64_t batch_stride) {
+  return ld == row && (p.l == 1 || batch_stride == rows * row);
+}
+}  // namespace
+
+int64_t a_batch_stride(const GemmProblem& p, int world) {
+  return batch_stride_or(p.batch_stride_a, a_stored_rows(p, world), a_ld(p, world));
+}
+int64_t b_batch_stride(const GemmProblem& p, int world) {
+  return p.b_broadcast ? 0 : batch_stride_or(p.batch_stride_b, b_stored_rows(p, world), b_ld(p, world));
+}
+int64_t c_batch_stride(const GemmProblem& p, int world) {
+  return batch_stride_or(p.batch_stride_c, d_rows(p, world), c_ld(p, world));
+}
+int64_t d_batch_stride(const GemmProblem& p, int world) {
+  return batch_stride_or(p.batch_stride_d, d_rows(p, world), d_ld(p, world));
+}
+Extents entry_extents(const GemmProblem& p, int world) {
+  const auto span = [](int64_t rows, int64_t row, int64_t ld) { return rows > 0 && row > 0 ? (rows - 1) * ld + row : 0; };
+  const int64_t ar = a_stored_rows(p, world), br = b_stored_rows(p, world), dr = d_rows(p, world);
+  const int64_t a_row = p.a_layout == ALayout::kKM ? a_rows(p, world) : p.k;
+  const int64_t b_row = p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
+  return {span(ar, a_row, a_ld(p, world)), span(br, b_row, b_ld(p, world)), span(dr, d_cols(p, world), c_ld(p, world)),
+          span(dr, d_cols(p, world), d_ld(p, world))};
+}
+
 bool packed_output(const GemmProblem& p, int world) {  // (a stride of a C not given is no stride)
-  return (!p.has_c || c_ld(p, world) == d_cols(p, world)) && d_ld(p, world) == d_cols(p, world);
+  const int64_t rows = d_rows(p, world), cols = d_cols(p, world);
+  return (!p.has_c || packed_entries(p, rows, cols, c_ld(p, world), c_batch_stride(p, world))) &&
+         packed_entries(p, rows, cols, d_ld(p, world), d_batch_stride(p, world));
 }
 bool packed_operands(const GemmProblem& p, int world) {
   const int64_t b_row = p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
-  return p.a_layout == ALayout::kMK && (p.lda == 0 || p.lda == p.k) && (p.ldb == 0 || p.ldb == b_row);
+  return p.a_layout == ALayout::kMK && packed_entries(p, a_rows(p, world), p.k, a_ld(p, world), a_batch_stride(p, world)) &&
+         (p.b_broadcast ? b_ld(p, world) == b_row
+                        : packed_entries(p, b_stored_rows(p, world), b_row, b_ld(p, world), b_batch_stride(p, world)));
 }
 
 GemmProblem transposed(const GemmProblem& p) {
@@ -268,15 +307,32 @@ Status validate_layouts(const GemmProblem& p, int world) {
     return invalid(strfmt("a_layout=km with %lld rows of A on this rank: expected a multiple of %lld (16-byte rows%s)",
                           (long long)a_rows(p, world), (long long)(16 / es),
                           p.lda == 0 ? "; or give lda" : ", as ag_gemm gathers them"));
-  if (!packed_operands(p, world) && p.l != 1)
-    return unsupported(strfmt("L=%lld with a_layout=%s lda=%lld ldb=%lld: A and B other than packed take one batch "
-                              "entry; expected L=1",
-                              (long long)p.l, std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
-                              (long long)p.ldb));
-  if (!packed_output(p, world) && p.l != 1)
-    return unsupported(strfmt("L=%lld with ldc=%lld ldd=%lld: C and D other than packed take one batch entry; "
-                              "expected L=1",
-                              (long long)p.l, (long long)p.ldc, (long long)p.ldd));
+  if (p.b_broadcast && p.batch_stride_b != 0)
+    return invalid(strfmt("batch_stride_b=%lld with b_broadcast: one B for every batch entry is B's batch stride 0; "
+                          "expected batch_stride_b=0",
+                          (long long)p.batch_stride_b));
+  // Batch strides: read with L > 1 only; an entry of D must not overlap the next (nor, to keep
+  // one rule, any operand's).
+  const Extents e = entry_extents(p, world);
+  const Stride batches[] = {{"batch_stride_a", p.batch_stride_a, e.a, "an entry of A as stored ((rows - 1) x lda + row)", es, false},
+                            {"batch_stride_b", p.batch_stride_b, e.b, "an entry of B as stored ((rows - 1) x ldb + row)", es, false},
+                            {"batch_stride_c", p.batch_stride_c, e.c, "an entry of C ((rows - 1) x ldc + columns)", ds, true},
+                            {"batch_stride_d", p.batch_stride_d, e.d, "an entry of D ((rows - 1) x ldd + columns)", ds, true}};
+  for (const Stride& s : batches) {
+    if (s.ld == 0) continue;
+    if (s.ld < 0 || s.ld > kMaxBatchStride)
+      return invalid(strfmt("%s=%lld: expected 0 (packed) to 2^48", s.name, (long long)s.ld));
+    if (p.l == 1) continue;
+    if (s.ld < s.row)
+      return invalid(strfmt("%s=%lld with L=%lld: expected 0 (packed) or at least %lld elements, %s", s.name,
+                            (long long)s.ld, (long long)p.l, (long long)s.row, s.row_is));
+    if (s.ld * s.es % 16 != 0)
+      return invalid(strfmt("%s=%lld: expected a multiple of %lld elements (entries 16-byte aligned)", s.name,
+                            (long long)s.ld, (long long)(16 / s.es)));
+    if ((p.l - 1) > kMaxBatchStride / s.ld)
+      return invalid(strfmt("%s=%lld with L=%lld: the operand spans over 2^48 elements", s.name, (long long)s.ld,
+                            (long long)p.l));
+  }
   return Status::Ok();
 }
 

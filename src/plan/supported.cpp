@@ -54,15 +54,19 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   const bool strides_taken = impl == Impl::kAuto || impl == Impl::kBaseline ||
                              pipelined_m;
   if (!packed_operands(p, topo.world) && !strides_taken && !matmul_first)
-    return unsupported(strfmt("impl %s takes A and B packed (a_layout=mk, lda and ldb 0), and this problem has "
-                              "a_layout=%s lda=%lld ldb=%lld; use impl=baseline or auto (pipelined_ce takes them along "
-                              "M; so do gemm_reducescatter, gemm_oneshot and gemm_twoshot)",
+    return unsupported(strfmt("impl %s takes A and B packed (a_layout=mk; lda, ldb and their batch strides 0), and "
+                              "this problem has a_layout=%s lda=%lld ldb=%lld batch_stride_a=%lld batch_stride_b=%lld "
+                              "(L=%lld); use impl=baseline or auto (pipelined_ce takes them along M; so do "
+                              "gemm_reducescatter, gemm_oneshot and gemm_twoshot)",
                               name.c_str(), std::string(to_string(p.a_layout)).c_str(), (long long)p.lda,
-                              (long long)p.ldb));
+                              (long long)p.ldb, (long long)p.batch_stride_a, (long long)p.batch_stride_b,
+                              (long long)p.l));
   if (!packed_output(p, topo.world) && !strides_taken)
-    return unsupported(strfmt("impl %s writes D packed (ldc and ldd 0), and this problem has ldc=%lld ldd=%lld; use "
-                              "impl=baseline or auto (pipelined_ce takes them along M)",
-                              name.c_str(), (long long)p.ldc, (long long)p.ldd));
+    return unsupported(strfmt("impl %s writes D packed (ldc, ldd and their batch strides 0), and this problem has "
+                              "ldc=%lld ldd=%lld batch_stride_c=%lld batch_stride_d=%lld (L=%lld); use impl=baseline "
+                              "or auto (pipelined_ce takes them along M)",
+                              name.c_str(), (long long)p.ldc, (long long)p.ldd, (long long)p.batch_stride_c,
+                              (long long)p.batch_stride_d, (long long)p.l));
   // One B for the whole batch: the implementations whose matmuls are cuBLASLt's, with B's batch
   // stride 0.
   if (p.b_broadcast && p.l > 1 && impl != Impl::kAuto && impl != Impl::kBaseline && !pipelined_m && !matmul_first)

@@ -1,9 +1,11 @@
 #include "testing/problem_data.h"
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
 #include "core/check.h"
+#include "ops/common/copy_batched.h"
 #include "plan/problem.h"
 
 namespace tpgemm::testing {
@@ -105,44 +107,55 @@ RankData::RankData(const GemmProblem& problem, int w, int r, uint64_t seed, cuda
 }
 
 namespace {
-// A packed [rows, row] matrix into `dst` as the problem stores it: its rows `ld` apart, or
-// transposed (rows of [row, rows], `ld` apart); what lies between rows is poison, so that an
-// implementation that reads it fails the check.
-void place(void* dst, int64_t span, const void* packed, int64_t rows, int64_t row, int64_t ld, bool transpose, DType dt,
-           cudaStream_t stream) {
+// `entries` packed [rows, row] matrices into `dst` as the problem stores them: rows `ld` apart,
+// entries `batch` apart, or each transposed (rows of [row, rows], `ld` apart); what lies between
+// rows and entries is poison, so that an implementation that reads it fails the check.
+struct Stored {
+  int64_t rows, row, ld, batch, entries;
+  bool transpose;
+};
+void place(void* dst, int64_t span, const void* packed, const Stored& s, DType dt, cudaStream_t stream) {
   poison(dst, span, dt, stream);
   const int64_t es = static_cast<int64_t>(dtype_size(dt));
-  if (transpose)
-    transpose_into(dst, ld, packed, rows, row, dt, stream);
-  else
-    TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(ld * es), packed, static_cast<size_t>(row * es),
-                                        static_cast<size_t>(row * es), static_cast<size_t>(rows),
-                                        cudaMemcpyDeviceToDevice, stream));
+  if (!s.transpose) {
+    ops::copy_matrices(dst, s.ld * es, s.batch * es, packed, s.row * es, s.rows * s.row * es, s.row * es, s.rows,
+                       s.entries, stream);
+    return;
+  }
+  for (int64_t b = 0; b < s.entries; ++b)
+    transpose_into(static_cast<char*>(dst) + b * s.batch * es, s.ld,
+                   static_cast<const char*>(packed) + b * s.rows * s.row * es, s.rows, s.row, dt, stream);
 }
 }  // namespace
 
 void RankData::refill(uint64_t seed, cudaStream_t stream) {
+  const OperandSizes sizes = operand_sizes(p, world);
   if (plan::packed_operands(p, world)) {
     fill_a(a.get(), p, world, rank, seed, stream);
     fill_b(b.get(), p, world, rank, seed, stream);
-  } else {  // the same values as packed, stored as the problem says (L = 1)
-    const OperandSizes s = operand_sizes(p, world);
+  } else {  // the same values as packed, stored as the problem says
     const int64_t ar = plan::a_rows(p, world), bc = plan::b_cols(p, world);
     const bool kn = p.b_layout == BLayout::kKN;
-    DeviceBuffer packed(bytes_of(std::max(ar * p.k, bc * p.k), p.dtype));
+    const int64_t b_entries = p.b_broadcast ? 1 : p.l;
+    DeviceBuffer packed(bytes_of(std::max(p.l * ar * p.k, b_entries * bc * p.k), p.dtype));
     fill_a(packed.get(), p, world, rank, seed, stream);
-    place(a.get(), s.a, packed.get(), ar, p.k, plan::a_ld(p, world), p.a_layout == ALayout::kKM, p.dtype, stream);
+    place(a.get(), sizes.a, packed.get(),
+          {ar, p.k, plan::a_ld(p, world), plan::a_batch_stride(p, world), p.l, p.a_layout == ALayout::kKM}, p.dtype,
+          stream);
     fill_b(packed.get(), p, world, rank, seed, stream);
-    place(b.get(), s.b, packed.get(), kn ? p.k : bc, kn ? bc : p.k, plan::b_ld(p, world), false, b_dtype(p), stream);
+    place(b.get(), sizes.b, packed.get(),
+          {kn ? p.k : bc, kn ? bc : p.k, plan::b_ld(p, world), plan::b_batch_stride(p, world), b_entries, false},
+          b_dtype(p), stream);
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (packed dies here)
   }
-  if (p.has_c && plan::c_ld(p, world) == plan::d_cols(p, world)) {
+  const int64_t rows = plan::d_rows(p, world), cols = plan::d_cols(p, world);
+  if (p.has_c && plan::c_ld(p, world) == cols && (p.l == 1 || plan::c_batch_stride(p, world) == rows * cols)) {
     fill_c(c.get(), p, world, rank, seed, stream);
-  } else if (p.has_c) {  // the same values as packed, rows ldc apart (L = 1)
-    const int64_t rows = plan::d_rows(p, world), cols = plan::d_cols(p, world);
-    DeviceBuffer packed(bytes_of(rows * cols, d_dtype(p)));
+  } else if (p.has_c) {  // the same values as packed, rows ldc apart, entries batch_stride_c
+    DeviceBuffer packed(bytes_of(p.l * rows * cols, d_dtype(p)));
     fill_c(packed.get(), p, world, rank, seed, stream);
-    place(c.get(), operand_sizes(p, world).c, packed.get(), rows, cols, plan::c_ld(p, world), false, d_dtype(p), stream);
+    place(c.get(), sizes.c, packed.get(), {rows, cols, plan::c_ld(p, world), plan::c_batch_stride(p, world), p.l, false},
+          d_dtype(p), stream);
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (packed dies here)
   }
   if (is_fp8(p.dtype)) {
@@ -293,19 +306,32 @@ DeviceBuffer expected_d(const GemmProblem& p, int world, int rank, uint64_t seed
 
 Diff compare_d(const void* d, const DeviceBuffer& expected, const GemmProblem& p, int world, cudaStream_t stream) {
   const int64_t ld = plan::d_ld(p, world), cols = plan::d_cols(p, world), rows = plan::d_rows(p, world);
-  if (ld == cols) {
+  const int64_t batch = plan::d_batch_stride(p, world), es = static_cast<int64_t>(dtype_size(d_dtype(p)));
+  if (ld == cols && (p.l == 1 || batch == rows * cols)) {
     const int64_t n = operand_sizes(p, world).d;
     return compare(d, d_dtype(p), expected.as<float>(), 1, n, n, n, 0, stream);
   }
-  Diff diff = compare(d, d_dtype(p), expected.as<float>(), rows, cols, ld, cols, 0, stream);  // (L = 1)
-  const int64_t gap = ld - cols;
-  if (rows > 1) {
-    DeviceBuffer zeros(static_cast<size_t>(gap) * sizeof(float));
-    TPGEMM_CUDA_CHECK(cudaMemsetAsync(zeros.get(), 0, zeros.bytes(), stream));
-    const char* first_gap = static_cast<const char*>(d) + cols * static_cast<int64_t>(dtype_size(d_dtype(p)));
-    const Diff g = compare(first_gap, d_dtype(p), zeros.as<float>(), rows - 1, gap, ld, 0, 0, stream);
-    diff.written_outside = (rows - 1) * gap - g.nonfinite;
+  // D's rows packed into a copy and compared; what lies between its rows and its entries must
+  // still be poison (NaN): a finite value there was written by the call.
+  DeviceBuffer packed(bytes_of(p.l * rows * cols, d_dtype(p)));
+  ops::copy_matrices(packed.get(), cols * es, rows * cols * es, d, ld * es, batch * es, cols * es, rows, p.l, stream);
+  Diff diff = compare(packed.get(), d_dtype(p), expected.as<float>(), 1, p.l * rows * cols, 0, 0, 0, stream);
+  const int64_t entry = (rows - 1) * ld + cols, row_gap = ld - cols, entry_gap = p.l > 1 ? batch - entry : 0;
+  DeviceBuffer zeros(static_cast<size_t>(std::max<int64_t>({row_gap, entry_gap, 1})) * sizeof(float));
+  TPGEMM_CUDA_CHECK(cudaMemsetAsync(zeros.get(), 0, zeros.bytes(), stream));
+  const char* dp = static_cast<const char*>(d);
+  int64_t between = 0, poison_left = 0;
+  if (row_gap > 0 && rows > 1)
+    for (int64_t b = 0; b < p.l; ++b) {
+      const Diff g = compare(dp + (b * batch + cols) * es, d_dtype(p), zeros.as<float>(), rows - 1, row_gap, ld, 0, 0,
+                             stream);
+      between += (rows - 1) * row_gap, poison_left += g.nonfinite;
+    }
+  if (entry_gap > 0) {
+    const Diff g = compare(dp + entry * es, d_dtype(p), zeros.as<float>(), p.l - 1, entry_gap, batch, 0, 0, stream);
+    between += (p.l - 1) * entry_gap, poison_left += g.nonfinite;
   }
+  diff.written_outside = between - poison_left;
   return diff;
 }
 

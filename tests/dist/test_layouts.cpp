@@ -3,7 +3,7 @@
 // auto (which routes to one of them) give D as the reference of the same values packed, on every
 // op and shard dimension; every other implementation refuses naming the packed layouts it takes;
 // and a gemm_ar plan with a strided A serves calls of fewer rows. Likewise C and D with row
-// strides (the baseline, pipelined_ce along M and auto).
+// strides (the baseline, pipelined_ce along M and auto), and batches of strided entries.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -74,6 +74,7 @@ void expect_the_strided_implementations(const Team& team, const GemmProblem& p, 
   GemmProblem packed = p;
   packed.a_layout = ALayout::kMK;
   packed.lda = packed.ldb = packed.ldc = packed.ldd = 0;
+  packed.batch_stride_a = packed.batch_stride_b = packed.batch_stride_c = packed.batch_stride_d = 0;
   expect_takers_match_and_others_refuse(team, p, packed, [&](Impl impl) { return takes_layouts(p, W, impl); }, word,
                                         seed, graph);
 }
@@ -167,6 +168,57 @@ TEST_P(Layouts, StridedCAndDMatchTheReference) {
               ar.n = 136;
               ar.k = 200;
               ar.ldd = 200;
+              const auto c = testsupport::check_calls_of_m(team, ar, PlanOptions{}, {ar.m, 37, 1, ar.m}, seed += 100);
+              RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(ar, PlanOptions{}, c).c_str());
+            }),
+            0);
+}
+
+// Batches of strided entries (GemmProblem::batch_stride_a..d, beside row strides or alone; poison
+// between the entries): the implementations that take row strides give D as the reference and
+// leave what lies between D's entries untouched, on every op and shard dimension, with and
+// without C; the others refuse naming the packed layouts they take; a gemm_ar plan with strided
+// entries serves calls of fewer rows, its given strides fixed, its default ones following the call.
+TEST_P(Layouts, BatchStridesMatchTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 7900;
+              struct Strides { int64_t row_pad, batch_pad; bool operands; };  // (pads in elements)
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (bool along_n : {false, true})
+                  for (Strides x : {Strides{0, 24, true}, Strides{16, 8, true}, Strides{0, 40, false},
+                                    Strides{8, 16, false}})
+                    for (bool with_c : {false, true}) {
+                      if (along_n && op == Op::kGemmAr) continue;
+                      GemmProblem p;
+                      p.op = op;
+                      p.m = 16 * W;
+                      p.n = along_n ? 24 * W : 136;
+                      p.k = 200;
+                      p.l = 3;
+                      p.shard_dim = along_n ? ShardDim::kN : ShardDim::kM;
+                      if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
+                      if (x.operands) {
+                        if (x.row_pad > 0) p.lda = p.k + x.row_pad, p.ldb = p.k + x.row_pad;
+                        p.batch_stride_a = plan::a_batch_stride(p, W) + x.batch_pad;
+                        p.batch_stride_b = plan::b_batch_stride(p, W) + x.batch_pad;
+                      } else {
+                        if (x.row_pad > 0) p.ldd = p.ldc = plan::d_cols(p, W) + x.row_pad;
+                        p.batch_stride_d = plan::d_batch_stride(p, W) + x.batch_pad;
+                        if (with_c) p.batch_stride_c = plan::c_batch_stride(p, W) + 2 * x.batch_pad;
+                      }
+                      expect_the_strided_implementations(team, p, "batch_stride", seed, /*graph=*/with_c);
+                    }
+              GemmProblem ar;
+              ar.op = Op::kGemmAr;
+              ar.m = 64 * W;
+              ar.n = 136;
+              ar.k = 200;
+              ar.l = 2;
+              ar.lda = 208;
+              ar.ldd = 200;
+              ar.batch_stride_d = ar.m * 200 + 64;  // (A's: rows x lda, following the call)
               const auto c = testsupport::check_calls_of_m(team, ar, PlanOptions{}, {ar.m, 37, 1, ar.m}, seed += 100);
               RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(ar, PlanOptions{}, c).c_str());
             }),

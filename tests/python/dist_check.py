@@ -84,6 +84,26 @@ def check_ops(g, W, r):
             ref = sum(a.float() @ b.float().t() for a, b in zip(gather(A[None]), gather(w[None])))
             d = ops.matmul_all_reduce(A, w.t(), "sum", g)
             check(rel(d, ref) < BF16_TOL, f"ar {impl} {m}x{n}x{k}: rel err {rel(d, ref):.2e}")
+    # A read in place at a row stride (a slice of a wider tensor, a split of a fused output), by
+    # every implementation that takes lda.
+    strided = (("slice", lambda rows, k: randn(rows, k + 64)[:, :k]),
+               ("split", lambda rows, k: randn(rows, 3 * k).split(k, dim=-1)[1]))
+    m, n, k = 64 * W, 1024, 512
+    for name, make in strided:
+        for impl in ("auto", "baseline", "pipelined_ce"):
+            for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
+                T.set_impl(op, impl)
+            A, w = make(m // W, k), randn(n, k)
+            check(ops._lda(A)[0] > k, f"{name}: A {tuple(A.shape)} strides {A.stride()} not read in place")
+            _, (d,) = ops.fused_all_gather_matmul(A, [w.t()], 0, g, return_A=False)
+            e = rel(d, gather(A).float() @ w.float().t())
+            check(e < BF16_TOL, f"ag {impl} strided A ({name}): rel err {e:.2e}")
+            A = make(m, k)
+            ref = sum(a.float() @ b.float().t() for a, b in zip(gather(A[None]), gather(w[None])))
+            e = rel(ops.fused_matmul_reduce_scatter(A, w.t(), "sum", 0, g), ref.chunk(W)[r])
+            check(e < BF16_TOL, f"rs {impl} strided A ({name}): rel err {e:.2e}")
+            e = rel(ops.matmul_all_reduce(A, w.t(), "sum", g), ref)
+            check(e < BF16_TOL, f"ar {impl} strided A ({name}): rel err {e:.2e}")
     for impl in ("auto", "nccl", "oneshot", "twoshot"):
         T.set_impl("all_reduce", impl)
         for count in (8, 4096, 1 << 20):

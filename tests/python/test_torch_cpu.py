@@ -364,3 +364,16 @@ def test_scales_tpgemm_reads_block_wise():
     _torch_block_mm_check(1024, "here")
     with pytest.raises(tpgemm.Unsupported, match="K=384 .* multiple of 512"):
         _torch_block_mm_check(384, "here")
+
+
+def test_a_rows_read_in_place_where_equally_spaced():
+    from tpgemm.ops import _lda, _row_stride
+    A = torch.zeros(6, 40, dtype=torch.bfloat16)
+    assert _row_stride(A) == 40 and _lda(A) == (0, False), "contiguous: packed"
+    assert _row_stride(torch.zeros(6, 64, dtype=torch.bfloat16)[:, :40]) == 64, "a slice of a wider tensor"
+    q = torch.zeros(2, 3, 3 * 32, dtype=torch.bfloat16).split(32, dim=-1)[1]  # a fused projection, split
+    assert _row_stride(q) == 96 and _lda(q) == (96, False)
+    assert _row_stride(torch.zeros(2, 4, 72, dtype=torch.bfloat16)[:, :3, :64]) is None, "leading dims that do not collapse"
+    assert _row_stride(torch.zeros(6, 44, dtype=torch.bfloat16)[:, :40]) is None, "rows 88 bytes apart: not 16"
+    assert _lda(torch.zeros(40, 6, dtype=torch.bfloat16).t()) == (0, True), "A transposed: copied into rows"
+    assert _row_stride(torch.zeros(1, 1, 64, dtype=torch.bfloat16)[:, :, :40]) == 40, "one row"

@@ -79,6 +79,8 @@ TEST(Cli, CutlassStyleFlagsBothSpellings) {
   EXPECT_EQ(strided.a_layout, ALayout::kKM);
   EXPECT_EQ(strided.lda, 16);
   EXPECT_EQ(strided.ldb, 8);
+  EXPECT_EQ(strided.batch_pad, 0);
+  EXPECT_EQ(parse({"--l=3", "--batch-pad=64"}).batch_pad, 64);
   EXPECT_EQ(fp8.dtype, DType::kE4M3);
   EXPECT_EQ(fp8.ops.size(), 3u);
   EXPECT_FALSE(fp8.allreduce) << "the default --op=all leaves the all-reduce out for e4m3";

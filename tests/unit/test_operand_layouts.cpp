@@ -1,5 +1,5 @@
-// Layouts beyond packed on the host: A stored [K, M], row strides, a batch sharing one B: sizes,
-// validation and which implementations take them.
+// Layouts beyond packed on the host: A stored [K, M], row and batch strides, a batch sharing one B:
+// sizes, validation and which implementations take them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -18,9 +18,9 @@ using testhost::ag;
 using testhost::expect_error;
 
 // A stored [K, M] and rows with strides: sizes from the first element to the last, strides at
-// least the row and 16-byte aligned, one batch entry, e4m3 only as [M, K], the baseline,
+// least the row and 16-byte aligned, e4m3 only as [M, K], the baseline,
 // pipelined_ce along M and the matmul-then-collective ones. C and D with row strides (ldc, ldd): at
-// least this rank's columns of D, 16-byte rows in D's type, one batch entry; sized from the first
+// least this rank's columns of D, 16-byte rows in D's type; sized from the first
 // element to the last; the baseline's and pipelined_ce's along M; an ag_gemm C == D in place only
 // where the two strides agree.
 TEST(Layouts, StridedCAndDValidateAndSize) {
@@ -50,9 +50,11 @@ TEST(Layouts, StridedCAndDValidateAndSize) {
   EXPECT_TRUE(packed_output(along_n, 2));
   along_n.ldd = 16;
   expect_error(validate_problem(along_n, 2), ErrorCode::kInvalidArgument, {"ldd=16", "at least 24"});
-  GemmProblem batched = p;
+  GemmProblem batched = p;  // entries of strided rows: 32 rows 64 apart each
   batched.l = 2;
-  expect_error(validate_problem(batched, 2), ErrorCode::kUnsupported, {"L=2", "ldd=64", "expected L=1"});
+  EXPECT_TRUE(validate_problem(batched, 2).ok()) << describe(batched);
+  EXPECT_EQ(d_batch_stride(batched, 2), 32 * 64);
+  EXPECT_EQ(operand_sizes(batched, 2).d, 32 * 64 + 31 * 64 + 48);
   GemmProblem no_c = batched;  // a stride for a C not given is no stride
   no_c.has_c = false, no_c.beta = 0.0f, no_c.ldc = 56, no_c.ldd = 0;
   EXPECT_TRUE(packed_output(no_c, 2));
@@ -159,9 +161,10 @@ TEST(Layouts, StridesAndTransposedAValidateAndSize) {
   GemmProblem huge = ag_km;
   huge.lda = int64_t(1) << 40;
   expect_error(validate_problem(huge, 2), ErrorCode::kInvalidArgument, {"lda=", "2^31"});
-  GemmProblem batched = p;
+  GemmProblem batched = p;  // two [K, M] entries
   batched.l = 2;
-  expect_error(validate_problem(batched, 2), ErrorCode::kUnsupported, {"L=2", "expected L=1"});
+  EXPECT_TRUE(validate_problem(batched, 2).ok()) << describe(batched);
+  EXPECT_EQ(operand_sizes(batched, 2).a, 2 * 40 * 64);
   GemmProblem fp8 = p;
   fp8.dtype = DType::kE4M3;
   fp8.out_dtype = DType::kBF16;
@@ -186,6 +189,73 @@ TEST(Layouts, StridesAndTransposedAValidateAndSize) {
   GemmProblem call = p;
   call.m = 37;
   expect_error(validate_layouts(call, 2), ErrorCode::kInvalidArgument, {"37 rows"});
+}
+
+// Batch strides (L > 1): by default an entry's stored rows times their stride; given, at least an
+// entry's extent and 16-byte aligned (not read with L = 1); the packed one given is packed; sizes
+// span L - 1 strides and one entry; B's is 0 with b_broadcast and may not be given beside it; the
+// implementations that take row strides take them, those that write D packed refuse D's naming it.
+TEST(Layouts, BatchStridesValidateAndSize) {
+  const Topology topo{2, true};
+  GemmProblem p = ag(64, 48, 40);  // bf16; W=2
+  p.op = Op::kGemmRs;              // A 64 x 40, B 48 x 40, D 32 x 48 per entry
+  p.l = 3;
+  EXPECT_EQ(a_batch_stride(p, 2), 64 * 40);
+  EXPECT_EQ(b_batch_stride(p, 2), 48 * 40);
+  EXPECT_EQ(d_batch_stride(p, 2), 32 * 48);
+  p.batch_stride_a = 64 * 40;  // the packed stride, given
+  EXPECT_TRUE(packed_operands(p, 2));
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  p.batch_stride_a = 64 * 40 + 8;
+  EXPECT_FALSE(packed_operands(p, 2));
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  EXPECT_NE(describe(p).find("batch_stride_a=2568"), std::string::npos) << describe(p);
+  EXPECT_EQ(operand_sizes(p, 2).a, 2 * 2568 + 64 * 40);
+  EXPECT_TRUE(impl_supported(p, Impl::kGemmReduceScatter, topo).ok());  // reads A in place
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());
+  expect_error(impl_supported(p, Impl::kFused, topo), ErrorCode::kUnsupported, {"packed", "batch_stride_a=2568"});
+  p.batch_stride_a = 64 * 40 - 8;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument,
+               {"batch_stride_a=2552", "L=3", "at least 2560", "an entry of A"});
+  p.batch_stride_a = 64 * 40 + 4;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"batch_stride_a=2564", "multiple of 8"});
+  p.batch_stride_a = -8;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"batch_stride_a=-8", "2^48"});
+  GemmProblem one = p;  // one entry: not read
+  one.l = 1, one.batch_stride_a = 4;
+  EXPECT_TRUE(validate_problem(one, 2).ok()) << describe(one);
+  EXPECT_TRUE(packed_operands(one, 2));
+  GemmProblem huge = p;
+  huge.l = 5, huge.batch_stride_a = int64_t(1) << 47;
+  expect_error(validate_problem(huge, 2), ErrorCode::kInvalidArgument, {"batch_stride_a=", "2^48"});
+  p.batch_stride_a = 0;
+  // Strided rows, default entries: rows x lda apart, an entry's extent past the last.
+  p.lda = 48;
+  EXPECT_EQ(a_batch_stride(p, 2), 64 * 48);
+  EXPECT_EQ(operand_sizes(p, 2).a, 2 * 64 * 48 + 63 * 48 + 40);
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  p.batch_stride_a = 63 * 48 + 40;  // (rows - 1) x lda + K, the least: entries touching
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  p.lda = 0, p.batch_stride_a = 0;
+  // D's and C's.
+  p.batch_stride_d = 32 * 48 + 16;
+  EXPECT_FALSE(packed_output(p, 2));
+  EXPECT_EQ(operand_sizes(p, 2).d, 2 * (32 * 48 + 16) + 32 * 48);
+  EXPECT_TRUE(impl_supported(p, Impl::kBaseline, topo).ok());
+  EXPECT_TRUE(impl_supported(p, Impl::kPipelinedCE, topo).ok());
+  expect_error(impl_supported(p, Impl::kGemmReduceScatter, topo), ErrorCode::kUnsupported,
+               {"writes D packed", "batch_stride_d=1552"});
+  p.batch_stride_d = 0;
+  p.has_c = true, p.beta = 1.0f, p.batch_stride_c = 32 * 48 - 8;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"batch_stride_c=1528", "an entry of C"});
+  p.has_c = false, p.beta = 0.0f, p.batch_stride_c = 0;
+  // One B for the batch: its stride is 0 and is not given.
+  p.b_broadcast = true;
+  EXPECT_EQ(b_batch_stride(p, 2), 0);
+  EXPECT_EQ(operand_sizes(p, 2).b, 48 * 40);
+  EXPECT_TRUE(packed_operands(p, 2));
+  p.batch_stride_b = 48 * 40;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"batch_stride_b=1920", "b_broadcast"});
 }
 
 }  // namespace

@@ -98,9 +98,11 @@ all local GPUs.
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --a-layout=mk|km       A as [M,K] (default) or [K,M] (stored transposed)
   --lda=PAD --ldb=PAD    A's and B's rows PAD elements longer than they are (a slice of a wider
-                         tensor; a multiple of 16 bytes; --l=1)
+                         tensor; a multiple of 16 bytes)
   --ldd=PAD              D's (and C's) rows PAD elements longer than they are (written into a
-                         slice of a wider tensor; a multiple of 16 bytes in D's type; --l=1)
+                         slice of a wider tensor; a multiple of 16 bytes in D's type)
+  --batch-pad=PAD        with --l > 1: every operand's batch entries PAD elements further apart
+                         than their rows make them (batch_stride_a.. d; a multiple of 16 bytes)
   --b-broadcast          one B for every batch entry of --l (B's batch stride 0; along M)
   --shard=m|n            the dimension ag_gemm gathers and gemm_rs scatters (default m; n: B's
                          columns gathered, D's columns scattered; rows named ag_gemm_n, gemm_rs_n)
@@ -189,8 +191,9 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       const auto a = parse_a_layout(value);
       if (!a) throw bad(flag, value, "mk or km");
       c.a_layout = *a;
-    } else if (flag == "--lda" || flag == "--ldb" || flag == "--ldd") {
-      (flag == "--lda" ? c.lda : flag == "--ldb" ? c.ldb : c.ldd) = int_arg(flag, value, 0, int64_t(1) << 20);
+    } else if (flag == "--lda" || flag == "--ldb" || flag == "--ldd" || flag == "--batch-pad") {
+      (flag == "--lda" ? c.lda : flag == "--ldb" ? c.ldb : flag == "--ldd" ? c.ldd : c.batch_pad) =
+          int_arg(flag, value, 0, int64_t(1) << 20);
     } else if (flag == "--scale") {
       const auto s = parse_scale_mode(value);
       if (!s) throw bad(flag, value, "tensor, row or block");

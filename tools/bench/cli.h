@@ -26,6 +26,7 @@ struct BenchConfig {
   ALayout a_layout = ALayout::kMK;  // --a-layout
   int64_t lda = 0, ldb = 0;         // --lda, --ldb: row strides beyond the row (0: packed)
   int64_t ldd = 0;                  // --ldd: D's and C's row stride beyond the row (0: packed)
+  int64_t batch_pad = 0;            // --batch-pad: every batch stride beyond its rows' (0: packed)
   bool b_broadcast = false;         // --b-broadcast: one B for the batch (GemmProblem::b_broadcast)
   ShardDim shard_dim = ShardDim::kM;  // ag_gemm / gemm_rs; gemm_ar always kM
   // One shape from the flags (all of m, n, k given), else the shape file.

@@ -213,6 +213,12 @@ class Runner {
     if (cfg_.ldd > 0) p.ldd = plan::d_cols(p, t_.world) + cfg_.ldd;
     if (cfg_.ldd > 0 && p.has_c) p.ldc = p.ldd;
     p.b_broadcast = cfg_.b_broadcast;
+    if (cfg_.batch_pad > 0 && p.l > 1) {  // each operand's default batch stride, padded
+      p.batch_stride_a = plan::a_batch_stride(p, t_.world) + cfg_.batch_pad;
+      if (!p.b_broadcast) p.batch_stride_b = plan::b_batch_stride(p, t_.world) + cfg_.batch_pad;
+      if (p.has_c) p.batch_stride_c = plan::c_batch_stride(p, t_.world) + cfg_.batch_pad;
+      p.batch_stride_d = plan::d_batch_stride(p, t_.world) + cfg_.batch_pad;
+    }
     return p;
   }
 
@@ -359,6 +365,7 @@ class Runner {
     if (p.lda != 0) base.layout += strfmt(" lda=%lld", (long long)p.lda);
     if (p.ldb != 0) base.layout += strfmt(" ldb=%lld", (long long)p.ldb);
     if (p.ldd != 0) base.layout += strfmt(" ldd=%lld", (long long)p.ldd);
+    if (p.batch_stride_a != 0) base.layout += strfmt(" batch_pad=%lld", (long long)cfg_.batch_pad);
     if (p.b_broadcast) base.layout += " b_broadcast";
     const Status valid = Plan::can_implement(team_, p, {});
     if (!valid.ok()) {

@@ -30,12 +30,14 @@ class AgGemmBaseline final : public OpImpl {
     row_scales_ = fp8_ && p_.scale_mode == ScaleMode::kRow;
     block_scales_ = fp8_ && p_.scale_mode == ScaleMode::kBlock;
     // A stored [K, M]: the gathered blocks are [K, M/W] each, one matmul per block. A shard stored
-    // with a stride (lda, ldb) is packed into staging_ first: NCCL gathers contiguous bytes.
+    // with strides (lda, ldb, their batch strides) is packed into staging_ first: NCCL gathers
+    // contiguous bytes.
     gathered_km_ = !along_n_ && p_.a_layout == ALayout::kKM;
     one_matmul_ = p_.l == 1 && (!along_n_ || p_.b_layout == BLayout::kNK) && (!fp8_ || row_scales_ || block_scales_) &&
                   !gathered_km_;
-    if (along_n_ ? p_.ldb != 0 : p_.lda != 0)
-      staging_ = DeviceBuffer(static_cast<size_t>((along_n_ ? p_.n : p_.m) / team_->world * p_.k) * dtype_size(p_.dtype));
+    if (!shard_packed(p_))
+      staging_ =
+          DeviceBuffer(static_cast<size_t>(p_.l * (along_n_ ? p_.n : p_.m) / team_->world * p_.k) * dtype_size(p_.dtype));
     if (fp8_) {
       // Block along M: the repacked scales, then where they are gathered (16-byte aligned: M % 4 == 0).
       const size_t floats = row_scales_     ? static_cast<size_t>(along_n_ ? p_.n : p_.m)
@@ -105,18 +107,32 @@ class AgGemmBaseline final : public OpImpl {
   }
 
  private:
-  // This rank's shard of the gathered operand (A along M, B along N), packed: as the caller's
-  // pointer, or copied into staging_ where its rows are further apart than they are long.
-  const void* shard_as_sent(const GemmProblem& p, const Operands& o, cudaStream_t stream) const {
-    const int64_t W = team_->world, es = static_cast<int64_t>(dtype_size(p.dtype));
+  // This rank's shard of the gathered operand (A along M, B along N) as stored: rows of `row`
+  // elements, `ld` apart, entries `batch` apart.
+  struct Shard {
+    int64_t rows, row, ld, batch;
+  };
+  Shard shard_of(const GemmProblem& p) const {
+    const int64_t W = team_->world;
     const bool k_rows = along_n_ ? p.b_layout == BLayout::kKN : p.a_layout == ALayout::kKM;  // stored K x rows
     const int64_t own = (along_n_ ? p.n : p.m) / W;
-    const int64_t rows = k_rows ? p.k : own, row = k_rows ? own : p.k;
-    const int64_t ld = along_n_ ? plan::b_ld(p, W) : plan::a_ld(p, W);
+    return {k_rows ? p.k : own, k_rows ? own : p.k, along_n_ ? plan::b_ld(p, W) : plan::a_ld(p, W),
+            along_n_ ? plan::b_batch_stride(p, W) : plan::a_batch_stride(p, W)};
+  }
+  bool shard_packed(const GemmProblem& p) const {
+    const Shard s = shard_of(p);
+    return s.ld == s.row && (p.l == 1 || s.batch == s.rows * s.row);
+  }
+
+  // The shard packed: as the caller's pointer, or copied into staging_ where its rows or entries
+  // are further apart than they are long.
+  const void* shard_as_sent(const GemmProblem& p, const Operands& o, cudaStream_t stream) const {
     const void* x = along_n_ ? o.b : o.a;
-    if (ld == row) return x;
-    ops::copy_batched(staging_.get(), static_cast<size_t>(row * es), x, static_cast<size_t>(ld * es),
-                      static_cast<size_t>(row * es), rows, stream);
+    if (shard_packed(p)) return x;
+    const Shard s = shard_of(p);
+    const size_t es = dtype_size(p.dtype);
+    ops::copy_matrices(staging_.get(), s.row * es, s.rows * s.row * es, x, s.ld * es, s.batch * es, s.row * es, s.rows,
+                       p.l, stream);
     return staging_.get();
   }
 
@@ -128,16 +144,19 @@ class AgGemmBaseline final : public OpImpl {
       s = gemm::packed_shape(p, p.m, one_matmul_ ? p.n : nw);
       s.stride_b = nw * p.k;
       s.lda = plan::a_ld(p, W);
+      s.stride_a = plan::a_batch_stride(p, W);
       s.a_transposed = p.a_layout == ALayout::kKM;
     } else {  // block w: rows [w M/W, (w + 1) M/W) of D; B in place
       s = gemm::packed_shape(p, one_matmul_ ? p.m : mw, p.n);
       s.stride_a = mw * p.k;
       s.ldb = plan::b_ld(p, W);
+      s.stride_b = plan::b_batch_stride(p, W);
       if (gathered_km_) s.lda = mw, s.a_transposed = true;  // the block as sent: [K, M/W]
     }
     s.ldc = plan::c_ld(p, W);
     s.ldd = plan::d_ld(p, W);
-    s.stride_c = s.stride_d = p.m * p.n;  // (strided C and D: L = 1)
+    s.stride_c = plan::c_batch_stride(p, W);
+    s.stride_d = plan::d_batch_stride(p, W);
     s.has_c = p.has_c;
     return s;
   }

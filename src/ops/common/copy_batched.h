@@ -1,5 +1,5 @@
-// One copy-engine transfer of the same byte range out of every batch entry (the operands'
-// outermost dimension): a plain copy for one entry, a 2D copy (one row per entry) for several.
+// Copy-engine transfers of the same byte range out of every batch entry (the operands'
+// outermost dimension), and of matrices whose rows and entries are strided.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,6 +20,36 @@ inline void copy_batched(void* dst, size_t dst_pitch, const void* src, size_t sr
   else
     TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, static_cast<size_t>(batches),
                                         cudaMemcpyDeviceToDevice, stream));
+}
+
+// `rows` rows of `row_bytes` bytes out of each of `batches` matrices: row r of entry b from
+// src + b * src_batch + r * src_ld to dst + b * dst_batch + r * dst_ld (all in bytes). Entries of
+// contiguous rows (on both sides) are one copy, or one 2D copy over the entries; one entry of
+// strided rows a 2D copy; entries each side holds whole rows apart one 3D copy; else a 2D copy
+// per entry.
+inline void copy_matrices(void* dst, size_t dst_ld, size_t dst_batch, const void* src, size_t src_ld, size_t src_batch,
+                          size_t row_bytes, int64_t rows, int64_t batches, cudaStream_t stream) {
+  if (rows <= 0 || batches <= 0 || row_bytes == 0) return;
+  if ((dst_ld == row_bytes && src_ld == row_bytes) || rows == 1) {  // (one entry: a plain copy)
+    copy_batched(dst, dst_batch, src, src_batch, row_bytes * static_cast<size_t>(rows), batches, stream);
+    return;
+  }
+  if (batches == 1) {
+    copy_batched(dst, dst_ld, src, src_ld, row_bytes, rows, stream);
+    return;
+  }
+  if (dst_batch % dst_ld == 0 && src_batch % src_ld == 0) {
+    cudaMemcpy3DParms m{};
+    m.srcPtr = make_cudaPitchedPtr(const_cast<void*>(src), src_ld, row_bytes, src_batch / src_ld);
+    m.dstPtr = make_cudaPitchedPtr(dst, dst_ld, row_bytes, dst_batch / dst_ld);
+    m.extent = make_cudaExtent(row_bytes, static_cast<size_t>(rows), static_cast<size_t>(batches));
+    m.kind = cudaMemcpyDeviceToDevice;
+    TPGEMM_CUDA_CHECK(cudaMemcpy3DAsync(&m, stream));
+    return;
+  }
+  for (int64_t b = 0; b < batches; ++b)
+    copy_batched(static_cast<char*>(dst) + static_cast<size_t>(b) * dst_batch, dst_ld,
+                 static_cast<const char*>(src) + static_cast<size_t>(b) * src_batch, src_ld, row_bytes, rows, stream);
 }
 
 // Rows [src_row, src_row + rows) of every batch entry of a packed [batches][src_rows] tensor of

@@ -17,9 +17,10 @@ void add_scaled(void* d, const void* c, float beta, int64_t count, DType dtype, 
 void add_scaled_rows(void* d, const void* c, float beta, int64_t l, int64_t rows, int64_t n, int64_t row0, int64_t nrows,
                      DType dtype, int num_sms, cudaStream_t stream);
 
-// d[i * ld_d + j] += beta * c[i * ld_c + j] for i < rows, j < cols (cols a multiple of 8; rows
-// 16-byte aligned), in fp32: C and D with row strides (GemmProblem::ldc, ldd).
-void add_scaled_strided(void* d, int64_t ld_d, const void* c, int64_t ld_c, float beta, int64_t rows, int64_t cols,
-                        DType dtype, int num_sms, cudaStream_t stream);
+// d[b * batch_d + i * ld_d + j] += beta * c[b * batch_c + i * ld_c + j] for b < l, i < rows, j < cols
+// (cols a multiple of 8; rows 16-byte aligned), in fp32: C and D with row and batch strides
+// (GemmProblem::ldc, ldd, batch_stride_c, batch_stride_d).
+void add_scaled_strided(void* d, int64_t ld_d, int64_t batch_d, const void* c, int64_t ld_c, int64_t batch_c, float beta,
+                        int64_t l, int64_t rows, int64_t cols, DType dtype, int num_sms, cudaStream_t stream);
 
 }  // namespace tpgemm::ops

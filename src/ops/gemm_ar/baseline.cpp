@@ -1,6 +1,7 @@
 // GEMM + AllReduce, no overlap: one cuBLASLt matmul into D, ncclAllReduce in place, and
 // D += beta * C when C is given (C is this rank's own, added after the sum). NCCL sums packed
-// buffers: a D with a row stride (GemmProblem::ldd) is summed in a staging buffer, then copied.
+// buffers: a D with row or batch strides (GemmProblem::ldd, batch_stride_d) is summed in a staging
+// buffer, then copied.
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
@@ -19,7 +20,7 @@ class GemmArBaseline final : public OpImpl {
   explicit GemmArBaseline(const ImplContext& ctx) : team_(ctx.team), p_(ctx.problem), matmuls_(team_->lt) {
     workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
     if (!plan::packed_output(p_, team_->world))
-      staging_ = DeviceBuffer(static_cast<size_t>(p_.m * p_.n) * dtype_size(d_dtype(p_)));  // (strided: L = 1)
+      staging_ = DeviceBuffer(static_cast<size_t>(p_.l * p_.m * p_.n) * dtype_size(d_dtype(p_)));
     matmuls_.get(shape(p_));
   }
 
@@ -36,10 +37,11 @@ class GemmArBaseline final : public OpImpl {
       return;
     }
     const int W = team_->world;
-    const int64_t es = static_cast<int64_t>(dtype_size(dt)), ldd = plan::d_ld(p, W);
-    ops::copy_batched(o.d, static_cast<size_t>(ldd * es), sum, static_cast<size_t>(p.n * es),
-                      static_cast<size_t>(p.n * es), p.m, stream);
-    if (add_c) ops::add_scaled_strided(o.d, ldd, o.c, plan::c_ld(p, W), p.beta, p.m, p.n, dt, team_->num_sms, stream);
+    const int64_t es = static_cast<int64_t>(dtype_size(dt)), ldd = plan::d_ld(p, W), batch_d = plan::d_batch_stride(p, W);
+    ops::copy_matrices(o.d, ldd * es, batch_d * es, sum, p.n * es, p.m * p.n * es, p.n * es, p.m, p.l, stream);
+    if (add_c)
+      ops::add_scaled_strided(o.d, ldd, batch_d, o.c, plan::c_ld(p, W), plan::c_batch_stride(p, W), p.beta, p.l, p.m,
+                              p.n, dt, team_->num_sms, stream);
   }
 
  private:

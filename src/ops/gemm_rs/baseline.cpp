@@ -1,6 +1,7 @@
 // GEMM + ReduceScatter, no overlap: cuBLASLt into a partial-product buffer, then
 // ncclReduceScatter into D (and D += beta * C when C is given). NCCL writes its piece packed: a D
-// with a row stride (GemmProblem::ldd) receives it through a staging buffer and a 2D copy.
+// with row or batch strides (GemmProblem::ldd, batch_stride_d) receives it through a staging
+// buffer and a copy.
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "ops/common/copy_batched.h"
@@ -38,13 +39,15 @@ class GemmRsBaseline final : public OpImpl {
       if (add_c) ops::add_scaled(o.d, o.c, p_.beta, count, dt, team_->num_sms, stream);
       return;
     }
-    // Strided C or D (L = 1): this rank's rows of D, call_rows x cols, moved to their stride.
+    // Strided C or D: this rank's rows of D, L entries of call rows x cols, moved to their strides.
+    const GemmProblem p = call_problem(p_, o);
     const int W = team_->world;
-    const int64_t cols = plan::d_cols(p_, W), rows = count / cols, es = static_cast<int64_t>(dtype_size(dt));
-    const int64_t ldd = plan::d_ld(p_, W);
-    ops::copy_batched(o.d, static_cast<size_t>(ldd * es), out, static_cast<size_t>(cols * es),
-                      static_cast<size_t>(cols * es), rows, stream);
-    if (add_c) ops::add_scaled_strided(o.d, ldd, o.c, plan::c_ld(p_, W), p_.beta, rows, cols, dt, team_->num_sms, stream);
+    const int64_t cols = plan::d_cols(p, W), rows = plan::d_rows(p, W), es = static_cast<int64_t>(dtype_size(dt));
+    const int64_t ldd = plan::d_ld(p, W), batch_d = plan::d_batch_stride(p, W);
+    ops::copy_matrices(o.d, ldd * es, batch_d * es, out, cols * es, rows * cols * es, cols * es, rows, p.l, stream);
+    if (add_c)
+      ops::add_scaled_strided(o.d, ldd, batch_d, o.c, plan::c_ld(p, W), plan::c_batch_stride(p, W), p.beta, p.l, rows,
+                              cols, dt, team_->num_sms, stream);
   }
 
  private:

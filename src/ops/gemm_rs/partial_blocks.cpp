@@ -20,16 +20,16 @@ gemm::MatmulShape PartialBlocks::shape(int64_t m) const {
   gemm::MatmulShape s;
   if (p_.shard_dim == ShardDim::kN) {  // block w = columns [w N/W, (w + 1) N/W) of B
     s = gemm::packed_shape(p_, m, nw);
-    s.stride_b = p_.k * p_.n;
   } else {  // block w = rows [w M/W, (w + 1) M/W) of A
     s = gemm::packed_shape(p_, one_matmul_ ? m : mw, p_.n);
-    s.stride_a = m * p_.k;
     s.stride_d = mw * p_.n;
   }
   // A and B in place, in their layouts and strides (a block of A's rows stored [K, M] is a block
   // of its columns, with A's stride).
   s.lda = plan::a_ld(call(m), world_);
   s.ldb = plan::b_ld(p_, world_);
+  s.stride_a = plan::a_batch_stride(call(m), world_);
+  s.stride_b = plan::b_batch_stride(p_, world_);
   s.a_transposed = p_.a_layout == ALayout::kKM;
   return s;
 }

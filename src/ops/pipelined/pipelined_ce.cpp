@@ -139,9 +139,8 @@ class PipelinedCE final : public OpImpl {
   };
 
   // Elements between the rows of buffer b: the caller's strides (GemmProblem::lda, ldc, ldd;
-  // A's row of [K, M] where a_layout=km), which take one batch entry; tpgemm's buffers are packed
-  // (ag_gemm's gathered A as [K, M] where A is stored so). Along N the caller's operands are
-  // packed (impl_supported).
+  // A's row of [K, M] where a_layout=km); tpgemm's buffers are packed (ag_gemm's gathered A as
+  // [K, M] where A is stored so). Along N the caller's operands are packed (impl_supported).
   int64_t ld_of(Buf b) const {
     const int w = team_->world;
     if (p_.shard_dim == ShardDim::kM) {
@@ -151,6 +150,17 @@ class PipelinedCE final : public OpImpl {
       if (b == Buf::kUserD) return plan::d_ld(p_, w);
     }
     return plan::buffer_geometry(b, q_, w).cols;
+  }
+  // Likewise between its batch entries (GemmProblem::batch_stride_a, batch_stride_c, batch_stride_d).
+  int64_t batch_of(Buf b) const {
+    const int w = team_->world;
+    if (p_.shard_dim == ShardDim::kM) {
+      if (b == Buf::kUserA) return plan::a_batch_stride(p_, w);
+      if (b == Buf::kUserC) return plan::c_batch_stride(p_, w);
+      if (b == Buf::kUserD) return plan::d_batch_stride(p_, w);
+    }
+    const plan::BufGeometry g = plan::buffer_geometry(b, q_, w);
+    return g.rows * g.cols;
   }
   // A stored [K, M] (a_layout=km, along M; one batch entry): a block of A's rows is a block of
   // columns there, which the matmul reads transposed. ag_gemm gathers it as it is stored: its
@@ -184,13 +194,8 @@ class PipelinedCE final : public OpImpl {
   // from the gathered buffer, which every matmul on the caller's stream has waited for.
   void copy_gathered_a(const Operands& o, cudaStream_t stream) const {
     const int64_t mw = p_.m / team_->world, row = p_.k * a_es_, own = team_->rank * mw;
-    const int64_t lda = plan::a_ld(p_, team_->world);
-    if (lda == p_.k) {
-      ops::copy_rows(o.a_gathered, p_.m, own, o.a, mw, 0, mw, row, p_.l, stream);
-    } else if (mw > 0) {  // (a row stride: one batch entry, its rows lda apart)
-      ops::copy_batched(static_cast<char*>(o.a_gathered) + own * row, static_cast<size_t>(row), o.a,
-                        static_cast<size_t>(lda * a_es_), static_cast<size_t>(row), mw, stream);
-    }
+    ops::copy_matrices(static_cast<char*>(o.a_gathered) + own * row, row, p_.m * row, o.a, ld_of(Buf::kUserA) * a_es_,
+                       batch_of(Buf::kUserA) * a_es_, row, mw, p_.l, stream);
     if (team_->world == 1) return;
     const char* g = static_cast<const char*>(symmetric_[static_cast<int>(Buf::kGathered)].local());
     TPGEMM_ASSERT(g != nullptr);
@@ -215,7 +220,7 @@ class PipelinedCE final : public OpImpl {
     TPGEMM_ASSERT(base != nullptr && (r.rank == team_->rank || symmetric_[b]));
     const int64_t ld = ld_of(r.buf);
     const int64_t elems = static_cast<int64_t>(r.slot) * p_.l * g.rows * g.cols + (a_km(r.buf) ? r.row0 : r.row0 * ld);
-    return {base + elems * es(r.buf), g.rows * g.cols, ld};
+    return {base + elems * es(r.buf), batch_of(r.buf), ld};
   }
 
   // NOTE [shard along N]: a matmul step of the transposed schedule, rows [r0, r0 + n) of D^T,
@@ -280,8 +285,6 @@ class PipelinedCE final : public OpImpl {
     const plan::BufGeometry gd = plan::buffer_geometry(s.dst.buf, p_, team_->world);
     const bool c = (s.add_c && p_.has_c) || s.has_addend;
     const int sms = s.carveout && choice_.comm_sms > 0 ? team_->num_sms - choice_.comm_sms : 0;
-    // C's batch stride: D's, or the receive buffer's for an addend (NOTE [partial as C]).
-    const int64_t c_rows = s.has_addend ? plan::buffer_geometry(s.addend.buf, p_, team_->world).rows : gd.rows;
     gemm::MatmulShape shape = gemm::packed_shape(p_, s.src.rows, p_.n);
     shape.a_transposed = a_km(s.src.buf);
     // (a block of columns of a [K, M] A starts 16-byte aligned only where its first row does)
@@ -290,9 +293,12 @@ class PipelinedCE final : public OpImpl {
     shape.ldb = plan::b_ld(p_, team_->world);
     shape.ldd = ld_of(s.dst.buf);
     if (c) shape.ldc = ld_of(s.has_addend ? s.addend.buf : Buf::kUserC);
-    shape.stride_a = ga.rows * p_.k;
-    shape.stride_d = gd.rows * p_.n;
-    shape.stride_c = c_rows * p_.n;
+    shape.stride_a = s.src.buf == Buf::kUserA ? batch_of(Buf::kUserA) : ga.rows * p_.k;
+    shape.stride_d = s.dst.buf == Buf::kUserD ? batch_of(Buf::kUserD) : gd.rows * p_.n;
+    // C: the caller's (beside the caller's D), or the receive buffer's partial for an addend
+    // (NOTE [partial as C]).
+    shape.stride_c = s.has_addend ? plan::buffer_geometry(s.addend.buf, p_, team_->world).rows * p_.n
+                                  : batch_of(Buf::kUserC);
     shape.has_c = c;
     shape.sm_count = sms;
     return matmuls_.get(shape);
@@ -304,35 +310,23 @@ class PipelinedCE final : public OpImpl {
     const int64_t cols = plan::buffer_geometry(s.src.buf, q_, team_->world).cols, e = es(s.src.buf);
     const bool km = a_km(s.src.buf);
     TPGEMM_ASSERT(e == es(s.dst.buf) && km == a_km(s.dst.buf));  // rows move between buffers of one kind
-    if (!km && src.ld == cols && dst.ld == cols) {
-      ops::copy_batched(dst.ptr, static_cast<size_t>(dst.batch_stride * e), src.ptr,
-                        static_cast<size_t>(src.batch_stride * e), static_cast<size_t>(s.src.rows * cols * e), p_.l, st);
-      return;
-    }
-    // One batch entry, a row at a time: the caller's rows at a stride, or the rows of a [K, M] A,
-    // a block of its columns (K rows of the piece's rows).
-    TPGEMM_ASSERT(p_.l == 1);
-    if (s.src.rows > 0)
-      ops::copy_batched(dst.ptr, static_cast<size_t>(dst.ld * e), src.ptr, static_cast<size_t>(src.ld * e),
-                        static_cast<size_t>((km ? s.src.rows : cols) * e), km ? p_.k : s.src.rows, st);
+    // The piece's rows of each entry; of a [K, M] A, a block of its columns: K rows of the piece's rows.
+    ops::copy_matrices(dst.ptr, dst.ld * e, dst.batch_stride * e, src.ptr, src.ld * e, src.batch_stride * e,
+                       (km ? s.src.rows : cols) * e, km ? p_.k : s.src.rows, p_.l, st);
   }
 
   // gemm_ar: beta * C onto the rows of D pulled from their owners.
   void add_c(const Region& d, cudaStream_t st) {
-    if (ld_of(Buf::kUserD) == p_.n && ld_of(Buf::kUserC) == p_.n) {
-      ops::add_scaled_rows(ops_.d, ops_.c, p_.beta, p_.l, p_.m, p_.n, d.row0, d.rows, d_dtype(p_), team_->num_sms, st);
-      return;
-    }
     Region c = d;
     c.buf = Buf::kUserC;
     const Ptr dp = address(d), cp = address(c);
-    ops::add_scaled_strided(dp.ptr, dp.ld, cp.ptr, cp.ld, p_.beta, d.rows, p_.n, d_dtype(p_), team_->num_sms, st);
+    ops::add_scaled_strided(dp.ptr, dp.ld, dp.batch_stride, cp.ptr, cp.ld, cp.batch_stride, p_.beta, p_.l, d.rows, p_.n,
+                            d_dtype(p_), team_->num_sms, st);
   }
 
   void reduce(const Step& s, cudaStream_t st) const {
     const TeamState& t = *team_;
     const plan::BufGeometry gr = plan::buffer_geometry(Buf::kRecv, q_, t.world);
-    const plan::BufGeometry gd = plan::buffer_geometry(Buf::kUserD, q_, t.world);
     ops::SlotReduceArgs a;
     const int recv = static_cast<int>(Buf::kRecv), red = static_cast<int>(Buf::kReduced);
     a.recv = t.world > 1 ? symmetric_[recv].local() : local_[recv].get();
@@ -343,7 +337,8 @@ class PipelinedCE final : public OpImpl {
     a.n = q_.n;
     a.l = p_.l;
     a.d = ops_.d;
-    a.d_batch_elems = gd.rows * gd.cols;
+    a.d_batch_elems = batch_of(Buf::kUserD);
+    a.c_batch_elems = batch_of(Buf::kUserC);
     a.d_row0 = s.dst.row0;
     a.d_ld = ld_of(Buf::kUserD);
     a.c_ld = ld_of(Buf::kUserC);

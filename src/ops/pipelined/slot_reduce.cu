@@ -37,7 +37,7 @@ __global__ void slot_reduce_kernel(SlotReduceArgs a) {
     }
     if (c != nullptr) {
       float x[8];
-      load8(c + b * a.d_batch_elems + (a.d_row0 + row) * a.c_ld + col, x);
+      load8(c + b * a.c_batch_elems + (a.d_row0 + row) * a.c_ld + col, x);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[i] += a.beta * x[i];
     }

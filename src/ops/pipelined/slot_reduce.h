@@ -22,8 +22,9 @@ struct SlotReduceArgs {
   int64_t d_batch_elems = 0;
   int64_t d_row0 = 0;             // where row0 lands in D
   int64_t d_ld = 0;               // elements between rows of D (n where packed)
-  const void* c = nullptr;        // optional; rows as D, c_ld elements apart (batch entries as D's)
+  const void* c = nullptr;        // optional; rows as D's, c_ld elements apart, entries c_batch_elems
   int64_t c_ld = 0;
+  int64_t c_batch_elems = 0;
   float beta = 0.0f;
   void* reduced = nullptr;        // optional copy of the result, laid out like one receive slot
   const uint64_t* arrive = nullptr;  // my arrival flags, one per source rank
