@@ -291,6 +291,7 @@ class PipelinedCE final : public OpImpl {
     shape.a_unaligned = shape.a_transposed && (s.src.row0 * a_es_) % 16 != 0;
     shape.lda = ld_of(s.src.buf);
     shape.ldb = plan::b_ld(p_, team_->world);
+    shape.stride_b = plan::b_batch_stride(p_, team_->world);  // the caller's B, read in place
     shape.ldd = ld_of(s.dst.buf);
     if (c) shape.ldc = ld_of(s.has_addend ? s.addend.buf : Buf::kUserC);
     shape.stride_a = s.src.buf == Buf::kUserA ? batch_of(Buf::kUserA) : ga.rows * p_.k;
