@@ -94,7 +94,7 @@ def check_ops(g, W, r):
             for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
                 T.set_impl(op, impl)
             A, w = make(m // W, k), randn(n, k)
-            check(ops._lda(A)[0] > k, f"{name}: A {tuple(A.shape)} strides {A.stride()} not read in place")
+            check(tpgemm.ops._lda(A)[0] > k, f"{name}: A {tuple(A.shape)} strides {A.stride()} not read in place")
             _, (d,) = ops.fused_all_gather_matmul(A, [w.t()], 0, g, return_A=False)
             e = rel(d, gather(A).float() @ w.float().t())
             check(e < BF16_TOL, f"ag {impl} strided A ({name}): rel err {e:.2e}")
