@@ -140,8 +140,10 @@ struct GemmProblem {
   // stored rows times their row stride (packed entries of strided rows, as a slice [L, M, :K] of a
   // wider [L, M, K'] tensor has). Otherwise at least one entry's extent ((rows - 1) x ld + row) and
   // a multiple of 16 bytes; entries of D never overlap, and what lies between them is untouched.
-  // With L = 1 they are not read. Taken where the row strides are (D's and C's: where ldc and ldd
-  // are).
+  // With L = 1 they are not read. Given, a stride is kept by calls of fewer rows (Operands::m) and
+  // the operand counts as strided even where it equals the packed stride. Taken where the row
+  // strides are (D's and C's: where ldc and ldd are). D's extent, first element to last, may not
+  // overlap another operand's, even where their entries interleave without touching.
   int64_t batch_stride_a = 0, batch_stride_b = 0, batch_stride_c = 0, batch_stride_d = 0;
   // L > 1: one B for every batch entry (B's batch stride 0; B is [K, N] or [N, K], not L of them),
   // as a weight shared by a batch of activations. Along M (shard_dim m) only. The baseline,

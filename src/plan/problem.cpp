@@ -83,9 +83,11 @@ int64_t a_stored_rows(const GemmProblem& p, int world) { return p.a_layout == AL
 int64_t b_stored_rows(const GemmProblem& p, int world) { return p.b_layout == BLayout::kKN ? p.k : b_cols(p, world); }
 // A batch stride as given, or the default: `rows` rows `ld` apart.
 int64_t batch_stride_or(int64_t given, int64_t rows, int64_t ld) { return given != 0 ? given : rows * ld; }
-// Whether L - 1 batch strides and rows `ld` apart are the packed layout of entries of rows x row.
-bool packed_entries(const GemmProblem& p, int64_t rows, int64_t row, int64_t ld, int64_t batch_stride) {
-  return ld == row && (p.l == 1 || batch_stride == rows * row);
+// Whether entries of rows `row` long, `ld` apart, are packed. A batch stride given is a stride
+// even where it equals the packed one at the plan's M: a call of fewer rows (Operands::m) keeps
+// it, where the packed one would follow the call.
+bool packed_entries(const GemmProblem& p, int64_t row, int64_t ld, int64_t given_batch_stride) {
+  return ld == row && (p.l == 1 || given_batch_stride == 0);
 }
 }  // namespace
 
@@ -111,15 +113,14 @@ Extents entry_extents(const GemmProblem& p, int world) {
 }
 
 bool packed_output(const GemmProblem& p, int world) {  // (a stride of a C not given is no stride)
-  const int64_t rows = d_rows(p, world), cols = d_cols(p, world);
-  return (!p.has_c || packed_entries(p, rows, cols, c_ld(p, world), c_batch_stride(p, world))) &&
-         packed_entries(p, rows, cols, d_ld(p, world), d_batch_stride(p, world));
+  const int64_t cols = d_cols(p, world);
+  return (!p.has_c || packed_entries(p, cols, c_ld(p, world), p.batch_stride_c)) &&
+         packed_entries(p, cols, d_ld(p, world), p.batch_stride_d);
 }
 bool packed_operands(const GemmProblem& p, int world) {
   const int64_t b_row = p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
-  return p.a_layout == ALayout::kMK && packed_entries(p, a_rows(p, world), p.k, a_ld(p, world), a_batch_stride(p, world)) &&
-         (p.b_broadcast ? b_ld(p, world) == b_row
-                        : packed_entries(p, b_stored_rows(p, world), b_row, b_ld(p, world), b_batch_stride(p, world)));
+  return p.a_layout == ALayout::kMK && packed_entries(p, p.k, a_ld(p, world), p.batch_stride_a) &&
+         packed_entries(p, b_row, b_ld(p, world), p.batch_stride_b);
 }
 
 GemmProblem transposed(const GemmProblem& p) {
@@ -404,11 +405,14 @@ Status validate_operands(const GemmProblem& p, int world, const Operands& ops, b
     if (a.name[0] == 'C' && a.ptr == ops.d) {
       // In place is safe where each element of C is read before its D is written: ag_gemm's
       // matmul epilogue. gemm_rs and gemm_ar write D (the reduced sum) before they add C.
-      if (p.op == Op::kAgGemm && plan::c_ld(p, world) == plan::d_ld(p, world)) continue;
+      const bool same_strides = plan::c_ld(p, world) == plan::d_ld(p, world) &&
+                                (p.l == 1 || plan::c_batch_stride(p, world) == plan::d_batch_stride(p, world));
+      if (p.op == Op::kAgGemm && same_strides) continue;
       if (p.op == Op::kAgGemm)
-        return invalid(strfmt("C == D (in place) with ldc=%lld and ldd=%lld: in place, C's rows are D's; expected "
-                              "ldc == ldd",
-                              (long long)plan::c_ld(p, world), (long long)plan::d_ld(p, world)));
+        return invalid(strfmt("C == D (in place) with ldc=%lld ldd=%lld, batch strides %lld and %lld: in place, C's "
+                              "rows and entries are D's; expected ldc == ldd and batch_stride_c == batch_stride_d",
+                              (long long)plan::c_ld(p, world), (long long)plan::d_ld(p, world),
+                              (long long)plan::c_batch_stride(p, world), (long long)plan::d_batch_stride(p, world)));
       return invalid(strfmt("C == D (in place) with %s: D receives the reduced sum before C is added, so C must be "
                             "a separate buffer (in place is supported for ag_gemm)",
                             std::string(to_string(p.op)).c_str()));

@@ -83,6 +83,10 @@ TEST(Layouts, StridedCAndDValidateAndSize) {
   expect_error(validate_operands(in_place, 2, o), ErrorCode::kInvalidArgument, {"C == D", "ldc=48", "ldd=64"});
   in_place.ldc = 64;
   EXPECT_TRUE(validate_operands(in_place, 2, o).ok());
+  in_place.l = 2, in_place.batch_stride_d = 64 * 64 + 64;  // and one batch stride
+  expect_error(validate_operands(in_place, 2, o), ErrorCode::kInvalidArgument, {"C == D", "4096 and 4160"});
+  in_place.batch_stride_c = 64 * 64 + 64;
+  EXPECT_TRUE(validate_operands(in_place, 2, o).ok());
 }
 
 // One B for a batch (b_broadcast): B counts once, the problem says so, along M only, and the
@@ -192,7 +196,8 @@ TEST(Layouts, StridesAndTransposedAValidateAndSize) {
 }
 
 // Batch strides (L > 1): by default an entry's stored rows times their stride; given, at least an
-// entry's extent and 16-byte aligned (not read with L = 1); the packed one given is packed; sizes
+// entry's extent and 16-byte aligned (not read with L = 1), a stride even where it is the packed
+// one (calls of fewer rows keep it); sizes
 // span L - 1 strides and one entry; B's is 0 with b_broadcast and may not be given beside it; the
 // implementations that take row strides take them, those that write D packed refuse D's naming it.
 TEST(Layouts, BatchStridesValidateAndSize) {
@@ -203,9 +208,20 @@ TEST(Layouts, BatchStridesValidateAndSize) {
   EXPECT_EQ(a_batch_stride(p, 2), 64 * 40);
   EXPECT_EQ(b_batch_stride(p, 2), 48 * 40);
   EXPECT_EQ(d_batch_stride(p, 2), 32 * 48);
-  p.batch_stride_a = 64 * 40;  // the packed stride, given
-  EXPECT_TRUE(packed_operands(p, 2));
+  p.batch_stride_a = 64 * 40;  // the packed stride, given: a stride all the same, which a call of
+  EXPECT_FALSE(packed_operands(p, 2));  // fewer rows keeps (the packed one would follow the call)
   EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  GemmProblem ar = p;  // gemm_ar: a call of 100 of 128 rows runs the implementation made for 128
+  ar.op = Op::kGemmAr, ar.m = 128, ar.batch_stride_a = 0, ar.batch_stride_d = 128 * 48;
+  GemmProblem call = ar;
+  call.m = 100;
+  EXPECT_EQ(range_top(ar, 2, call.m), 128);
+  EXPECT_FALSE(packed_output(ar, 2));
+  EXPECT_FALSE(packed_output(call, 2));
+  EXPECT_EQ(d_batch_stride(call, 2), 128 * 48);
+  ar.batch_stride_d = call.batch_stride_d = 0;  // the default follows the call
+  EXPECT_TRUE(packed_output(ar, 2));
+  EXPECT_EQ(d_batch_stride(call, 2), 100 * 48);
   p.batch_stride_a = 64 * 40 + 8;
   EXPECT_FALSE(packed_operands(p, 2));
   EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);

@@ -119,9 +119,10 @@ class AgGemmBaseline final : public OpImpl {
     return {k_rows ? p.k : own, k_rows ? own : p.k, along_n_ ? plan::b_ld(p, W) : plan::a_ld(p, W),
             along_n_ ? plan::b_batch_stride(p, W) : plan::a_batch_stride(p, W)};
   }
+  // (a batch stride given is kept by calls of fewer rows: packed or not, it is copied)
   bool shard_packed(const GemmProblem& p) const {
     const Shard s = shard_of(p);
-    return s.ld == s.row && (p.l == 1 || s.batch == s.rows * s.row);
+    return s.ld == s.row && (p.l == 1 || (along_n_ ? p.batch_stride_b : p.batch_stride_a) == 0);
   }
 
   // The shard packed: as the caller's pointer, or copied into staging_ where its rows or entries

@@ -13,10 +13,19 @@ namespace tpgemm::ops {
 
 // `width` bytes from src + b * src_pitch to dst + b * dst_pitch, for b < batches (batch entries,
 // or the rows of a matrix whose rows are a pitch apart).
+// The largest pitch of a 2D or 3D copy (cudaDevAttrMaxPitch on the GPUs tpgemm runs on); beyond
+// it, one copy per row or entry.
+constexpr size_t kMaxCopyPitch = (size_t(1) << 31) - 1;
+
 inline void copy_batched(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, int64_t batches,
                          cudaStream_t stream) {
   if (batches == 1)
     TPGEMM_CUDA_CHECK(cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, stream));
+  else if (dst_pitch > kMaxCopyPitch || src_pitch > kMaxCopyPitch)
+    for (int64_t b = 0; b < batches; ++b)
+      TPGEMM_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + static_cast<size_t>(b) * dst_pitch,
+                                        static_cast<const char*>(src) + static_cast<size_t>(b) * src_pitch, width,
+                                        cudaMemcpyDeviceToDevice, stream));
   else
     TPGEMM_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, static_cast<size_t>(batches),
                                         cudaMemcpyDeviceToDevice, stream));
@@ -38,7 +47,7 @@ inline void copy_matrices(void* dst, size_t dst_ld, size_t dst_batch, const void
     copy_batched(dst, dst_ld, src, src_ld, row_bytes, rows, stream);
     return;
   }
-  if (dst_batch % dst_ld == 0 && src_batch % src_ld == 0) {
+  if (dst_batch % dst_ld == 0 && src_batch % src_ld == 0 && dst_ld <= kMaxCopyPitch && src_ld <= kMaxCopyPitch) {
     cudaMemcpy3DParms m{};
     m.srcPtr = make_cudaPitchedPtr(const_cast<void*>(src), src_ld, row_bytes, src_batch / src_ld);
     m.dstPtr = make_cudaPitchedPtr(dst, dst_ld, row_bytes, dst_batch / dst_ld);
