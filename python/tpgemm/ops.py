@@ -120,8 +120,9 @@ def _b_operand(B):
     return B.contiguous(), "kn"
 
 
-def _plan(group_name, op, m, n, k, dtype, layout, **kw):
-    """The op's plan, or None where tpgemm answered Unsupported (then the reason is noted)."""
+def _plan(group_name, op, m, n, k, dtype, layout, note=True, **kw):
+    """The op's plan, or None where tpgemm answered Unsupported (then the reason is noted, unless
+    `note` is off)."""
     key = (group_name, op, m, n, k, dtype, layout, tuple(sorted(kw.items())), T.impl_for(op),
            torch.are_deterministic_algorithms_enabled())
     why = _unsupported_plans.get(key)
@@ -130,8 +131,22 @@ def _plan(group_name, op, m, n, k, dtype, layout, **kw):
             return T.plan(group_name, op, m, n, k, dtype, layout, **kw)
         except Unsupported as e:  # agreed on every rank: they all fall back alike
             why = _unsupported_plans[key] = str(e)
-    _note_fallback(op, why)
+    if note:
+        _note_fallback(op, why)
     return None
+
+
+def _plan_reading_a(A, group_name, op, m, n, k, dtype, layout, **kw):
+    """The plan for A as it lies, and how a call passes A (for _Call): (plan, a_rows, a_ld). Rows
+    equally spaced are read in place at their stride (a_ld) where the implementation takes one;
+    otherwise A is copied into rows each call (a_rows)."""
+    lda, a_rows = _lda(A)
+    if lda:
+        p = _plan(group_name, op, m, n, k, dtype, layout, note=False, lda=lda, **kw)
+        if p is not None:
+            return p, False, lda
+        a_rows = True  # (an implementation asked for that takes packed rows only)
+    return _plan(group_name, op, m, n, k, dtype, layout, **kw), a_rows, 0
 
 
 # ---- torch's own path ------------------------------------------------------------------------
@@ -178,14 +193,15 @@ def _all_reduce_torch(input, reduce_op, group_name):
 
 class _Call:
     """What a call of one key runs: `plan` (None: torch's path) and the outputs' shapes."""
-    __slots__ = ("plan", "shape", "gathered_shape", "a_rows", "b_copy")
+    __slots__ = ("plan", "shape", "gathered_shape", "a_rows", "b_copy", "a_ld")
 
-    def __init__(self, plan=None, shape=None, gathered_shape=None, a_rows=False, b_copy=False):
+    def __init__(self, plan=None, shape=None, gathered_shape=None, a_rows=False, b_copy=False, a_ld=0):
         self.plan = plan
         self.shape = shape
         self.gathered_shape = gathered_shape
-        self.a_rows = a_rows    # A's rows are not equally spaced: copied into rows each call
+        self.a_rows = a_rows    # A is copied into rows each call (its rows not equally spaced)
         self.b_copy = b_copy    # B is neither [K, N] nor [N, K] row-major: copied each call
+        self.a_ld = a_ld        # > 0: A's rows are read in place this far apart (the plan's lda)
 
 
 TORCH_PATH = _Call()
@@ -213,8 +229,14 @@ def _kept(key, work_out):
 
 
 def _operands(c, A, B):
-    """A's rows and B as the plan reads them, for call `c`."""
-    return (_rows(A) if c.a_rows else A), (B.contiguous() if c.b_copy else B)
+    """A's rows and B as the plan reads them, for call `c`. Rows at a stride from an address that
+    is not 16-byte aligned (a slice at an odd offset; the call's key does not fix the offset) are
+    copied to an aligned buffer at the same stride."""
+    if c.a_rows:
+        A = _rows(A)
+    elif c.a_ld and A.data_ptr() % 16:
+        A = torch.empty(A.shape[:-1] + (c.a_ld,), dtype=A.dtype, device=A.device)[..., :A.shape[-1]].copy_(A)
+    return A, (B.contiguous() if c.b_copy else B)
 
 
 def _ag_call(A, Bs, gather_dim, group_name, return_A):
@@ -235,13 +257,12 @@ def _ag_plan_call(A, B, group_name, dtype, gathered, **kw):
     K, lead = A.shape[-1], tuple(A.shape[:-1])
     B0, layout = _b_operand(B)
     N = B0.shape[1]
-    lda, a_rows = _lda(A)
-    p = _plan(group_name, "ag_gemm", math.prod(lead) * W, N, K, dtype, layout, return_gathered_a=gathered, lda=lda,
-              **kw)
+    p, a_rows, a_ld = _plan_reading_a(A, group_name, "ag_gemm", math.prod(lead) * W, N, K, dtype, layout,
+                                      return_gathered_a=gathered, **kw)
     if p is None:
         return TORCH_PATH
     rows = (lead[0] * W,) + lead[1:]
-    return _Call(p, rows + (N,), rows + (K,) if gathered else None, a_rows, B0 is not B)
+    return _Call(p, rows + (N,), rows + (K,) if gathered else None, a_rows, B0 is not B, a_ld)
 
 
 def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True):
@@ -290,11 +311,10 @@ def _rs_plan_call(A, B, lead, lead_from, rows, group_name, dtype, **kw):
             raise InvalidArgument(f"B has shape {tuple(B.shape)}: N={N} must be divisible by the group's size {W} "
                                   "to scatter the last dim")
         shape, shard = lead + (N // W,), "n"
-    lda, a_rows = _lda(A)
-    p = _plan(group_name, "gemm_rs", M, N, K, dtype, layout, shard_dim=shard, lda=lda, **kw)
+    p, a_rows, a_ld = _plan_reading_a(A, group_name, "gemm_rs", M, N, K, dtype, layout, shard_dim=shard, **kw)
     if p is None:
         return TORCH_PATH
-    return _Call(p, shape, None, a_rows, B2 is not B)
+    return _Call(p, shape, None, a_rows, B2 is not B, a_ld)
 
 
 def _rs_kernel(A, B, reduce_op, scatter_dim, group_name):
@@ -319,11 +339,11 @@ def _ar_call(A, B, reduce_op, group_name):
     K, lead = A.shape[-1], tuple(A.shape[:-1])
     B2, layout = _b_operand(B)
     N = B2.shape[1]
-    lda, a_rows = _lda(A)
-    p = _plan(group_name, "gemm_ar", math.prod(lead), N, K, T.DTYPES[A.dtype], layout, alpha=alpha, lda=lda)
+    p, a_rows, a_ld = _plan_reading_a(A, group_name, "gemm_ar", math.prod(lead), N, K, T.DTYPES[A.dtype], layout,
+                                      alpha=alpha)
     if p is None:
         return TORCH_PATH
-    return _Call(p, lead + (N,), None, a_rows, B2 is not B)
+    return _Call(p, lead + (N,), None, a_rows, B2 is not B, a_ld)
 
 
 def _ar_kernel(A, B, reduce_op, group_name):

@@ -377,3 +377,30 @@ def test_a_rows_read_in_place_where_equally_spaced():
     assert _row_stride(torch.zeros(6, 44, dtype=torch.bfloat16)[:, :40]) is None, "rows 88 bytes apart: not 16"
     assert _lda(torch.zeros(40, 6, dtype=torch.bfloat16).t()) == (0, True), "A transposed: copied into rows"
     assert _row_stride(torch.zeros(1, 1, 64, dtype=torch.bfloat16)[:, :, :40]) == 40, "one row"
+
+
+def test_strided_a_falls_back_to_rows_and_is_realigned(group_name, monkeypatch):
+    """An implementation that refuses a row stride gets A copied into rows (no warning: tpgemm
+    still runs); rows at a stride from an unaligned address are copied aligned, at that stride."""
+    from tpgemm.ops import _Call, _operands, _plan_reading_a, _unsupported_plans
+    asked = []
+
+    def packed_only(group, op, m, n, k, dtype, layout, **kw):
+        asked.append(kw.get("lda", 0))
+        if kw.get("lda", 0):
+            raise tpgemm.Unsupported("impl fused takes A and B packed")
+        return "plan"
+
+    monkeypatch.setattr(T, "plan", packed_only)
+    _unsupported_plans.clear()
+    A = torch.zeros(6, 64, dtype=torch.bfloat16)[:, :40]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _plan_reading_a(A, group_name, "gemm_ar", 6, 16, 40, "bf16", "nk") == ("plan", True, 0)
+    assert asked == [64, 0]
+    base = torch.arange(6 * 72, dtype=torch.float32).to(torch.bfloat16).view(6, 72)
+    A = base[:, 4:68]  # 8 bytes in: rows 144 bytes apart
+    assert A.data_ptr() % 16 == 8
+    A2, _ = _operands(_Call("plan", a_ld=72), A, None)
+    assert A2.data_ptr() % 16 == 0 and A2.stride() == (72, 1) and torch.equal(A2, A)
