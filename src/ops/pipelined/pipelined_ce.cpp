@@ -162,7 +162,7 @@ class PipelinedCE final : public OpImpl {
     const plan::BufGeometry g = plan::buffer_geometry(b, q_, w);
     return g.rows * g.cols;
   }
-  // A stored [K, M] (a_layout=km, along M; one batch entry): a block of A's rows is a block of
+  // A stored [K, M] (a_layout=km, along M): a block of A's rows is a block of
   // columns there, which the matmul reads transposed. ag_gemm gathers it as it is stored: its
   // gathered buffer is [K, M], each rank's block K rows of its columns (a 2D copy per piece).
   bool a_km(Buf b) const {
