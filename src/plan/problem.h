@@ -8,6 +8,7 @@
 #include "tpgemm/error.h"
 #include "tpgemm/plan.h"
 #include "tpgemm/types.h"
+#include "plan/layouts.h"    // row and batch strides, for every includer of problem.h
 #include "plan/supported.h"  // what each implementation takes (it was declared here)
 
 namespace tpgemm::plan {
@@ -31,30 +32,6 @@ int64_t b_cols(const GemmProblem& p, int world);
 int64_t d_rows(const GemmProblem& p, int world);
 int64_t d_cols(const GemmProblem& p, int world);
 
-// The row strides of A and B as this rank passes them (GemmProblem::lda, ldb, or the packed row's
-// length), and whether both are packed in the default layouts, rows and batch entries (what every
-// implementation takes).
-int64_t a_ld(const GemmProblem& p, int world);
-int64_t b_ld(const GemmProblem& p, int world);
-bool packed_operands(const GemmProblem& p, int world);
-// Likewise C's and D's (GemmProblem::ldc, ldd, or this rank's columns of D), and whether both are
-// packed, rows and batch entries (what every implementation but the baseline and pipelined_ce
-// along M writes).
-int64_t c_ld(const GemmProblem& p, int world);
-int64_t d_ld(const GemmProblem& p, int world);
-bool packed_output(const GemmProblem& p, int world);
-// Elements between batch entries of A, B, C and D as this rank passes them
-// (GemmProblem::batch_stride_a.., or an entry's stored rows times their row stride; B's is 0 with
-// b_broadcast), and the extent of one entry ((rows - 1) x ld + row as stored).
-int64_t a_batch_stride(const GemmProblem& p, int world);
-int64_t b_batch_stride(const GemmProblem& p, int world);
-int64_t c_batch_stride(const GemmProblem& p, int world);
-int64_t d_batch_stride(const GemmProblem& p, int world);
-struct Extents {
-  int64_t a = 0, b = 0, c = 0, d = 0;
-};
-Extents entry_extents(const GemmProblem& p, int world);
-
 // NOTE [shard along N]
 // ag_gemm and gemm_rs along N are ag_gemm and gemm_rs along M of the transposed product,
 // D^T = B^T A^T: B's columns play A's rows. transposed(p) is that problem (shard_dim kM, M and N
@@ -72,10 +49,6 @@ inline Status unsupported(std::string msg) { return {ErrorCode::kUnsupported, st
 
 // Checks that do not depend on the data pointers: sizes, divisibility, dtype, layout, scalars.
 Status validate_problem(const GemmProblem& p, int world);
-// Its part on a_layout, the row strides and the batch strides (also per call: a packed [K, M] A's
-// rows follow the call's M).
-Status validate_layouts(const GemmProblem& p, int world);
-
 // Checks of one call's pointers: non-null, 16-byte aligned, D not overlapping A, B or C
 // (C == D exactly is allowed for ag_gemm: in-place accumulation).
 // With `gathered_a` (PlanOptions::return_gathered_a) also Operands::a_gathered.
