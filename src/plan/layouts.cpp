@@ -7,18 +7,16 @@
 
 namespace tpgemm::plan {
 
-int64_t a_ld(const GemmProblem& p, int world) {
-  return p.lda != 0 ? p.lda : p.a_layout == ALayout::kKM ? a_rows(p, world) : p.k;
-}
-int64_t b_ld(const GemmProblem& p, int world) {
-  return p.ldb != 0 ? p.ldb : p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
-}
+int64_t a_stored_rows(const GemmProblem& p, int world) { return p.a_layout == ALayout::kKM ? p.k : a_rows(p, world); }
+int64_t a_stored_row(const GemmProblem& p, int world) { return p.a_layout == ALayout::kKM ? a_rows(p, world) : p.k; }
+int64_t b_stored_rows(const GemmProblem& p, int world) { return p.b_layout == BLayout::kKN ? p.k : b_cols(p, world); }
+int64_t b_stored_row(const GemmProblem& p, int world) { return p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k; }
+
+int64_t a_ld(const GemmProblem& p, int world) { return p.lda != 0 ? p.lda : a_stored_row(p, world); }
+int64_t b_ld(const GemmProblem& p, int world) { return p.ldb != 0 ? p.ldb : b_stored_row(p, world); }
 int64_t c_ld(const GemmProblem& p, int world) { return p.ldc != 0 ? p.ldc : d_cols(p, world); }
 int64_t d_ld(const GemmProblem& p, int world) { return p.ldd != 0 ? p.ldd : d_cols(p, world); }
 namespace {
-// The rows of A and B as stored (a [K, M] A: K rows), and the rows of C and D.
-int64_t a_stored_rows(const GemmProblem& p, int world) { return p.a_layout == ALayout::kKM ? p.k : a_rows(p, world); }
-int64_t b_stored_rows(const GemmProblem& p, int world) { return p.b_layout == BLayout::kKN ? p.k : b_cols(p, world); }
 // A batch stride as given, or the default: `rows` rows `ld` apart.
 int64_t batch_stride_or(int64_t given, int64_t rows, int64_t ld) { return given != 0 ? given : rows * ld; }
 // Whether entries of rows `row` long, `ld` apart, are packed. A batch stride given is a stride
@@ -43,10 +41,9 @@ int64_t d_batch_stride(const GemmProblem& p, int world) {
 }
 Extents entry_extents(const GemmProblem& p, int world) {
   const auto span = [](int64_t rows, int64_t row, int64_t ld) { return rows > 0 && row > 0 ? (rows - 1) * ld + row : 0; };
-  const int64_t ar = a_stored_rows(p, world), br = b_stored_rows(p, world), dr = d_rows(p, world);
-  const int64_t a_row = p.a_layout == ALayout::kKM ? a_rows(p, world) : p.k;
-  const int64_t b_row = p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
-  return {span(ar, a_row, a_ld(p, world)), span(br, b_row, b_ld(p, world)), span(dr, d_cols(p, world), c_ld(p, world)),
+  const int64_t dr = d_rows(p, world);
+  return {span(a_stored_rows(p, world), a_stored_row(p, world), a_ld(p, world)),
+          span(b_stored_rows(p, world), b_stored_row(p, world), b_ld(p, world)), span(dr, d_cols(p, world), c_ld(p, world)),
           span(dr, d_cols(p, world), d_ld(p, world))};
 }
 
@@ -56,9 +53,8 @@ bool packed_output(const GemmProblem& p, int world) {  // (a stride of a C not g
          packed_entries(p, cols, d_ld(p, world), p.batch_stride_d);
 }
 bool packed_operands(const GemmProblem& p, int world) {
-  const int64_t b_row = p.b_layout == BLayout::kKN ? b_cols(p, world) : p.k;
   return p.a_layout == ALayout::kMK && packed_entries(p, p.k, a_ld(p, world), p.batch_stride_a) &&
-         packed_entries(p, b_row, b_ld(p, world), p.batch_stride_b);
+         packed_entries(p, b_stored_row(p, world), b_ld(p, world), p.batch_stride_b);
 }
 
 Status validate_layouts(const GemmProblem& p, int world) {
@@ -72,8 +68,8 @@ Status validate_layouts(const GemmProblem& p, int world) {
   const bool km = p.a_layout == ALayout::kKM, kn = p.b_layout == BLayout::kKN;
   const int64_t ds = static_cast<int64_t>(dtype_size(d_dtype(p)));
   const Stride strides[] = {
-      {"lda", p.lda, km ? a_rows(p, world) : p.k, km ? "this rank's rows of A (a_layout=km)" : "K", es, false},
-      {"ldb", p.ldb, kn ? b_cols(p, world) : p.k, kn ? "this rank's columns of B (b_layout=kn)" : "K", es, false},
+      {"lda", p.lda, a_stored_row(p, world), km ? "this rank's rows of A (a_layout=km)" : "K", es, false},
+      {"ldb", p.ldb, b_stored_row(p, world), kn ? "this rank's columns of B (b_layout=kn)" : "K", es, false},
       {"ldc", p.ldc, d_cols(p, world), "this rank's columns of C and D", ds, true},
       {"ldd", p.ldd, d_cols(p, world), "this rank's columns of D", ds, true}};
   for (const Stride& s : strides) {

@@ -13,6 +13,13 @@ constexpr int64_t kMaxExtent = int64_t(1) << 31;
 // Largest batch stride, and extent of an operand with its batch strides, in elements.
 constexpr int64_t kMaxBatchStride = int64_t(1) << 48;
 
+// The rows of A and B as this rank stores them (A as [K, M], B as [K, N]: K rows), and their
+// length (what a row stride of 0 means).
+int64_t a_stored_rows(const GemmProblem& p, int world);
+int64_t a_stored_row(const GemmProblem& p, int world);
+int64_t b_stored_rows(const GemmProblem& p, int world);
+int64_t b_stored_row(const GemmProblem& p, int world);
+
 // The row strides of A and B as this rank passes them (GemmProblem::lda, ldb, or the packed row's
 // length), and whether both are packed in the default layouts, rows and batch entries (what every
 // implementation takes).

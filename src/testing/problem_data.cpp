@@ -78,8 +78,8 @@ void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, c
 }
 
 void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream, bool every_batch) {
-  const int64_t n = plan::b_cols(p, world);  // along N, ag_gemm's B is this rank's own block of columns
-  const int64_t rows = p.b_layout == BLayout::kKN ? p.k : n, cols = p.b_layout == BLayout::kKN ? n : p.k;
+  // (along N, ag_gemm's B is this rank's own block of columns)
+  const int64_t rows = plan::b_stored_rows(p, world), cols = plan::b_stored_row(p, world);
   fill_random(b, b_dtype(p), p.b_broadcast ? 1 : p.l, rows, cols, 0, rows, seed_of(seed, kB, rank), stream);
   if (!p.b_broadcast || !every_batch) return;
   const size_t bytes = bytes_of(rows * cols, b_dtype(p));  // the one B, copied into every batch entry
@@ -135,7 +135,6 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
     fill_b(b.get(), p, world, rank, seed, stream);
   } else {  // the same values as packed, stored as the problem says
     const int64_t ar = plan::a_rows(p, world), bc = plan::b_cols(p, world);
-    const bool kn = p.b_layout == BLayout::kKN;
     const int64_t b_entries = p.b_broadcast ? 1 : p.l;
     DeviceBuffer packed(bytes_of(std::max(p.l * ar * p.k, b_entries * bc * p.k), p.dtype));
     fill_a(packed.get(), p, world, rank, seed, stream);
@@ -144,7 +143,8 @@ void RankData::refill(uint64_t seed, cudaStream_t stream) {
           stream);
     fill_b(packed.get(), p, world, rank, seed, stream);
     place(b.get(), sizes.b, packed.get(),
-          {kn ? p.k : bc, kn ? bc : p.k, plan::b_ld(p, world), plan::b_batch_stride(p, world), b_entries, false},
+          {plan::b_stored_rows(p, world), plan::b_stored_row(p, world), plan::b_ld(p, world),
+           plan::b_batch_stride(p, world), b_entries, false},
           b_dtype(p), stream);
     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (packed dies here)
   }

@@ -102,10 +102,8 @@ TEST_P(Layouts, TransposedAAndStridesMatchTheReference) {
                       p.shard_dim = along_n ? ShardDim::kN : ShardDim::kM;
                       p.a_layout = l.a;
                       p.b_layout = l.b;
-                      const int64_t a_row = l.a == ALayout::kKM ? plan::a_rows(p, W) : p.k;
-                      const int64_t b_row = l.b == BLayout::kKN ? plan::b_cols(p, W) : p.k;
-                      p.lda = l.lda_extra > 0 ? a_row + l.lda_extra : 0;
-                      p.ldb = l.ldb_extra > 0 ? b_row + l.ldb_extra : 0;
+                      p.lda = l.lda_extra > 0 ? plan::a_stored_row(p, W) + l.lda_extra : 0;
+                      p.ldb = l.ldb_extra > 0 ? plan::b_stored_row(p, W) + l.ldb_extra : 0;
                       if (with_c) p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true;
                       expect_the_strided_implementations(team, p, "packed", seed, /*graph=*/with_c);
                     }

@@ -208,8 +208,8 @@ class Runner {
     p.has_c = cfg_.beta != 0.0f;
     if (s.op != Op::kGemmAr) p.shard_dim = cfg_.shard_dim;
     // Strides: the rows as this rank passes them (they follow the shard dimension), padded.
-    if (cfg_.lda > 0) p.lda = (p.a_layout == ALayout::kKM ? plan::a_rows(p, t_.world) : p.k) + cfg_.lda;
-    if (cfg_.ldb > 0) p.ldb = (p.b_layout == BLayout::kKN ? plan::b_cols(p, t_.world) : p.k) + cfg_.ldb;
+    if (cfg_.lda > 0) p.lda = plan::a_stored_row(p, t_.world) + cfg_.lda;
+    if (cfg_.ldb > 0) p.ldb = plan::b_stored_row(p, t_.world) + cfg_.ldb;
     if (cfg_.ldd > 0) p.ldd = plan::d_cols(p, t_.world) + cfg_.ldd;
     if (cfg_.ldd > 0 && p.has_c) p.ldc = p.ldd;
     p.b_broadcast = cfg_.b_broadcast;

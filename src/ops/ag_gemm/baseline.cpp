@@ -113,11 +113,9 @@ class AgGemmBaseline final : public OpImpl {
     int64_t rows, row, ld, batch;
   };
   Shard shard_of(const GemmProblem& p) const {
-    const int64_t W = team_->world;
-    const bool k_rows = along_n_ ? p.b_layout == BLayout::kKN : p.a_layout == ALayout::kKM;  // stored K x rows
-    const int64_t own = (along_n_ ? p.n : p.m) / W;
-    return {k_rows ? p.k : own, k_rows ? own : p.k, along_n_ ? plan::b_ld(p, W) : plan::a_ld(p, W),
-            along_n_ ? plan::b_batch_stride(p, W) : plan::a_batch_stride(p, W)};
+    const int W = team_->world;
+    if (along_n_) return {plan::b_stored_rows(p, W), plan::b_stored_row(p, W), plan::b_ld(p, W), plan::b_batch_stride(p, W)};
+    return {plan::a_stored_rows(p, W), plan::a_stored_row(p, W), plan::a_ld(p, W), plan::a_batch_stride(p, W)};
   }
   // (a batch stride given is kept by calls of fewer rows: packed or not, it is copied)
   bool shard_packed(const GemmProblem& p) const {
