@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/env.h"
+#include "ops/call_graphs.h"
 #include "ops/op_impl.h"
 #include "ops/tuner.h"
 #include "plan/choose.h"
@@ -24,6 +25,7 @@ struct Route {
   plan::Choice choice;
   std::unique_ptr<OpImpl> impl;
   PlanSelection selection;
+  CallGraphs graphs;  // NOTE [call graphs]; after impl: destroyed before it
 };
 
 struct PlanState {
@@ -36,6 +38,7 @@ struct PlanState {
   bool return_gathered_a = false;              // PlanOptions::return_gathered_a
   // A, B, C, D, A gathered, the e4m3 scales as last found this GPU's (check_device_memory).
   std::array<const void*, 7> device_memory{};
+  bool call_graphs = false;  // NOTE [call graphs]: TPGEMM_CALL_GRAPHS when the plan was made
 };
 
 namespace {
@@ -218,6 +221,7 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   state->problem = problem;
   state->asked = asked;
   state->return_gathered_a = options.return_gathered_a;
+  state->call_graphs = detail::call_graphs_enabled();
   t->agree_local("making the plan", [&] { state->main = detail::make_route(t, problem, asked, /*any_m=*/false); });
   state_ = std::move(state);
 }
@@ -298,7 +302,10 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
                          "capturing", (long long)o.m, (long long)plan::range_top(s.problem, t.world, o.m), (long long)o.m));
     route = &detail::make_range(s, o.m, mine);  // collective, like the plan; agrees on `mine` first
   }
-  if (mine.ok()) {
+  // Checked collectively, a call runs directly, its prologue before the rendezvous; checked
+  // locally (the default), where its verdict is its own, it may replay (NOTE [call graphs]).
+  const bool graphed = s.call_graphs && !t.collective_calls && route->choice.impl != Impl::kBaseline;
+  if (mine.ok() && !graphed) {
     // Local work into the plan's own buffers, begun before the rendezvous; a failure there
     // (a bad stream, say) is this rank's verdict, which its peers must hear, not wait for.
     try {
@@ -313,7 +320,12 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   } else {
     t.agree_call(mine, "Plan::run", s.id);
   }
-  route->impl->run(o, stream);
+  if (!graphed) return route->impl->run(o, stream);
+  detail::OpImpl& impl = *route->impl;
+  route->graphs.run({ptrs, o.m}, stream, [&](cudaStream_t st) {
+    impl.prologue(o, st);
+    impl.run(o, st);
+  });
 }
 
 Impl Plan::impl() const { return detail::live(state_, "impl()").main.choice.impl; }
