@@ -38,8 +38,12 @@ if ! { [ -f "${TPGEMM_CUTLASS_DIR:-/nonexistent}/cutlass/cutlass.h" ] || [ -f .c
 fi
 # The Python package: nanobind and scikit-build-core build tpgemm._C (pip install . without build
 # isolation, so that machines without network build with what they have); pytest runs the tests,
-# and torch (from PyPI, which imports on machines without a GPU) the torch layer's CPU tests.
-# TPGEMM_NO_TORCH=1 skips torch: those tests then skip, saying so.
+# and torch (from PyPI, which imports on machines without a GPU) the torch layer's CPU tests:
+# torch 2.11, the version the GPU checks run, whose libnccl (2.28, which the process loads with
+# torch) is the NCCL minor tpgemm is built against; a later torch brings another NCCL minor, whose
+# device ABI tpgemm refuses (Team creation says so). TPGEMM_NO_TORCH=1 skips torch: those tests
+# then skip, saying so.
+TORCH_WHEEL=torch==2.11.0
 py_has() { python3 -c "import $1" >/dev/null 2>&1; }
 py_need=()
 py_has nanobind || py_need+=(nanobind==3.1.0)
@@ -50,8 +54,8 @@ if [ ${#py_need[@]} -gt 0 ]; then
   pip_install "${py_need[@]}" pathspec packaging iniconfig pluggy
 fi
 if [ "${TPGEMM_NO_TORCH:-0}" != 1 ] && ! py_has torch; then
-  echo "setup: installing torch (the torch layer's tests)"
-  python3 -m pip install -q torch 2>/dev/null || python3 -m pip install -q --break-system-packages torch
+  echo "setup: installing $TORCH_WHEEL (the torch layer's tests)"
+  python3 -m pip install -q "$TORCH_WHEEL" 2>/dev/null || python3 -m pip install -q --break-system-packages "$TORCH_WHEEL"
 fi
 have_tool() {
   command -v "$1" >/dev/null || [ -x "/usr/local/cuda/bin/$1" ] || [ -x ".carry/bin/$1" ] ||
