@@ -10,7 +10,8 @@
 // A call seen for the first time runs directly, so a program whose addresses never repeat pays a
 // lookup and nothing more. A replay is the same work as a direct run: every implementation can be
 // captured (the tuner times each from graphs) and keeps its per-call state on the device (the
-// signal pads' epochs, the timeouts relative to each wait's start). The caller's own graph
+// signal pads' epochs, the timeouts relative to each wait's start), though its kernels run at
+// the launching stream's priority, not at the side streams' higher one. The caller's own graph
 // capture takes the calls directly (a graph is not launched into a capture), and the baseline,
 // whose collectives are NCCL's, always runs directly: NCCL keeps resources for each captured
 // collective. Off by default: TPGEMM_CALL_GRAPHS=1 when a plan is made turns it on for that plan.
