@@ -118,12 +118,16 @@ class CudaGraph {
       enqueue();
     } catch (...) {
       if (cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();  // (as below; the error is enqueue's)
       throw;
     }
-    TPGEMM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     CudaGraph g;
-    const cudaError_t made = cudaGraphInstantiate(&g.exec_, graph, 0);
-    TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
+    const cudaError_t made = ended == cudaSuccess ? cudaGraphInstantiate(&g.exec_, graph, 0) : ended;
+    if (graph != nullptr) TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
+    // A failed capture's error (an invalidated capture, say) is reported here, once, and not left
+    // for the next launch check of whatever the caller enqueues instead.
+    if (made != cudaSuccess) (void)cudaGetLastError();
     TPGEMM_CUDA_CHECK(made);
     return g;
   }

@@ -34,10 +34,7 @@ void CallGraphs::run(const Key& key, cudaStream_t stream, const std::function<vo
     graph = CudaGraph::capture(capture_stream_.get(), [&] { enqueue(capture_stream_.get()); });
   } catch (const Error&) {
     // Nothing was enqueued (a capture records, it does not run): this call runs directly, and so
-    // does every later one, rather than fail a call that a direct run serves. The failed capture's
-    // error is cleared first, or the direct run's first launch check would report it midway
-    // through the call's protocol.
-    (void)cudaGetLastError();
+    // does every later one, rather than fail a call that a direct run serves.
     broken_ = true;
     graphs_.clear();
     return enqueue(stream);

@@ -15,9 +15,8 @@
 // capture takes the calls directly (a graph is not launched into a capture), and the baseline,
 // whose collectives are NCCL's, always runs directly: NCCL keeps resources for each captured
 // collective. Off by default: TPGEMM_CALL_GRAPHS=1 when a plan is made turns it on for that plan.
-// (With it on, the PyTorch check tests/python/dist_check.py failed once at W=4, its compiled
-// block giving NaN and its later calls timing out, where every C++ check and W=2 passed; until
-// that is understood it stays an opt-in.)
+// It stays an opt-in until a failure of the PyTorch check at W=4 with it on is understood
+// (docs/perf.md, "Not yet good").
 #pragma once
 
 #include <cuda_runtime_api.h>

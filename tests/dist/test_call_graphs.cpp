@@ -1,7 +1,6 @@
 // Calls replayed from graphs (NOTE [call graphs] in src/ops/call_graphs.h; the plans here are
-// made with TPGEMM_CALL_GRAPHS=1): a plan called with
-// operands at a few addresses in turn runs each address set directly, then captured, then
-// replayed; every call gets fresh data at the same addresses and a poisoned D, and must match the
+// made with TPGEMM_CALL_GRAPHS=1): a plan called with operands at a few addresses in turn runs
+// each address set directly, then captured, then replayed; every call gets fresh data at the same addresses and a poisoned D, and must match the
 // reference. On odd ranks one operand set takes a fresh D every call (never replayed), so ranks
 // that replay meet ranks that run directly in one call. A stream of the test's and both default
 // streams take turns, since a graph is launched onto whichever stream the call names.
