@@ -116,8 +116,8 @@ def check_ops(g, W, r):
 
 
 def check_fp32_output(g, W, r):
-    """A plan with out_dtype='fp32' (the baseline; auto takes it): bf16 A and B, fp32 D, the partial
-    sums reduced in fp32, against an fp32 reference; the other implementations refuse by name. And
+    """A plan with out_dtype='fp32': bf16 A and B, fp32 D, against an fp32 reference; the reducing ops
+    run the baseline (its partial sums reduced in fp32; auto takes it, the others refuse by name). And
     e4m3 operands with their scales."""
     team = T.team_for_group(g)
     stream = T.stream(torch.cuda.current_device())
@@ -138,7 +138,8 @@ def check_fp32_output(g, W, r):
             plan.run(T.address(A, "A"), T.address(w, "B"), 0, T.address(D, "D"), 0, stream)
             torch.cuda.synchronize()
             e = rel(D, ref)
-            check(plan.impl == "baseline" and e < 1e-4,
+            # Partial sums reduced in fp32 are the baseline's alone; an all-gather's D is one GEMM's.
+            check((op == "ag_gemm" or plan.impl == "baseline") and e < 1e-4,
                   f"{op} out fp32 {impl} {m}x{n}x{k}: ran {plan.impl}, rel err {e:.2e}")
     code, msg = tpgemm._C.Plan.can_implement(team, "gemm_rs", 256 * W, 2048, 1024, impl="pipelined_ce",
                                              out_dtype="fp32")
