@@ -9,7 +9,7 @@ namespace tpgemm::detail {
 
 bool call_graphs_enabled() {
   const auto v = env_string("TPGEMM_CALL_GRAPHS");
-  return v && *v == "1";
+  return !(v && *v == "0");
 }
 
 void CallGraphs::run(const Key& key, cudaStream_t stream, const std::function<void(cudaStream_t)>& enqueue) {

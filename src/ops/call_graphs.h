@@ -14,9 +14,7 @@
 // the launching stream's priority, not at the side streams' higher one. The caller's own graph
 // capture takes the calls directly (a graph is not launched into a capture), and the baseline,
 // whose collectives are NCCL's, always runs directly: NCCL keeps resources for each captured
-// collective. Off by default: TPGEMM_CALL_GRAPHS=1 when a plan is made turns it on for that plan.
-// It stays an opt-in until a failure of the PyTorch check at W=4 with it on is understood
-// (docs/perf.md, "Not yet good").
+// collective. On by default; TPGEMM_CALL_GRAPHS=0 when a plan is made turns it off for that plan.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,7 +28,7 @@
 
 namespace tpgemm::detail {
 
-// Whether plans made now replay their calls (TPGEMM_CALL_GRAPHS: "1" on, else off).
+// Whether plans made now replay their calls (TPGEMM_CALL_GRAPHS: "0" off, else on).
 bool call_graphs_enabled();
 
 class CallGraphs {
