@@ -1,12 +1,15 @@
 """Host time of one eager call, layer by layer: the torch op (dispatcher and all), the Python
-function behind it, the C++ Plan.run alone, a RowParallelLinear module (without and with
-autograd), and the torch calls every op makes anyway (an empty output, the current stream),
-beside torch's matmul + NCCL. The GPU is held busy (torch.cuda._sleep)
-while the calls are enqueued, so each figure is the host's own cost, never a wait for the GPU.
+function behind it, the C++ Plan.run alone, the op called by each of a deep model's layers in
+turn (weights of their own, one plan), a RowParallelLinear module (without and with autograd),
+and the torch calls every op makes anyway (an empty output, the current stream), beside torch's
+matmul + NCCL. The GPU is held busy (torch.cuda._sleep) while the calls are enqueued, so each
+figure is the host's own cost, never a wait for the GPU. Each row also says how much device
+memory its calls took outside torch's allocator (the CUDA graphs tpgemm keeps, NOTE [call graphs]).
 
     python3 -m torch.distributed.run --standalone --nproc-per-node W bench/host_time.py [--json F]
 """
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -24,6 +27,7 @@ from tpgemm.nn import RowParallelLinear  # noqa: E402
 from tpgemm.ops import _ar_kernel, _b_operand, _rs_kernel  # noqa: E402
 
 CALLS = 100            # per sample: few enough that the launch queue never fills
+LAYERS = 64            # a deep model's layers sharing one plan, each with its own weight
 HOLD_CYCLES = 400_000_000  # about 0.2 s of GPU time ahead of the calls
 
 
@@ -76,6 +80,11 @@ def main():
         with torch.no_grad():
             return m(a)
 
+    layer_weights = itertools.cycle([torch.randn_like(Wt) for _ in range(LAYERS)])
+
+    def next_layer():
+        return ops.fused_matmul_reduce_scatter(A, next(layer_weights).t(), "sum", 0, g)
+
     def nccl_rs():
         p = A @ Wt.t()
         dist.reduce_scatter_tensor(torch.empty(M // W, N, device="cuda", dtype=A.dtype), p)
@@ -84,6 +93,7 @@ def main():
         ("gemm_rs: torch.ops.tpgemm.fused_matmul_reduce_scatter", lambda: ops.fused_matmul_reduce_scatter(A, Wt.t(), "sum", 0, g)),
         ("gemm_rs: the Python function behind it", lambda: _rs_kernel(A, Wt.t(), "sum", 0, g)),
         ("gemm_rs: Plan.run alone (C++ through nanobind)", lambda: rs_plan.plan.run(a_ptr, b_ptr, 0, d_ptr, 0, stream, M)),
+        (f"gemm_rs: the torch op, {LAYERS} layers' weights in turn", next_layer),
         ("gemm_ar: torch.ops.tpgemm.matmul_all_reduce, M=16", lambda: ops.matmul_all_reduce(a16, Wt.t(), "sum", g)),
         ("gemm_ar: the Python function behind it, M=16", lambda: _ar_kernel(a16, Wt.t(), "sum", g)),
         ("RowParallelLinear (sequence parallel), no_grad", lambda: module_no_grad(row_sp, A)),
@@ -95,10 +105,14 @@ def main():
     ]
     results = []
     for name, fn in rows:
+        torch.cuda.synchronize()
+        free_before, reserved_before = torch.cuda.mem_get_info()[0], torch.cuda.memory_reserved()
         us = host_us(fn)
-        results.append({"call": name, "host_us": us})
+        # Device memory the row's calls took outside torch's allocator (their CUDA graphs, say).
+        taken = free_before - torch.cuda.mem_get_info()[0] - (torch.cuda.memory_reserved() - reserved_before)
+        results.append({"call": name, "host_us": us, "device_mib_taken": taken / 2**20})
         if dist.get_rank() == 0:
-            print(f"{name:60s} {us:7.1f} us", flush=True)
+            print(f"{name:60s} {us:7.1f} us   {taken / 2**20:6.1f} MiB taken", flush=True)
     if args.json and dist.get_rank() == 0:
         with open(args.json, "w") as f:
             json.dump({"W": W, "M": M, "N": N, "K": K, "calls_per_sample": CALLS, "torch": torch.__version__,

@@ -94,7 +94,7 @@ for s in $STAGES; do
         [ "$w" -le "$GPUS" ] || continue
         stage "host_time_W$w" 300 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" bench/host_time.py \
           --json "$LOGS/host_time_W$w.json"
-        grep -E " us$" "$LOGS/host_time_W$w.log" | sed "s/^/W=$w /" | tee -a "$SUMMARY" > /dev/null
+        grep -E " us( |$)" "$LOGS/host_time_W$w.log" | sed "s/^/W=$w /" | tee -a "$SUMMARY" > /dev/null
       done ;;
     test_cpu) stage test_cpu 600 ctest --test-dir "$BUILD" -L cpu --output-on-failure -j 8 ;;
     test_gpu) stage test_gpu 900 ctest --test-dir "$BUILD" -L gpu --output-on-failure ;;

@@ -5,8 +5,9 @@
 // copies, matmuls, flag kernels and the events between its streams), some 100 us of host time
 // that a small matmul cannot hide. A model calls a plan with the same addresses over and over
 // (its weights, and activations that the caching allocator hands back in the same order), so a
-// call whose addresses and M were seen in one of the last kSeen calls is captured once as a CUDA
-// graph of its enqueue and from then on launched as that graph: one launch in place of the many.
+// call whose addresses and M were seen among the last calls is captured once as a CUDA graph of
+// its enqueue and from then on launched as that graph: one launch in place of the many (which
+// calls, and how many graphs are kept: src/ops/replay_cache.h).
 // A call seen for the first time runs directly, so a program whose addresses never repeat pays a
 // lookup and nothing more. A replay is the same work as a direct run: every implementation can be
 // captured (the tuner times each from graphs) and keeps its per-call state on the device (the
@@ -19,12 +20,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include <array>
-#include <cstdint>
 #include <functional>
-#include <vector>
 
 #include "core/cuda_raii.h"
+#include "ops/replay_cache.h"
 
 namespace tpgemm::detail {
 
@@ -33,31 +32,16 @@ bool call_graphs_enabled();
 
 class CallGraphs {
  public:
-  static constexpr int kSeen = 8;     // the keys of the last calls that ran directly
-  static constexpr int kGraphs = 8;   // graphs kept; the least recently launched goes first
-
-  struct Key {
-    std::array<const void*, 7> ptrs{};  // A, B, C, D, A gathered, a_scale, b_scale
-    int64_t m = 0;
-    bool operator==(const Key&) const = default;
-  };
+  using Key = CallKey;
 
   // Enqueues a call on `stream` through enqueue(s), which puts its work on stream s: as the
   // graph of `key` where there is one; captured into one first (on a stream of its own) where
-  // `key` was among the last calls; else directly. A capture that fails turns the graphs off for
-  // this implementation, and the call runs directly.
+  // the cache says so; else directly. A capture that fails turns the graphs off for this
+  // implementation, and the call runs directly.
   void run(const Key& key, cudaStream_t stream, const std::function<void(cudaStream_t)>& enqueue);
 
  private:
-  struct Entry {
-    Key key;
-    CudaGraph graph;
-    uint64_t used = 0;
-  };
-  std::vector<Entry> graphs_;
-  std::array<Key, kSeen> seen_{};
-  int seen_next_ = 0;
-  uint64_t clock_ = 0;
+  ReplayCache<CudaGraph> cache_;
   Stream capture_stream_;
   bool broken_ = false;  // a capture failed: every call runs directly
 };

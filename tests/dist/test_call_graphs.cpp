@@ -1,8 +1,9 @@
 // Calls replayed from graphs (NOTE [call graphs] in src/ops/call_graphs.h; the plans here are
-// made with TPGEMM_CALL_GRAPHS=1): a plan called with operands at a few addresses in turn runs
-// each address set directly, then captured, then replayed; every call gets fresh data at the same addresses and a poisoned D, and must match the
-// reference. On odd ranks one operand set takes a fresh D every call (never replayed), so ranks
-// that replay meet ranks that run directly in one call. A stream of the test's and both default
+// made with TPGEMM_CALL_GRAPHS=1): a plan called with operands at kSets addresses in turn (more
+// than a few layers' worth) runs each address set directly, then captured, then replayed; every
+// call gets fresh data at the same addresses and a poisoned D, and must match the reference. On
+// odd ranks every other operand set takes a fresh D every call (never replayed), so ranks that
+// replay meet ranks that run directly in one call. A stream of the test's and both default
 // streams take turns, since a graph is launched onto whichever stream the call names.
 #include <gtest/gtest.h>
 
@@ -24,7 +25,8 @@
 namespace tpgemm {
 namespace {
 
-constexpr int kCalls = 9;
+constexpr int kSets = 10;
+constexpr int kCalls = 3 * kSets;
 
 struct Case {
   Op op;
@@ -65,14 +67,16 @@ TEST_P(CallGraphs, ReplayedCallsReadTheirOperandsAnewAndMatchTheReference) {
                   Plan plan(team, p, o);
                   ::unsetenv("TPGEMM_CALL_GRAPHS");
                   const cudaStream_t st = own.get();
-                  // Two operand sets in turn; the second's D is fresh on every call on odd ranks.
-                  testing::RankData x(p, W, team.rank(), seed, st), y(p, W, team.rank(), seed + 1, st);
+                  // kSets operand sets in turn; on odd ranks the odd sets' D is fresh on every call.
+                  std::vector<std::unique_ptr<testing::RankData>> sets;
+                  for (int j = 0; j < kSets; ++j)
+                    sets.push_back(std::make_unique<testing::RankData>(p, W, team.rank(), seed + j, st));
                   const int64_t d_count = operand_sizes(p, W).d;
                   for (int i = 0; i < kCalls; ++i) {
-                    testing::RankData& data = i % 2 == 0 ? x : y;
+                    testing::RankData& data = *sets[i % kSets];
                     std::unique_ptr<DeviceBuffer> fresh_d;
                     Operands ops = data.operands();
-                    if (i % 2 == 1 && team.rank() % 2 == 1) {
+                    if (i % kSets % 2 == 1 && team.rank() % 2 == 1) {
                       fresh_d = std::make_unique<DeviceBuffer>(static_cast<size_t>(d_count) * dtype_size(d_dtype(p)));
                       ops.d = fresh_d->get();
                     }
