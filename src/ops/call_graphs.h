@@ -9,13 +9,14 @@
 // its enqueue and from then on launched as that graph: one launch in place of the many (which
 // calls, and how many graphs are kept: src/ops/replay_cache.h).
 // A call seen for the first time runs directly, so a program whose addresses never repeat pays a
-// lookup and nothing more. A replay is the same work as a direct run: every implementation can be
-// captured (the tuner times each from graphs) and keeps its per-call state on the device (the
-// signal pads' epochs, the timeouts relative to each wait's start), though its kernels run at
-// the launching stream's priority, not at the side streams' higher one. The caller's own graph
-// capture takes the calls directly (a graph is not launched into a capture), and the baseline,
-// whose collectives are NCCL's, always runs directly: NCCL keeps resources for each captured
-// collective. On by default; TPGEMM_CALL_GRAPHS=0 when a plan is made turns it off for that plan.
+// lookup and a note of the addresses (some hundred nanoseconds) and nothing more. A replay is the
+// same work as a direct run: every implementation can be captured (the tuner times each from
+// graphs) and keeps its per-call state on the device (the signal pads' epochs, the timeouts
+// relative to each wait's start), though its kernels run at the launching stream's priority, not
+// at the side streams' higher one. The caller's own graph capture takes the calls directly (a
+// graph is not launched into a capture), and the baseline, whose collectives are NCCL's, always
+// runs directly: NCCL keeps resources for each captured collective. On by default;
+// TPGEMM_CALL_GRAPHS=0 when a plan is made turns it off for that plan.
 #pragma once
 
 #include <cuda_runtime_api.h>

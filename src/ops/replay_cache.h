@@ -1,22 +1,32 @@
 // Which calls of a plan are worth a graph: the bookkeeping of NOTE [call graphs], host-only (no
-// CUDA), so that its policy is tested without a GPU (tests/unit/test_replay_cache.cpp).
+// CUDA), so that its policy is tested without a GPU (tests/unit/test_replay_cache.cpp). One
+// cache per implementation of a plan (a plan called at several M may have one per range of M).
 //
 // A model calls one plan from every layer of its shape, each layer at addresses of its own (its
 // weight, its activations), and repeats the sequence every step: the cache keeps a graph per key
 // for a few hundred keys, so a model of a hundred-odd layers finds every one of its calls again
-// on the next step. A key gets a graph on its second sighting within the last kWindow calls. A
-// capture costs an instantiation, several replays' savings: where graphs are evicted before they
-// were ever replayed (addresses that recur, but too seldom for their graphs to stay kept), and
-// kTrialCaptures were wasted so, while replays number fewer than kReplaysPerCapture per capture,
-// captures stop for good; the graphs kept still replay.
+// on the next step. A key gets a graph when it is called again while it is among the last
+// kWindow calls that ran directly (a key whose graph was evicted runs directly twice more).
+//
+// A capture costs a direct call's enqueue and an instantiation, the savings of a few replays, so
+// where more keys recur than graphs are kept, captures must not evict graphs that replay for
+// ones that never will. The graph evicted is the least recently used of the first of: those
+// unused for kEpoch calls (a phase of the program that ended), those not yet replayed, all. A key
+// whose graph was evicted before its first replay is not captured again for kEpoch calls, twice
+// as many each time that happens again (up to 2^kMaxBackoff epochs; forgotten after as long a
+// quiet): an evaluation between training steps, say, runs directly and leaves the training's
+// graphs alone, and a pattern wider than the cache keeps kGraphs of its keys replaying and
+// captures ever fewer of the others.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace tpgemm::detail {
 
@@ -37,14 +47,17 @@ struct CallKeyHash {
 template <class Graph>
 class ReplayCache {
  public:
-  static constexpr int kGraphs = 256;        // graphs kept; the least recently used goes first
-  static constexpr uint64_t kWindow = 1024;  // a second sighting within this many calls captures
-  static constexpr uint64_t kTrialCaptures = 16;
-  static constexpr uint64_t kReplaysPerCapture = 2;
+  static constexpr size_t kGraphs = 256;   // graphs kept
+  static constexpr size_t kWindow = 1024;  // direct calls remembered
+  static constexpr uint64_t kEpoch = 4096;  // calls
+  static constexpr uint32_t kMaxBackoff = 6;
 
   // The graph of `key`, counted as replayed, or nullptr. Every call asks this first.
   Graph* find(const CallKey& key) {
-    ++clock_;
+    if (++clock_ >= next_purge_) {
+      std::erase_if(futile_, [&](const auto& e) { return clock_ >= e.second.until + (e.second.until - e.second.since); });
+      next_purge_ = clock_ + kEpoch;
+    }
     const auto it = graphs_.find(key);
     if (it == graphs_.end()) return nullptr;
     it->second.used = clock_;
@@ -53,38 +66,28 @@ class ReplayCache {
     return &it->second.graph;
   }
 
-  // After find() gave nullptr: whether to capture `key` now (then add() its graph), else the call
-  // runs directly and is remembered as seen.
+  // After find() gave nullptr: whether to capture `key` now (then add() its graph); if not, the
+  // call runs directly and is remembered.
   bool should_capture(const CallKey& key) {
+    const auto f = futile_.find(key);
+    const bool futile = f != futile_.end() && clock_ < f->second.until;
     const auto it = seen_.find(key);
-    const bool again = it != seen_.end() && clock_ - it->second <= kWindow;
-    if (again && capturing_ && wasted_ >= kTrialCaptures && replays_ < kReplaysPerCapture * captures_)
-      capturing_ = false;
-    if (again && capturing_) {
-      seen_.erase(it);
+    if (it != seen_.end() && !futile) {
+      seen_.erase(it);  // its ring slot stays, and finds another key (or none) when it expires
       return true;
     }
-    seen_[key] = clock_;
-    if (seen_.size() > 2 * kWindow)  // forget the keys older than the window
-      std::erase_if(seen_, [&](const auto& e) { return clock_ - e.second > kWindow; });
+    remember(key);
     return false;
   }
 
   // The graph captured for `key`, which is now launched once (not a replay).
   Graph& add(const CallKey& key, Graph graph) {
+    if (graphs_.size() >= kGraphs) evict();
     ++captures_;
-    if (static_cast<int>(graphs_.size()) >= kGraphs) {
-      auto oldest = graphs_.begin();
-      for (auto it = graphs_.begin(); it != graphs_.end(); ++it)
-        if (it->second.used < oldest->second.used) oldest = it;
-      if (oldest->second.replays == 0) ++wasted_;
-      graphs_.erase(oldest);
-    }
     return graphs_.insert_or_assign(key, Entry{std::move(graph), clock_, 0}).first->second.graph;
   }
 
   void clear() { graphs_.clear(); }
-  bool capturing() const { return capturing_; }
   size_t graphs() const { return graphs_.size(); }
   size_t remembered() const { return seen_.size(); }
   uint64_t captures() const { return captures_; }
@@ -93,13 +96,49 @@ class ReplayCache {
  private:
   struct Entry {
     Graph graph{};
-    uint64_t used = 0;
+    uint64_t used = 0;  // the clock of its capture or last replay
     uint64_t replays = 0;
   };
+  struct Futile {
+    uint64_t since = 0, until = 0;  // clocks: not captured in [since, until)
+    uint32_t times = 0;
+  };
+  struct Slot {
+    CallKey key;
+    uint64_t seq = 0;  // 0: empty
+  };
+
+  void evict() {
+    const auto order = [&](const auto& e) {
+      const int cls = clock_ - e.second.used >= kEpoch ? 0 : e.second.replays == 0 ? 1 : 2;
+      return std::pair{cls, e.second.used};
+    };
+    const auto victim = std::min_element(graphs_.begin(), graphs_.end(),
+                                         [&](const auto& a, const auto& b) { return order(a) < order(b); });
+    if (victim->second.replays == 0) {
+      Futile& f = futile_[victim->first];
+      f.times = std::min(f.times + 1, kMaxBackoff);
+      f.since = clock_;
+      f.until = clock_ + (kEpoch << (f.times - 1));
+    }
+    graphs_.erase(victim);
+  }
+
+  void remember(const CallKey& key) {
+    Slot& s = ring_[seq_ % kWindow];
+    if (s.seq != 0) {  // the oldest direct call leaves the window, unless its key came again
+      const auto old = seen_.find(s.key);
+      if (old != seen_.end() && old->second == s.seq) seen_.erase(old);
+    }
+    s = Slot{key, ++seq_};
+    seen_[key] = s.seq;
+  }
+
   std::unordered_map<CallKey, Entry, CallKeyHash> graphs_;
-  std::unordered_map<CallKey, uint64_t, CallKeyHash> seen_;  // key -> clock of its last direct run
-  uint64_t clock_ = 0, captures_ = 0, replays_ = 0, wasted_ = 0;
-  bool capturing_ = true;
+  std::unordered_map<CallKey, uint64_t, CallKeyHash> seen_;    // key -> seq of its last direct run
+  std::unordered_map<CallKey, Futile, CallKeyHash> futile_;    // keys whose graphs went unreplayed
+  std::vector<Slot> ring_ = std::vector<Slot>(kWindow);        // the last kWindow direct runs
+  uint64_t seq_ = 0, clock_ = 0, next_purge_ = kEpoch, captures_ = 0, replays_ = 0;
 };
 
 }  // namespace tpgemm::detail

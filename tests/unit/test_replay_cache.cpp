@@ -2,6 +2,7 @@
 // themselves are checked on GPUs (tests/dist/test_call_graphs.cpp).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 
 #include "ops/replay_cache.h"
@@ -11,32 +12,41 @@ namespace {
 
 using Cache = ReplayCache<int>;
 
-CallKey key(uintptr_t a, int64_t m = 64) {
+CallKey key(uintptr_t i, int64_t m = 64) {
   CallKey k;
-  k.ptrs[0] = reinterpret_cast<const void*>(a);
-  k.ptrs[1] = reinterpret_cast<const void*>(a + 0x1000);
+  k.ptrs[0] = reinterpret_cast<const void*>(0x10000 * (i + 1));
+  k.ptrs[1] = reinterpret_cast<const void*>(0x10000 * (i + 1) + 0x1000);
   k.m = m;
   return k;
 }
 
-enum class Way { kDirect, kCaptured, kReplayed };
+enum Way { kDirect, kCaptured, kReplayed };
 
 Way call(Cache& c, const CallKey& k) {
-  if (c.find(k) != nullptr) return Way::kReplayed;
-  if (!c.should_capture(k)) return Way::kDirect;
+  if (c.find(k) != nullptr) return kReplayed;
+  if (!c.should_capture(k)) return kDirect;
   c.add(k, 0);
-  return Way::kCaptured;
+  return kCaptured;
 }
+
+// How many calls of keys [first, first + n) went each way, in order.
+std::array<int, 3> step(Cache& c, uintptr_t first, int n) {
+  std::array<int, 3> ways{};
+  for (int i = 0; i < n; ++i) ++ways[call(c, key(first + i))];
+  return ways;
+}
+
+using Ways = std::array<int, 3>;
 
 TEST(ReplayCache, SecondSightingCapturesThenReplays) {
   Cache c;
-  EXPECT_EQ(call(c, key(1)), Way::kDirect);
-  EXPECT_EQ(call(c, key(2)), Way::kDirect);
-  EXPECT_EQ(call(c, key(1)), Way::kCaptured);
-  EXPECT_EQ(call(c, key(2)), Way::kCaptured);
+  EXPECT_EQ(call(c, key(1)), kDirect);
+  EXPECT_EQ(call(c, key(2)), kDirect);
+  EXPECT_EQ(call(c, key(1)), kCaptured);
+  EXPECT_EQ(call(c, key(2)), kCaptured);
   for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(call(c, key(1)), Way::kReplayed);
-    EXPECT_EQ(call(c, key(2)), Way::kReplayed);
+    EXPECT_EQ(call(c, key(1)), kReplayed);
+    EXPECT_EQ(call(c, key(2)), kReplayed);
   }
   EXPECT_EQ(c.captures(), 2u);
   EXPECT_EQ(c.replays(), 10u);
@@ -44,10 +54,10 @@ TEST(ReplayCache, SecondSightingCapturesThenReplays) {
 
 TEST(ReplayCache, AnotherMIsAnotherCall) {
   Cache c;
-  EXPECT_EQ(call(c, key(1, 64)), Way::kDirect);
-  EXPECT_EQ(call(c, key(1, 128)), Way::kDirect);
-  EXPECT_EQ(call(c, key(1, 64)), Way::kCaptured);
-  EXPECT_EQ(call(c, key(1, 128)), Way::kCaptured);
+  EXPECT_EQ(call(c, key(1, 64)), kDirect);
+  EXPECT_EQ(call(c, key(1, 128)), kDirect);
+  EXPECT_EQ(call(c, key(1, 64)), kCaptured);
+  EXPECT_EQ(call(c, key(1, 128)), kCaptured);
   EXPECT_EQ(c.graphs(), 2u);
 }
 
@@ -56,48 +66,118 @@ TEST(ReplayCache, AnotherMIsAnotherCall) {
 TEST(ReplayCache, EveryLayerOfADeepModelReplaysFromTheThirdStep) {
   Cache c;
   const int layers = 2 * 126;  // two calls per layer of a 126-layer model
-  for (int step = 0; step < 5; ++step)
-    for (int l = 0; l < layers; ++l) {
-      const Way want = step == 0 ? Way::kDirect : step == 1 ? Way::kCaptured : Way::kReplayed;
-      ASSERT_EQ(call(c, key(0x10000 * (l + 1))), want) << "step " << step << " layer " << l;
-    }
-  EXPECT_TRUE(c.capturing());
+  EXPECT_EQ(step(c, 0, layers), (Ways{layers, 0, 0}));
+  EXPECT_EQ(step(c, 0, layers), (Ways{0, layers, 0}));
+  for (int s = 0; s < 40; ++s) ASSERT_EQ(step(c, 0, layers), (Ways{0, 0, layers})) << "step " << s;
   EXPECT_EQ(c.captures(), static_cast<uint64_t>(layers));
 }
 
-TEST(ReplayCache, ASightingOutsideTheWindowRunsDirectly) {
+// A key is captured when it comes again while among the last kWindow direct calls, not after.
+TEST(ReplayCache, TheWindowIsTheLastDirectCalls) {
   Cache c;
-  EXPECT_EQ(call(c, key(1)), Way::kDirect);
-  for (uint64_t i = 0; i < Cache::kWindow; ++i) EXPECT_EQ(call(c, key(0x100000 + 16 * i)), Way::kDirect);
-  EXPECT_EQ(call(c, key(1)), Way::kDirect);
-  EXPECT_EQ(call(c, key(1)), Way::kCaptured);
-  EXPECT_LE(c.remembered(), 2 * Cache::kWindow + 1);  // the keys outside the window are forgotten
+  EXPECT_EQ(call(c, key(0)), kDirect);
+  EXPECT_EQ(step(c, 1000, Cache::kWindow - 1)[kDirect], static_cast<int>(Cache::kWindow - 1));
+  EXPECT_EQ(call(c, key(0)), kCaptured);
+  EXPECT_EQ(call(c, key(1)), kDirect);
+  EXPECT_EQ(step(c, 5000, Cache::kWindow)[kDirect], static_cast<int>(Cache::kWindow));
+  EXPECT_EQ(call(c, key(1)), kDirect);
+  EXPECT_EQ(call(c, key(1)), kCaptured);
 }
 
-// More keys recur within the window than graphs are kept: graphs are evicted before their first
-// replay, and once kTrialCaptures were wasted so, captures stop; the graphs kept still replay.
-TEST(ReplayCache, CapturesStopWhereTheyAreEvictedUnreplayed) {
+// A key that recurs every 600 calls amid fresh addresses is found again every time, however long
+// the run, and what is remembered stays bounded.
+TEST(ReplayCache, ARecurringKeyAmidFreshAddressesIsFound) {
   Cache c;
-  const int keys = Cache::kGraphs + 150;
-  for (int step = 0; step < 4; ++step)
-    for (int i = 0; i < keys; ++i) call(c, key(0x10000 * (i + 1)));
-  EXPECT_FALSE(c.capturing());
-  EXPECT_EQ(c.captures(), Cache::kGraphs + Cache::kTrialCaptures);
-  EXPECT_EQ(c.graphs(), static_cast<size_t>(Cache::kGraphs));
-  uint64_t replays = c.replays();
-  int replayed = 0;
-  for (int i = 0; i < keys; ++i) replayed += call(c, key(0x10000 * (i + 1))) == Way::kReplayed;
-  EXPECT_EQ(replayed, Cache::kGraphs);
-  EXPECT_EQ(c.replays(), replays + Cache::kGraphs);
-  EXPECT_EQ(c.captures(), Cache::kGraphs + Cache::kTrialCaptures);
+  uintptr_t fresh = 100000;
+  for (int round = 0; round < 10; ++round) {
+    const CallKey k = key(round);
+    EXPECT_EQ(call(c, k), kDirect);
+    for (int i = 0; i < 600; ++i) ASSERT_EQ(call(c, key(fresh++)), kDirect);
+    EXPECT_EQ(call(c, k), kCaptured) << "round " << round;
+    EXPECT_LE(c.remembered(), Cache::kWindow);
+  }
+}
+
+// Among graphs that have replayed, the least recently used is the one evicted.
+TEST(ReplayCache, EvictsTheLeastRecentlyUsed) {
+  Cache c;
+  const int n = static_cast<int>(Cache::kGraphs);
+  step(c, 0, n);
+  EXPECT_EQ(step(c, 0, n), (Ways{0, n, 0}));
+  EXPECT_EQ(step(c, 0, n), (Ways{0, 0, n}));
+  EXPECT_EQ(call(c, key(0)), kReplayed);
+  EXPECT_EQ(call(c, key(n)), kDirect);
+  EXPECT_EQ(call(c, key(n)), kCaptured);  // evicts key(1), the least recently used
+  EXPECT_EQ(c.graphs(), Cache::kGraphs);
+  EXPECT_EQ(call(c, key(0)), kReplayed);
+  EXPECT_EQ(call(c, key(2)), kReplayed);
+  EXPECT_EQ(call(c, key(n)), kReplayed);
+  EXPECT_EQ(call(c, key(1)), kDirect);
+}
+
+// Graphs not yet replayed go before graphs that have, however recently they were captured.
+TEST(ReplayCache, EvictsAGraphNotYetReplayedFirst) {
+  Cache c;
+  const int n = static_cast<int>(Cache::kGraphs);
+  step(c, 0, n - 1);
+  step(c, 0, n - 1);
+  EXPECT_EQ(step(c, 0, n - 1), (Ways{0, 0, n - 1}));
+  EXPECT_EQ(step(c, 1000, 2), (Ways{2, 0, 0}));
+  EXPECT_EQ(step(c, 1000, 2), (Ways{0, 2, 0}));  // the second evicts the first, not yet replayed
+  EXPECT_EQ(step(c, 0, n - 1), (Ways{0, 0, n - 1}));
+  EXPECT_EQ(call(c, key(1001)), kReplayed);
+  EXPECT_EQ(call(c, key(1000)), kDirect);  // and is not captured again for a while
+  EXPECT_EQ(call(c, key(1000)), kDirect);
+}
+
+// More keys recur than graphs are kept: kGraphs of them keep replaying, and the others are
+// captured ever more seldom, so that captures stay a small share of the calls.
+TEST(ReplayCache, AWiderPatternKeepsGraphsReplayingAndCapturesFew) {
+  for (int keys : {300, 400, 800, 1000}) {
+    Cache c;
+    Ways total{};
+    const int steps = 300;
+    for (int s = 0; s < steps; ++s) {
+      const Ways w = step(c, 0, keys);
+      for (int i = 0; i < 3; ++i) total[i] += w[i];
+    }
+    const double calls = static_cast<double>(steps) * keys;
+    EXPECT_LT(total[kCaptured] / calls, 0.03) << keys << " keys";
+    EXPECT_GT(total[kReplayed] / calls, 0.9 * Cache::kGraphs / keys) << keys << " keys";
+  }
+}
+
+// Evaluation between training steps, at addresses of its own: the training graphs, once they
+// have replayed, stay and replay on its return.
+TEST(ReplayCache, APhaseChangeKeepsTheGraphsThatReplay) {
+  Cache c;
+  const int n = 252;
+  for (int s = 0; s < 3; ++s) step(c, 0, n);
+  for (int round = 0; round < 30; ++round) {
+    for (int s = 0; s < 2; ++s) step(c, 10000, n);  // evaluation
+    EXPECT_GE(step(c, 0, n)[kReplayed], n - 4) << "round " << round;
+    step(c, 0, n);
+    for (int s = 0; s < 2; ++s) EXPECT_EQ(step(c, 0, n)[kReplayed], n) << "round " << round;
+  }
+}
+
+// A phase that ends for good leaves its graphs behind: the next one gets its own.
+TEST(ReplayCache, ANewPhaseGetsItsGraphs) {
+  for (int before : {252, 900}) {
+    Cache c;
+    for (int s = 0; s < 50; ++s) step(c, 0, before);
+    int s = 0;
+    while (s < 60 && step(c, 50000, 252)[kReplayed] < 252) ++s;
+    EXPECT_LT(s, 60) << "after a pattern of " << before << " keys";
+  }
 }
 
 // A program whose addresses never repeat runs every call directly and remembers a bounded set.
 TEST(ReplayCache, FreshAddressesRunDirectlyAndStayBounded) {
   Cache c;
-  for (int i = 0; i < 20000; ++i) ASSERT_EQ(call(c, key(16 * (i + 1))), Way::kDirect);
+  EXPECT_EQ(step(c, 0, 20000), (Ways{20000, 0, 0}));
   EXPECT_EQ(c.captures(), 0u);
-  EXPECT_LE(c.remembered(), 2 * Cache::kWindow + 1);
+  EXPECT_LE(c.remembered(), Cache::kWindow);
 }
 
 }  // namespace
