@@ -103,6 +103,59 @@ TEST_P(CallGraphs, ReplayedCallsReadTheirOperandsAnewAndMatchTheReference) {
             0);
 }
 
+// More addresses recur than a plan keeps graphs (src/ops/replay_cache.h): D at 300 addresses in
+// turn, four rounds, back to back. The second round captures every call and evicts graphs still
+// in flight; the later ones replay the graphs kept and run the others directly. Every 25th call
+// of a round (a different one each round) gets fresh data and a poisoned D and is checked.
+TEST_P(CallGraphs, MoreAddressesThanGraphsKept) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              constexpr int kDs = 300, kRounds = 4, kEvery = 25;
+              GemmProblem p;
+              p.op = Op::kAgGemm;
+              p.m = 64 * W, p.n = 384, p.k = 256;
+              PlanOptions o;
+              o.impl = Impl::kPipelinedCE;
+              o.chunks_per_rank = 2;
+              const Status s = testsupport::caught([&] {
+                ::setenv("TPGEMM_CALL_GRAPHS", "1", 1);
+                Plan plan(team, p, o);
+                ::unsetenv("TPGEMM_CALL_GRAPHS");
+                Stream own = Stream::create();
+                const cudaStream_t st = own.get();
+                testing::RankData data(p, W, team.rank(), 9700, st);
+                const int64_t d_count = operand_sizes(p, W).d;
+                std::vector<DeviceBuffer> ds;
+                for (int j = 0; j < kDs; ++j) ds.emplace_back(static_cast<size_t>(d_count) * dtype_size(d_dtype(p)));
+                for (int round = 0; round < kRounds; ++round)
+                  for (int j = 0; j < kDs; ++j) {
+                    Operands ops = data.operands();
+                    ops.d = ds[j].get();
+                    if (j % kEvery != round) {
+                      plan.run(ops, st);
+                      continue;
+                    }
+                    const uint64_t fill = 9800 + static_cast<uint64_t>(round * kDs + j);
+                    data.refill(fill, st);
+                    testing::poison(ops.d, d_count, d_dtype(p), st);
+                    plan.run(ops, st);
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                    team.check();
+                    const DeviceBuffer want =
+                        testing::expected_d(p, W, team.rank(), fill, testing::RefEngine::kNaive, team.state()->lt, st);
+                    const testing::Diff d = testing::compare_d(ops.d, want, p, W, st);
+                    RANK_EXPECT(d.passes(testing::default_eps(p)), "round %d, D %d: rel_err %.3g, %lld not finite",
+                                round, j, d.rel_err, (long long)d.nonfinite);
+                  }
+                TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                team.check();
+              });
+              RANK_EXPECT(s.ok(), "%s", s.message.c_str());
+            }),
+            0);
+}
+
 INSTANTIATE_TEST_SUITE_P(W, CallGraphs, ::testing::Values(2, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
 
 }  // namespace
