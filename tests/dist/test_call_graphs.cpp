@@ -38,6 +38,14 @@ struct Case {
 
 class CallGraphs : public ::testing::TestWithParam<int> {};
 
+// This rank's D of a call made on data filled from `fill`, against the fp32 reference.
+testing::Diff diff_from_reference(const Team& team, const GemmProblem& p, int W, const void* d, uint64_t fill,
+                                  cudaStream_t st) {
+  const DeviceBuffer want =
+      testing::expected_d(p, W, team.rank(), fill, testing::RefEngine::kNaive, team.state()->lt, st);
+  return testing::compare_d(d, want, p, W, st);
+}
+
 TEST_P(CallGraphs, ReplayedCallsReadTheirOperandsAnewAndMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -88,9 +96,7 @@ TEST_P(CallGraphs, ReplayedCallsReadTheirOperandsAnewAndMatchTheReference) {
                     plan.run(ops, call_stream);
                     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(call_stream));
                     team.check();
-                    const DeviceBuffer want =
-                        testing::expected_d(p, W, team.rank(), fill, testing::RefEngine::kNaive, team.state()->lt, st);
-                    const testing::Diff d = testing::compare_d(ops.d, want, p, W, st);
+                    const testing::Diff d = diff_from_reference(team, p, W, ops.d, fill, st);
                     RANK_EXPECT(d.passes(testing::default_eps(p)), "%s (%s) call %d: rel_err %.3g, %lld not finite",
                                 what.c_str(), std::string(to_string(plan.impl())).c_str(), i, d.rel_err,
                                 (long long)d.nonfinite);
@@ -142,9 +148,7 @@ TEST_P(CallGraphs, MoreAddressesThanGraphsKept) {
                     plan.run(ops, st);
                     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                     team.check();
-                    const DeviceBuffer want =
-                        testing::expected_d(p, W, team.rank(), fill, testing::RefEngine::kNaive, team.state()->lt, st);
-                    const testing::Diff d = testing::compare_d(ops.d, want, p, W, st);
+                    const testing::Diff d = diff_from_reference(team, p, W, ops.d, fill, st);
                     RANK_EXPECT(d.passes(testing::default_eps(p)), "round %d, D %d: rel_err %.3g, %lld not finite",
                                 round, j, d.rel_err, (long long)d.nonfinite);
                   }
