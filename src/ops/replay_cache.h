@@ -55,7 +55,7 @@ class ReplayCache {
   // The graph of `key`, counted as replayed, or nullptr. Every call asks this first.
   Graph* find(const CallKey& key) {
     if (++clock_ >= next_purge_) {
-      std::erase_if(futile_, [&](const auto& e) { return clock_ >= e.second.until + (e.second.until - e.second.since); });
+      std::erase_if(futile_, [&](const auto& e) { return clock_ >= e.second.until + e.second.wait(); });
       next_purge_ = clock_ + kEpoch;
     }
     const auto it = graphs_.find(key);
@@ -100,8 +100,9 @@ class ReplayCache {
     uint64_t replays = 0;
   };
   struct Futile {
-    uint64_t since = 0, until = 0;  // clocks: not captured in [since, until)
-    uint32_t times = 0;
+    uint64_t until = 0;  // the clock up to which the key is not captured
+    uint32_t times = 0;  // its graphs that went unreplayed, up to kMaxBackoff
+    uint64_t wait() const { return kEpoch << (times - 1); }  // calls, from the last such eviction
   };
   struct Slot {
     CallKey key;
@@ -118,8 +119,7 @@ class ReplayCache {
     if (victim->second.replays == 0) {
       Futile& f = futile_[victim->first];
       f.times = std::min(f.times + 1, kMaxBackoff);
-      f.since = clock_;
-      f.until = clock_ + (kEpoch << (f.times - 1));
+      f.until = clock_ + f.wait();
     }
     graphs_.erase(victim);
   }

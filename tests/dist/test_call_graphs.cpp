@@ -38,6 +38,14 @@ struct Case {
 
 class CallGraphs : public ::testing::TestWithParam<int> {};
 
+// A plan that replays its calls, whatever TPGEMM_CALL_GRAPHS says outside the test.
+Plan replaying_plan(const Team& team, const GemmProblem& p, const PlanOptions& o) {
+  ::setenv("TPGEMM_CALL_GRAPHS", "1", 1);
+  Plan plan(team, p, o);
+  ::unsetenv("TPGEMM_CALL_GRAPHS");
+  return plan;
+}
+
 // This rank's D of a call made on data filled from `fill`, against the fp32 reference.
 testing::Diff diff_from_reference(const Team& team, const GemmProblem& p, int W, const void* d, uint64_t fill,
                                   cudaStream_t st) {
@@ -71,9 +79,7 @@ TEST_P(CallGraphs, ReplayedCallsReadTheirOperandsAnewAndMatchTheReference) {
                 o.chunks_per_rank = c.chunks;
                 const std::string what = describe(p) + " impl=" + std::string(to_string(c.impl));
                 const Status s = testsupport::caught([&] {
-                  ::setenv("TPGEMM_CALL_GRAPHS", "1", 1);
-                  Plan plan(team, p, o);
-                  ::unsetenv("TPGEMM_CALL_GRAPHS");
+                  Plan plan = replaying_plan(team, p, o);
                   const cudaStream_t st = own.get();
                   // kSets operand sets in turn; on odd ranks the odd sets' D is fresh on every call.
                   std::vector<std::unique_ptr<testing::RankData>> sets;
@@ -125,9 +131,7 @@ TEST_P(CallGraphs, MoreAddressesThanGraphsKept) {
               o.impl = Impl::kPipelinedCE;
               o.chunks_per_rank = 2;
               const Status s = testsupport::caught([&] {
-                ::setenv("TPGEMM_CALL_GRAPHS", "1", 1);
-                Plan plan(team, p, o);
-                ::unsetenv("TPGEMM_CALL_GRAPHS");
+                Plan plan = replaying_plan(team, p, o);
                 Stream own = Stream::create();
                 const cudaStream_t st = own.get();
                 testing::RankData data(p, W, team.rank(), 9700, st);
