@@ -142,20 +142,12 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
     case Impl::kThreadloadGather:
     case Impl::kGatherThenGemm:
       if (impl == Impl::kFused && p.op != Op::kAgGemm) {
-        // Its reduction takes whole 128-row tiles of the GEMM per rank (NOTE [tile reduce]); gemm_ar
-        // also runs its decode kernel (NOTE [fused decode]) where that does not hold.
-        if (topo.world > 1 && p.m % (128 * static_cast<int64_t>(topo.world)) != 0 && !fused_ar_decode(p, topo.world))
-          return unsupported(
-              p.op == Op::kGemmRs
-                  ? strfmt("impl fused for gemm_rs needs M to be a multiple of 128 x W = %lld (whole 128-row tiles "
-                           "per rank), and M=%lld; use impl=pipelined_ce",
-                           128 * static_cast<long long>(topo.world), (long long)p.m)
-                  : strfmt("impl fused for gemm_ar needs M to be a multiple of 128 x W = %lld (whole 128-row tiles "
-                           "per rank) or, for its decode kernel, at most %lld rows, a multiple of 16, with N and K "
-                           "multiples of 64 and b_layout=nk; got M=%lld N=%lld K=%lld b_layout=%s; use "
-                           "impl=gemm_twoshot",
-                           128 * static_cast<long long>(topo.world), (long long)kFusedDecodeMaxM, (long long)p.m,
-                           (long long)p.n, (long long)p.k, std::string(to_string(p.b_layout)).c_str()));
+        // gemm_rs's reduction takes whole 128-row tiles of the GEMM per rank (NOTE [tile reduce]);
+        // gemm_ar's owners take tile rows in turn, any M (NOTE [tile all-reduce]).
+        if (p.op == Op::kGemmRs && topo.world > 1 && p.m % (128 * static_cast<int64_t>(topo.world)) != 0)
+          return unsupported(strfmt("impl fused for gemm_rs needs M to be a multiple of 128 x W = %lld (whole 128-row "
+                                    "tiles per rank), and M=%lld; use impl=pipelined_ce",
+                                    128 * static_cast<long long>(topo.world), (long long)p.m));
       } else if (p.op != Op::kAgGemm) {
         return unsupported(strfmt("impl %s exists for ag_gemm only, not %s", name.c_str(), op.c_str()));
       }

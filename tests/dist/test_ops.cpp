@@ -48,10 +48,10 @@ std::vector<Impl> impls_for(Op op) {
 GemmProblem problem(Op op, int world, DType dt, BLayout layout, int variant, Impl impl = Impl::kAuto) {
   GemmProblem p;
   p.op = op;
-  // Not multiples of 64 or 128 anywhere; gemm_ar's M is not a multiple of W either. The fused
-  // gemm_rs and gemm_ar take whole 128-row tiles per rank: two each.
+  // Not multiples of 64 or 128 anywhere; gemm_ar's M is not a multiple of W either (the fused
+  // gemm_ar's last tile row cut short). The fused gemm_rs takes whole 128-row tiles per rank: two each.
   p.m = world * 100 + (op == Op::kGemmAr ? world - 1 : 0);
-  if (op != Op::kAgGemm && impl == Impl::kFused) p.m = world * 256;
+  if (op == Op::kGemmRs && impl == Impl::kFused) p.m = world * 256;
   p.n = 136;
   p.k = 200;
   p.dtype = dt;
@@ -463,7 +463,8 @@ TEST_P(Dist, FusedAgGemmReadingItsOwnRowsInPlaceMatchesTheReference) {
 // waits for tiles, and the tail launch takes what is left), tile columns that end inside N,
 // batches and C, with the reduction given 1 or 8 SMs beside the GEMM, in units of 8 and 1 tiles
 // (TPGEMM_TILE_GROUP) and of the kernel's own choice; three calls each (the flags' epochs, and
-// both staging halves).
+// both staging halves). gemm_ar also at an M whose tile rows do not divide among the ranks and
+// whose last one is cut short (NOTE [tile all-reduce]).
 TEST_P(Dist, FusedReductionsOverSeveralWavesMatchTheReference) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -472,11 +473,12 @@ TEST_P(Dist, FusedReductionsOverSeveralWavesMatchTheReference) {
               for (const char* group : {"8", "1", ""}) {
                 if (*group != 0) ::setenv("TPGEMM_TILE_GROUP", group, 1);
                 else ::unsetenv("TPGEMM_TILE_GROUP");  // the kernel's choice
-                for (Op op : {Op::kGemmRs, Op::kGemmAr})
+                for (const auto& [op, m] : {std::pair{Op::kGemmRs, W * 1024}, std::pair{Op::kGemmAr, W * 1024},
+                                            std::pair{Op::kGemmAr, W * 1024 + 3 * 128 + 77}})
                   for (int comm_sms : {1, 8})
                     for (int variant : {0, 1}) {
                       GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, variant, Impl::kFused);
-                      p.m = W * 1024;  // W x 8 tile rows by 9 tile columns: more tiles than SMs
+                      p.m = m;  // W x 8 tile rows (and more) by 9 tile columns: more tiles than SMs
                       p.n = 2056;
                       p.k = 264;
                       PlanOptions o;

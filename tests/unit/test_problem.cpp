@@ -594,14 +594,21 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
   p.op = Op::kGemmAr;
   EXPECT_TRUE(impl_supported(p, Impl::kGemmTwoShot, nvlink).ok());
   expect_error(impl_supported(p, Impl::kThreadloadGather, nvlink), ErrorCode::kUnsupported, {"threadload_gather", "ag_gemm only"});
-  // fused gemm_ar and gemm_rs: M = 1024 is whole 128-row tiles per rank at W=4 and 8, not at 16.
+  // fused gemm_rs: M = 1024 is whole 128-row tiles per rank at W=4 and 8, not at 16. gemm_ar's
+  // owners take tile rows in turn: any M (NOTE [tile all-reduce]).
   for (Op op : {Op::kGemmAr, Op::kGemmRs}) {
     p.op = op;
     const std::string name(to_string(op));
     EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok()) << name;
     EXPECT_TRUE(impl_supported(p, Impl::kFused, {8, true}).ok()) << name;
-    expect_error(impl_supported(p, Impl::kFused, {16, true}), ErrorCode::kUnsupported,
-                 {"fused", name.c_str(), "2048", "M=1024", op == Op::kGemmRs ? "pipelined_ce" : "gemm_twoshot"});
+    if (op == Op::kGemmRs)
+      expect_error(impl_supported(p, Impl::kFused, {16, true}), ErrorCode::kUnsupported,
+                   {"fused", name.c_str(), "2048", "M=1024", "pipelined_ce"});
+    else
+      for (int64_t m : {int64_t(1024), int64_t(1), int64_t(1000), int64_t(8200)}) {
+        p.m = m;
+        EXPECT_TRUE(impl_supported(p, Impl::kFused, {16, true}).ok()) << name << " M=" << m;
+      }
     p.m = 200;  // a team of one runs the GEMM core alone: any M
     EXPECT_TRUE(impl_supported(p, Impl::kFused, {1, true}).ok()) << name;
     p.m = 1024;
@@ -618,14 +625,19 @@ TEST(ImplSupported, SymmetricPathsNeedNvlinkPeers) {
     EXPECT_EQ(fused_ar_decode(p, 2), m != 256) << m;
   }
   EXPECT_FALSE(fused_ar_decode(p, 1));  // a team of one: the GEMM core alone
+  // Where the decode kernel does not apply (M not a multiple of 16, K not of 64, B as [K, N]), the
+  // tile path takes the problem.
   p.m = 24;
-  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "M=24", "gemm_twoshot"});
+  EXPECT_FALSE(fused_ar_decode(p, 4));
+  EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
   p.m = 16;
   p.k = 200;
-  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "K=200"});
+  EXPECT_FALSE(fused_ar_decode(p, 4));
+  EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
   p.k = 256;
   p.b_layout = BLayout::kKN;
-  expect_error(impl_supported(p, Impl::kFused, nvlink), ErrorCode::kUnsupported, {"decode", "b_layout=kn"});
+  EXPECT_FALSE(fused_ar_decode(p, 4));
+  EXPECT_TRUE(impl_supported(p, Impl::kFused, nvlink).ok());
   p.m = 256;
   EXPECT_TRUE(impl_supported(p, Impl::kFused, {2, true}).ok());  // whole tiles per rank
   p.m = 16;

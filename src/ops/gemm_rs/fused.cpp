@@ -54,7 +54,8 @@ class FusedTileReduce final : public OpImpl {
       side_ = Stream::highest_priority();
       for (Event* e : {&start_, &side_done_}) *e = Event::create();
       reduce_.m = p_.m, reduce_.n = p_.n, reduce_.l = p_.l;
-      reduce_.m_tiles = p_.m / ops::kTileReduceM;
+      reduce_.m_tiles = (p_.m + ops::kTileReduceM - 1) / ops::kTileReduceM;
+      reduce_.slot_rows = ops::tile_reduce_slot_rows(all_reduce(), p_.m, W);
       reduce_.n_tiles = (p_.n + ops::kTileReduceN - 1) / ops::kTileReduceN;
       // TPGEMM_TILE_GROUP: a tuning hook over the measured choice of tiles per unit.
       reduce_.group_tiles = env_int("TPGEMM_TILE_GROUP", 1, ops::kTileReduceGroup)
@@ -67,8 +68,9 @@ class FusedTileReduce final : public OpImpl {
       ops::preload_tile_reduce(p_.dtype, W, all_reduce());
     });
     if (W > 1) {
-      // Two halves of W slots of M/W rows; empty (zeros) as NOTE [empty lanes] needs.
-      recv_ = comm::SymmetricBuffer(team_, 2 * bytes_of_d(), "fused gemm_rs/gemm_ar receive slots");
+      // Two halves of W slots of an owner's rows; empty (zeros) as NOTE [empty lanes] needs.
+      const size_t slot_bytes = static_cast<size_t>(p_.l * reduce_.slot_rows * p_.n) * dtype_size(p_.dtype);
+      recv_ = comm::SymmetricBuffer(team_, 2 * static_cast<size_t>(W) * slot_bytes, "fused gemm_rs/gemm_ar receive slots");
       // gemm_ar: [L, M, N] for the owners' sums, one half (NOTE [tile all-reduce]).
       if (all_reduce()) gather_ = comm::SymmetricBuffer(team_, bytes_of_d(), "fused gemm_ar gather buffer");
       reduce_.partial = partial_.get();
@@ -85,9 +87,11 @@ class FusedTileReduce final : public OpImpl {
       if (W == 1) {
         gemm_ = gemm::Sm90Gemm(shape_);
       } else {
-        gemm::sm90::TileRowOrder order;
-        order.ways = W;
-        order.way_rows = p_.m / W;
+        gemm::sm90::TileRowOrder order;  // gemm_ar: the plain order (NOTE [tile all-reduce])
+        if (!all_reduce()) {
+          order.ways = W;
+          order.way_rows = p_.m / W;
+        }
         gemm::sm90::TileSignal signal;
         signal.flags = tile_flags_.as<uint64_t>();
         signal.seq = control_.as<uint64_t>();

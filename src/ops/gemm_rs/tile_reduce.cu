@@ -64,12 +64,12 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
   __shared__ int64_t unit;
   const int world = kW > 0 ? kW : a.world, me = a.rank;
   const uint64_t seq = *reinterpret_cast<volatile uint64_t*>(a.control);
-  const int64_t tiles_per_rank = a.m / world / kTileReduceM, rows_per_rank = a.m / world;
+  const int64_t tiles_per_rank = a.m / world / kTileReduceM;                   // gemm_rs: M/W rows each
   const int64_t groups = (a.n_tiles + a.group_tiles - 1) / a.group_tiles;       // of a tile row
   const int64_t units = a.l * a.m_tiles * groups;                               // reductions and pushes
   const int64_t tickets = kAllReduce ? 2 * units : units;                       // then as many gathers
   const int64_t nv = a.n / 8;                                                   // 16-byte vectors per row
-  const int64_t slot = a.l * rows_per_rank * nv;                                // vectors per receive slot
+  const int64_t slot = a.l * a.slot_rows * nv;                                  // vectors per receive slot
   const int64_t half = static_cast<int64_t>(seq & 1) * world * slot;            // NOTE [two staging halves]
   const uint4* p = static_cast<const uint4*>(a.partial);
   for (;;) {
@@ -79,19 +79,22 @@ __global__ void __launch_bounds__(kThreads) tile_reduce_kernel(TileReduceArgs a)
     const int64_t ticket = unit;
     __syncthreads();  // everyone has read `unit` before thread 0 takes the next ticket
     if (ticket >= tickets) return;
-    // Group g of tile row s of the GEMM's order (NOTE [tile order]): row j of owner o.
+    // Group g of tile row s of the GEMM's order (NOTE [tile order]): row j of owner o. gemm_rs:
+    // tile row j of o's block of M/W rows; gemm_ar: tile row s itself (NOTE [tile all-reduce]),
+    // the last one cut at M.
     const bool gathering = kAllReduce && ticket >= units;
     const int64_t u = gathering ? ticket - units : ticket;
     const int64_t g = u % groups, s = u / groups % a.m_tiles, l = u / (groups * a.m_tiles);
     const int o = static_cast<int>(s % world);
-    const int64_t j = s / world, m_tile = o * tiles_per_rank + j;
+    const int64_t j = s / world, m_tile = kAllReduce ? s : o * tiles_per_rank + j;
     const int64_t t0 = g * a.group_tiles, t1 = min(t0 + a.group_tiles, a.n_tiles);
     const int64_t c0 = t0 * (kTileReduceN / 8);
     const Span span{min(t1 * (kTileReduceN / 8), nv) - c0};
-    const int64_t count = kTileReduceM * span.nv_span;
-    // The group in P (row m_tile * 128 of batch l) and in a [L, M/W, N] matrix (row j * 128 of a block).
+    const int64_t count = min(kTileReduceM, a.m - m_tile * kTileReduceM) * span.nv_span;
+    // The group in P (row m_tile * 128 of batch l) and in owner o's slot rows (its j-th tile row;
+    // gemm_rs's D [L, M/W, N] has the same rows).
     const int64_t in_p = (l * a.m + m_tile * kTileReduceM) * nv + c0;
-    const int64_t in_block = (l * rows_per_rank + j * kTileReduceM) * nv + c0;
+    const int64_t in_block = (l * a.slot_rows + j * kTileReduceM) * nv + c0;
     if (gathering) {          // the all-reduce's second half: owner o's sums of the group, into D
       if (o == me) continue;  // stored by the reduction
       uint4* from = static_cast<uint4*>(a.gather[me]) + in_p;
@@ -203,9 +206,13 @@ void launch_begin_call(uint64_t* control, cudaStream_t stream) {
 }
 
 void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cudaStream_t stream) {
-  TPGEMM_ASSERT(args.world >= 1 && args.world <= 32 && args.n % 8 == 0 && args.m % (args.world * kTileReduceM) == 0 &&
-                args.m_tiles == args.m / kTileReduceM && args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN &&
-                args.group_tiles >= 1 && args.group_tiles <= kTileReduceGroup);  // a flag per lane of warp 0
+  const bool all_reduce = args.gather != nullptr;
+  TPGEMM_ASSERT(args.world >= 1 && args.world <= 32 && args.n % 8 == 0 && args.m >= 1 &&
+                (all_reduce || args.m % (args.world * kTileReduceM) == 0) &&
+                args.m_tiles == (args.m + kTileReduceM - 1) / kTileReduceM &&
+                args.slot_rows == tile_reduce_slot_rows(all_reduce, args.m, args.world) &&
+                args.n_tiles == (args.n + kTileReduceN - 1) / kTileReduceN && args.group_tiles >= 1 &&
+                args.group_tiles <= kTileReduceGroup);  // a flag per lane of warp 0
   TileReduceArgs a = args;
   void* params[] = {&a};
   // In clusters of 2 where the count allows: then its blocks take whole pairs of SMs, and a
@@ -219,7 +226,7 @@ void launch_tile_reduce(const TileReduceArgs& args, DType dtype, int blocks, cud
   cluster.val.clusterDim.x = 2;
   cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
   if (blocks % 2 == 0) cfg.attrs = &cluster, cfg.numAttrs = 1;
-  const void* kernel = kernel_instance(dtype, args.world, TileReduceKernel{args.gather != nullptr});
+  const void* kernel = kernel_instance(dtype, args.world, TileReduceKernel{all_reduce});
   TPGEMM_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel, params));
 }
 

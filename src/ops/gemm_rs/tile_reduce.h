@@ -32,7 +32,11 @@
 //
 // NOTE [tile all-reduce]
 // GEMM+AllReduce is the reduce-scatter above followed by an all-gather of the sums, in the same
-// kernel: D is [L, M, N] on every rank, and the owner of a group, having summed it, pushes the
+// kernel. Every rank ends with all of D, so which rank sums which rows is free: tile row s of D
+// (the last one cut at M, so any M) is owned by rank s mod W, which receives it into its j = s / W
+// th tile row of each slot (ceil(m_tiles / W) tile rows a slot), and the GEMM serves tile rows in
+// their plain order, which deals them to the owners in turn as NOTE [tile order]'s interleave does
+// for gemm_rs's blocks. D is [L, M, N] on every rank, and the owner of a group, having summed it, pushes the
 // rounded sum (the data its own flag again) into the same place of every peer's gather buffer
 // [L, M, N]. After the U units above come U gather units, in the same order: for a
 // group of owner o != rank, take it from the gather buffer as it lands and empty it. Every rank
@@ -70,17 +74,24 @@ constexpr int64_t tile_reduce_group(int64_t l, int64_t m_tiles, int64_t n_tiles)
   return g;
 }
 
+// Rows of one receive slot: gemm_rs, the owner's block of M/W rows (whole tiles); gemm_ar, the
+// tile rows it owns (NOTE [tile all-reduce]).
+constexpr int64_t tile_reduce_slot_rows(bool all_reduce, int64_t m, int world) {
+  return all_reduce ? ((m + kTileReduceM - 1) / kTileReduceM + world - 1) / world * kTileReduceM : m / world;
+}
+
 struct TileReduceArgs {
   const void* partial = nullptr;     // this rank's partial product [L, M, N]
   const uint64_t* tile_flags = nullptr;  // this rank's GEMM tile flags [L][m_tiles][n_tiles]
-  void* const* recv = nullptr;       // device table: every rank's receive buffer [2 halves][W][L, M/W, N]
+  void* const* recv = nullptr;       // device table: every rank's receive buffer [2 halves][W][L, slot_rows, N]
   uint64_t* control = nullptr;       // this rank's control words (above)
   void* const* gather = nullptr;     // all-reduce only: every rank's gather buffer [L, M, N]
   void* d = nullptr;                 // the caller's D: [L, M/W, N], or [L, M, N] with `gather`
   const void* c = nullptr;           // optional, D's shape: D = sum + beta * C
   float beta = 0.0f;
   int64_t m = 0, n = 0, l = 1;
-  int64_t m_tiles = 0, n_tiles = 0;  // tiles covering M x N: m_tiles = M / 128 here
+  int64_t m_tiles = 0, n_tiles = 0;  // tiles covering M x N, the last ones cut at M and N
+  int64_t slot_rows = 0;             // tile_reduce_slot_rows()
   int64_t group_tiles = kTileReduceGroup;  // tiles of a tile row per unit (1 to 8): tile_reduce_group()
   int world = 1, rank = 0;
   bool drop_pushes = false;          // test hook: push nothing (owners must time out naming this rank)
