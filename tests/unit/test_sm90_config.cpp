@@ -145,5 +145,20 @@ TEST(TileReduceGroup, TakesTheMostTilesThatStillMake256Units) {
   EXPECT_EQ(ops::tile_reduce_group(1, 1, 1), 2);
 }
 
+// A receive slot holds every row its owner sums: gemm_rs's block of M/W rows; gemm_ar's tile rows
+// s = j W + owner (NOTE [tile all-reduce]), the last owner's last one possibly cut at M.
+TEST(TileReduceSlots, HoldEveryTileRowTheirOwnerSums) {
+  EXPECT_EQ(ops::tile_reduce_slot_rows(false, 4096, 4), 1024);
+  for (int world = 1; world <= 8; ++world)
+    for (int64_t m : {int64_t(1), int64_t(127), int64_t(128), int64_t(201), int64_t(1000), int64_t(8200)}) {
+      const int64_t m_tiles = (m + ops::kTileReduceM - 1) / ops::kTileReduceM;
+      const int64_t rows = ops::tile_reduce_slot_rows(true, m, world);
+      EXPECT_EQ(rows % ops::kTileReduceM, 0) << m << " W=" << world;
+      for (int64_t s = 0; s < m_tiles; ++s) EXPECT_LE((s / world + 1) * ops::kTileReduceM, rows) << m << " W=" << world;
+      // and no more than the most tile rows an owner has
+      EXPECT_EQ(rows / ops::kTileReduceM, (m_tiles + world - 1) / world) << m << " W=" << world;
+    }
+}
+
 }  // namespace
 }  // namespace tpgemm::gemm::sm90
