@@ -227,6 +227,14 @@ Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOption
   return fill_defaults(p, topo, impl, options);
 }
 
+// The fused reductions' GEMM has tiles of 128 x 256 (NOTE [tile reduce]). In one wave every tile
+// lands at about the same time, nothing is left to send beside the GEMM, and the kernel is the
+// matmul then the reduction on SMs, which gemm_reducescatter and gemm_twoshot do already
+// (docs/planner.md, "SMs beside the fused GEMM": Candidates).
+bool fused_tiles_outlast_a_wave(const GemmProblem& p, const Topology& topo) {
+  return p.l * ((p.m + 127) / 128) * ((p.n + 255) / 256) > topo.num_sms;
+}
+
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m) {
   std::vector<Choice> out;
   const auto add = [&](Impl impl, int chunks, int comm_sms = -1) {
@@ -263,13 +271,17 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
     if (chunks > 1 && (p.shard_dim == ShardDim::kN || block / chunks < 128)) continue;
     add(Impl::kPipelinedCE, chunks);
   }
+  // The fused reductions' tile path only where its tiles outlast a wave (the decode kernel, and
+  // the fused AllGather+GEMM, always).
+  const bool tile_path = p.op == Op::kGemmRs || (p.op == Op::kGemmAr && !fused_ar_decode(p, topo.world));
+  if (tile_path && !fused_tiles_outlast_a_wave(p, topo)) return out;
   add(Impl::kFused, 0);
   if (p.op == Op::kAgGemm) add(Impl::kFused, 1);
   // The fused reductions' other knob, the SMs that push and sum tiles beside the GEMM: the other
   // counts the sweeps ran and checked too (gemm_rs 4 and 8, gemm_ar 8 and 16; docs/planner.md),
   // since the best on the shared shapes need not be another shape's. Not for the decode kernel,
   // which has no such split.
-  if (p.op == Op::kGemmRs || (p.op == Op::kGemmAr && !fused_ar_decode(p, topo.world)))
+  if (tile_path)
     for (int sms : p.op == Op::kGemmRs ? std::array<int, 2>{4, 8} : std::array<int, 2>{8, 16})
       add(Impl::kFused, 0, sms);
   return out;

@@ -50,6 +50,32 @@ TEST(Candidates, StartWithTheBaselineAndServeTheProblem) {
   EXPECT_GE(fused, 1);
 }
 
+// The fused reductions' tile path is timed only where its tiles outlast a wave on the team's SMs
+// (the decode kernel and the fused AllGather+GEMM whatever their size).
+TEST(Candidates, TheFusedTilePathOnlyBeyondOneWave) {
+  const auto has_fused = [](const GemmProblem& p, const Topology& topo) {
+    for (const Choice& c : candidates(p, topo, {}, false))
+      if (c.impl == Impl::kFused) return true;
+    return false;
+  };
+  const Topology topo{2, true};  // 132 SMs
+  for (Op op : {Op::kGemmRs, Op::kGemmAr}) {
+    // 4 x 32 = 128 tiles of 128 x 256: one wave; 5 x 32 = 160: more.
+    EXPECT_FALSE(has_fused(problem(op, 512, 8192, 2048), topo)) << to_string(op);
+    EXPECT_FALSE(fused_tiles_outlast_a_wave(problem(op, 512, 8192, 2048), topo));
+    EXPECT_TRUE(has_fused(problem(op, 1024, 8192, 2048), topo)) << to_string(op);
+    Topology small = topo;
+    small.num_sms = 100;  // the same 128 tiles outlast a wave of a smaller GPU
+    EXPECT_TRUE(has_fused(problem(op, 512, 8192, 2048), small)) << to_string(op);
+    GemmProblem batched = problem(op, 512, 8192, 2048);
+    batched.l = 2;  // batches count
+    EXPECT_TRUE(fused_tiles_outlast_a_wave(batched, topo));
+  }
+  EXPECT_TRUE(has_fused(problem(Op::kGemmAr, 16, 8192, 2048), topo));   // the decode kernel
+  EXPECT_TRUE(has_fused(problem(Op::kAgGemm, 512, 8192, 2048), topo));  // the fused AllGather+GEMM
+  EXPECT_FALSE(has_fused(problem(Op::kGemmAr, 201, 4096, 4096), topo)); // 2 x 16 tiles, no decode kernel
+}
+
 // The tuner's pick: the fastest, an earlier candidate keeping a tie within 1% and the baseline
 // within 2%; failed candidates (< 0) never win.
 TEST(Fastest, KeepsTiesWithEarlierCandidatesAndTheBaselineLonger) {
