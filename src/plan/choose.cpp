@@ -230,7 +230,7 @@ Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOption
 // The fused reductions' GEMM has tiles of 128 x 256 (NOTE [tile reduce]). In one wave every tile
 // lands at about the same time, nothing is left to send beside the GEMM, and the kernel is the
 // matmul then the reduction on SMs, which gemm_reducescatter and gemm_twoshot do already
-// (docs/planner.md, "SMs beside the fused GEMM": Candidates).
+// (docs/planner.md, "Candidates" under "SMs beside the fused GEMM").
 bool fused_tiles_outlast_a_wave(const GemmProblem& p, const Topology& topo) {
   return p.l * ((p.m + 127) / 128) * ((p.n + 255) / 256) > topo.num_sms;
 }

@@ -33,13 +33,13 @@
 // NOTE [tile all-reduce]
 // GEMM+AllReduce is the reduce-scatter above followed by an all-gather of the sums, in the same
 // kernel. Every rank ends with all of D, so which rank sums which rows is free: tile row s of D
-// (the last one cut at M, so any M) is owned by rank s mod W, which receives it into its j = s / W
-// th tile row of each slot (ceil(m_tiles / W) tile rows a slot), and the GEMM serves tile rows in
-// their plain order, which deals them to the owners in turn as NOTE [tile order]'s interleave does
-// for gemm_rs's blocks. D is [L, M, N] on every rank, and the owner of a group, having summed it, pushes the
-// rounded sum (the data its own flag again) into the same place of every peer's gather buffer
-// [L, M, N]. After the U units above come U gather units, in the same order: for a
-// group of owner o != rank, take it from the gather buffer as it lands and empty it. Every rank
+// (the last one cut at M, so any M) is owned by rank s mod W, and lands in tile row s / W of each
+// of that rank's receive slots (ceil(m_tiles / W) tile rows a slot). The GEMM serves tile rows in
+// their plain order, which deals them to the owners in turn as NOTE [tile order]'s interleave
+// does for gemm_rs's blocks. D is [L, M, N] on every rank, and the owner of a group, having
+// summed it, pushes the rounded sum (the data its own flag again) into the same place of every
+// peer's gather buffer [L, M, N]. After the U units above come U gather units, in the same order:
+// for a group of owner o != rank, take it from the gather buffer as it lands and empty it. Every rank
 // stores the rounded sum + its own beta * C (rounded again, as the two-shot kernel does) in D.
 // A gather unit waits for an owner's reduction, which waits only for pushes; every push ticket
 // is handed out before any gather ticket, so the smallest unfinished unit of the call always
