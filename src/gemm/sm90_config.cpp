@@ -126,7 +126,7 @@ int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count) 
   return best_sk >= 0 && cost_sk < kStreamKMargin * cost ? best_sk : best;
 }
 
-bool chunk_wait_one_wave(int64_t m, int64_t n, int64_t batch, int sm_count) {
+bool fused_tiles_one_wave(int64_t m, int64_t n, int64_t batch, int sm_count) {
   return ceil_div(m, 256) * 2 * ceil_div(n, 256) * batch <= sm_count;  // clusters of two tiles along M
 }
 

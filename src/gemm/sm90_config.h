@@ -41,11 +41,13 @@ int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count);
 // 1.42 ms at swizzle 2 against 1.65 at 8), and that is no more than the cluster rows of one rank's
 // block (a wave then covers few blocks, met in arrival order). NOTE [chunk wait].
 int chunk_wait_swizzle(int64_t m, int64_t n, int64_t rows_per_rank);
-// Whether that kernel's 128x256 tiles, in clusters of two, fit on `sm_count` SMs at one tile
-// per SM (CUTLASS may cap the grid lower, at the clusters that can be active at once). Then
-// every tile starts before any peer's rows arrive, and waiting for A by pieces of columns, pulled
-// piece by piece across all stages, lets the tiles multiply what has arrived (NOTE [chunk wait]).
-bool chunk_wait_one_wave(int64_t m, int64_t n, int64_t batch, int sm_count);
+// Whether the fused kernels' 128x256 tiles (coop_128x256_c2x1, which both extend), in clusters of
+// two, fit on `sm_count` SMs at one tile per SM (CUTLASS may cap the grid lower, at the clusters
+// that can be active at once). Then, in the fused AllGather+GEMM, every tile starts before any
+// peer's rows arrive, and waiting for A by pieces of columns, pulled piece by piece across all
+// stages, lets the tiles multiply what has arrived (NOTE [chunk wait]); in the fused reductions,
+// every tile lands at about the same time and nothing is left to send beside the GEMM.
+bool fused_tiles_one_wave(int64_t m, int64_t n, int64_t batch, int sm_count);
 // Its cost model: the busiest CTA's time in k-blocks of a 128x256 tile.
 double estimated_cost(const ConfigInfo& c, int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count);
 

@@ -59,7 +59,7 @@ int default_chunks(const GemmProblem& p, int world, int sms, int64_t block, Impl
     const int64_t block_bytes = p.l * block * p.k * static_cast<int64_t>(dtype_size(p.dtype));
     // The SMs fused's kernel gets with the default comm_sms: fused pulls across the stages
     // exactly when the same test holds there.
-    const bool one_wave = gemm::sm90::chunk_wait_one_wave(p.m, p.n, p.l, sms - kDefaultCommSms);
+    const bool one_wave = gemm::sm90::fused_tiles_one_wave(p.m, p.n, p.l, sms - kDefaultCommSms);
     return world <= 2 && one_wave && block_bytes >= 2 * kMiB ? 4 : 1;
   }
   // gemm_rs on two ranks without C, from 1024 rows per block: two chunks, each own chunk's matmul
@@ -227,14 +227,6 @@ Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOption
   return fill_defaults(p, topo, impl, options);
 }
 
-// The fused reductions' GEMM has tiles of 128 x 256 (NOTE [tile reduce]). In one wave every tile
-// lands at about the same time, nothing is left to send beside the GEMM, and the kernel is the
-// matmul then the reduction on SMs, which gemm_reducescatter and gemm_twoshot do already
-// (docs/planner.md, "Candidates" under "SMs beside the fused GEMM").
-bool fused_tiles_outlast_a_wave(const GemmProblem& p, const Topology& topo) {
-  return p.l * ((p.m + 127) / 128) * ((p.n + 255) / 256) > topo.num_sms;
-}
-
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m) {
   std::vector<Choice> out;
   const auto add = [&](Impl impl, int chunks, int comm_sms = -1) {
@@ -272,9 +264,10 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
     add(Impl::kPipelinedCE, chunks);
   }
   // The fused reductions' tile path only where its tiles outlast a wave (the decode kernel, and
-  // the fused AllGather+GEMM, always).
+  // the fused AllGather+GEMM, always): in one wave the kernel is the matmul then the reduction on
+  // SMs, which gemm_reducescatter and gemm_twoshot do already (docs/planner.md, "Candidates").
   const bool tile_path = p.op == Op::kGemmRs || (p.op == Op::kGemmAr && !fused_ar_decode(p, topo.world));
-  if (tile_path && !fused_tiles_outlast_a_wave(p, topo)) return out;
+  if (tile_path && gemm::sm90::fused_tiles_one_wave(p.m, p.n, p.l, topo.num_sms)) return out;
   add(Impl::kFused, 0);
   if (p.op == Op::kAgGemm) add(Impl::kFused, 1);
   // The fused reductions' other knob, the SMs that push and sum tiles beside the GEMM: the other

@@ -39,9 +39,6 @@ Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOption
 // (never the ladder's), with the chunk counts worth trying; the baseline first. `any_m`: only
 // those takes_any_m names. Options the caller fixed (chunks, comm_sms) stay fixed.
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m);
-// Whether the fused GEMM+ReduceScatter / GEMM+AllReduce tile path has more tiles than one wave
-// on the team's SMs, below which candidates() leaves it out.
-bool fused_tiles_outlast_a_wave(const GemmProblem& p, const Topology& topo);
 
 // The winner among `candidates` (in their order) timed at `ms` each (< 0: not built or failed):
 // the fastest, except that an earlier candidate keeps a tie within 1% and the baseline (the

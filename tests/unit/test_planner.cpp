@@ -10,6 +10,7 @@
 
 #include "bench/random_shapes.h"
 #include "core/format.h"
+#include "gemm/sm90_config.h"
 #include "plan/choose.h"
 #include "plan/problem.h"
 #include "plan/tune_cache.h"
@@ -60,16 +61,16 @@ TEST(Candidates, TheFusedTilePathOnlyBeyondOneWave) {
   };
   const Topology topo{2, true};  // 132 SMs
   for (Op op : {Op::kGemmRs, Op::kGemmAr}) {
-    // 4 x 32 = 128 tiles of 128 x 256: one wave; 5 x 32 = 160: more.
+    // 4 x 32 = 128 tiles of 128 x 256: one wave; 8 x 32 = 256 (M = 1024): more.
     EXPECT_FALSE(has_fused(problem(op, 512, 8192, 2048), topo)) << to_string(op);
-    EXPECT_FALSE(fused_tiles_outlast_a_wave(problem(op, 512, 8192, 2048), topo));
+    EXPECT_TRUE(gemm::sm90::fused_tiles_one_wave(512, 8192, 1, topo.num_sms));
     EXPECT_TRUE(has_fused(problem(op, 1024, 8192, 2048), topo)) << to_string(op);
     Topology small = topo;
     small.num_sms = 100;  // the same 128 tiles outlast a wave of a smaller GPU
     EXPECT_TRUE(has_fused(problem(op, 512, 8192, 2048), small)) << to_string(op);
     GemmProblem batched = problem(op, 512, 8192, 2048);
     batched.l = 2;  // batches count
-    EXPECT_TRUE(fused_tiles_outlast_a_wave(batched, topo));
+    EXPECT_FALSE(gemm::sm90::fused_tiles_one_wave(batched.m, batched.n, batched.l, topo.num_sms));
   }
   EXPECT_TRUE(has_fused(problem(Op::kGemmAr, 16, 8192, 2048), topo));   // the decode kernel
   EXPECT_TRUE(has_fused(problem(Op::kAgGemm, 512, 8192, 2048), topo));  // the fused AllGather+GEMM

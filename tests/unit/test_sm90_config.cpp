@@ -125,12 +125,12 @@ TEST(Sm90Config, ChunkWaitSwizzleNeverPadsTheTileGrid) {
   EXPECT_EQ(chunk_wait_swizzle(4000, 2056, 1000), 1);   // 9 tile columns
 }
 
-TEST(Sm90Config, ChunkWaitOneWaveCountsClustersOfTwoTileRows) {
-  EXPECT_TRUE(chunk_wait_one_wave(512, 8192, 1, 132));     // 4 x 32 = 128 tiles
-  EXPECT_FALSE(chunk_wait_one_wave(512, 8192, 2, 132));    // two batch entries: 256
-  EXPECT_FALSE(chunk_wait_one_wave(640, 8192, 1, 132));    // 5 tile rows pad to 6: 192
-  EXPECT_FALSE(chunk_wait_one_wave(2048, 3584, 1, 132));   // 16 x 14 = 224
-  EXPECT_TRUE(chunk_wait_one_wave(1024, 1024, 1, 132));
+TEST(Sm90Config, FusedTilesOneWaveCountsClustersOfTwoTileRows) {
+  EXPECT_TRUE(fused_tiles_one_wave(512, 8192, 1, 132));     // 4 x 32 = 128 tiles
+  EXPECT_FALSE(fused_tiles_one_wave(512, 8192, 2, 132));    // two batch entries: 256
+  EXPECT_FALSE(fused_tiles_one_wave(640, 8192, 1, 132));    // 5 tile rows pad to 6: 192
+  EXPECT_FALSE(fused_tiles_one_wave(2048, 3584, 1, 132));   // 16 x 14 = 224
+  EXPECT_TRUE(fused_tiles_one_wave(1024, 1024, 1, 132));
 }
 
 // The fused reductions' tiles per unit: the most of 8, 4, 2 that makes 256 units, as measured

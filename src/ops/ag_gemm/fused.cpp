@@ -61,7 +61,7 @@ class AgGemmFused final : public OpImpl {
           throw Error(ErrorCode::kInvalidArgument,
                       strfmt("comm_sms=%d leaves %d of %d SMs: impl fused needs at least 2 (one cluster of its kernel)",
                              ctx.choice.comm_sms, shape_.sm_count, t.num_sms));
-        piece_major_ = gemm::sm90::chunk_wait_one_wave(p_.m, p_.n, p_.l, shape_.sm_count);
+        piece_major_ = gemm::sm90::fused_tiles_one_wave(p_.m, p_.n, p_.l, shape_.sm_count);
         own_in_place_ = env_int("TPGEMM_FUSED_AG_OWN_IN_PLACE", 0, 1).value_or(0) == 1 &&
                         mw_ % gemm::sm90::kChunkWaitTileM == 0;
         copy_stream_ = Stream::highest_priority();
