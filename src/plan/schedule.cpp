@@ -171,17 +171,18 @@ RowBlock split_block(const GemmProblem& p, const RowBlock& blk, int parts, int p
   return {b, e - b};
 }
 
-// gemm_ar's all-gather of part j (of `parts`) of every rank block, on stream `st`, after all the
-// compute stream holds so far: tell the peers that this rank's reduced rows of part j are ready,
-// and pull each peer's into D once its own are.
-void gather_reduced(Builder& b, const GemmProblem& p, int W, int r, Stream st, int parts, int j) {
+// gemm_ar's all-gather of part j (of `parts`) of every rank block, after all the compute stream
+// holds so far: tell the peers on stream `st` that this rank's reduced rows of part j are ready,
+// wait there for each peer's, and pull them into D on stream `pull` (which may be `st`).
+void gather_reduced(Builder& b, const GemmProblem& p, int W, int r, Stream st, Stream pull, int parts, int j) {
   b.join(Stream::kCompute, st);
   for (int s = 1; s < W; ++s) b.signal(st, (r + s) % W, Flag::kReady, j);
   for (int s = 1; s < W; ++s) {
     const int src = (r + s) % W;
     const RowBlock blk = rank_block(p.m, W, src), part = split_block(p, blk, parts, j);
     b.wait_signal(st, src, Flag::kReady, j);
-    b.copy(st, region(Buf::kReduced, src, 0, part.begin, part.rows),
+    if (pull != st) b.join(st, pull);
+    b.copy(pull, region(Buf::kReduced, src, 0, part.begin, part.rows),
            region(Buf::kUserD, r, 0, blk.begin + part.begin, part.rows));
   }
 }
@@ -282,7 +283,7 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
     if (j == 0 && W > 1) b.wait_event(Stream::kCompute, epoch_bumped);
     b.reduce(region(Buf::kRecv, r, 0, sub.begin, sub.rows), region(Buf::kUserD, r, 0, d_row0, sub.rows), j, ar);
     if (!ar || W == 1) continue;
-    gather_reduced(b, p, W, r, Stream::kGather, rounds, j);
+    gather_reduced(b, p, W, r, Stream::kGather, Stream::kGather, rounds, j);
   }
   if (W > 1) b.join(Stream::kCopy, Stream::kCompute);
   if (W > 1 && ar) b.join(Stream::kGather, Stream::kCompute);
@@ -307,13 +308,6 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
   const int epoch_bumped = b.record(Stream::kCopy);
   b.wait_event(Stream::kGather, epoch_bumped);  // the waits below read this call's sequence numbers
   const RowBlock mine = rank_block(p.m, W, r);
-  // gemm_ar: the own reduced rows of chunk c into the own D, on the gather stream.
-  auto keep_own = [&](int c) {
-    const RowBlock piece = split_block(p, mine, chunks, c);
-    b.join(Stream::kCompute, Stream::kGather);
-    b.copy(Stream::kGather, region(Buf::kReduced, r, 0, piece.begin, piece.rows),
-           region(Buf::kUserD, r, 0, mine.begin + piece.begin, piece.rows));
-  };
   // Every matmul leaves SMs free: from barrier 0 to the last arrival a flag-wait kernel spins on
   // the gather stream beside it (gemm_ar: on the copy stream too). With all the SMs, W=2 gemm_rs
   // ran 5-10% slower on the large shapes: the waits then queue behind the matmul's tiles.
@@ -323,6 +317,14 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
     const int owner = (r + 2 * W - 1 - step) % W;
     const RowBlock blk = rank_block(p.m, W, owner);
     const bool last = step == W - 1;
+    // The sum so far of chunk c, pushed by the previous rank into slot `owner`: waited for on the
+    // gather stream, an event after each wait.
+    std::vector<int> arrived(static_cast<size_t>(chunks), -1);
+    const auto await_arrival = [&](int c) {
+      b.wait_signal(Stream::kGather, prev, Flag::kArrive, (step - 1) * chunks + c);
+      arrived[static_cast<size_t>(c)] = b.record(Stream::kGather);
+    };
+    if (step > 0) await_arrival(0);
     for (int c = 0; c < chunks; ++c) {
       const RowBlock piece = split_block(p, blk, chunks, c);
       const int64_t global = blk.begin + piece.begin;
@@ -332,16 +334,18 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
                              : region(Buf::kUserD, r, 0, piece.begin, piece.rows);
       if (step == 0) {
         b.gemm(a, d, false, kCarveout);
-      } else {  // the sum so far, pushed by the previous rank into slot `owner`
-        b.wait_signal(Stream::kGather, prev, Flag::kArrive, (step - 1) * chunks + c);
-        b.join(Stream::kGather, Stream::kCompute);
-        // The own copy of chunk c - 1 goes after the event this matmul waits for, so that the
-        // matmul never waits for the copy.
-        if (ar && last && c > 0) keep_own(c - 1);
+      } else {
+        b.wait_event(Stream::kCompute, arrived[static_cast<size_t>(c)]);
         b.gemm_plus(a, d, region(Buf::kRecv, r, owner, piece.begin, piece.rows), kCarveout);
+        // The next chunk's wait goes first on the gather stream, ahead of this chunk's ready
+        // flags below, so that the next matmul never waits for them.
+        if (c + 1 < chunks) await_arrival(c + 1);
       }
       if (last) {
-        if (ar) gather_reduced(b, p, W, r, Stream::kCopy, chunks, c);  // the copy stream pushes no more
+        // gemm_ar: the ready flags on the gather stream, the pulls on the copy stream (which
+        // pushes no more), so that a pull waits only for the pull before it: the flags behind
+        // the pulls added a flag write and a wait kernel's launch between every two.
+        if (ar) gather_reduced(b, p, W, r, Stream::kGather, Stream::kCopy, chunks, c);
         continue;
       }
       b.join(Stream::kCompute, Stream::kCopy);
@@ -349,7 +353,14 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
       b.signal(next, Flag::kArrive, step * chunks + c);
     }
   }
-  if (ar) keep_own(chunks - 1);
+  // gemm_ar: the own reduced rows into the own D, in one copy after the last matmul, beside the
+  // last pull. Copied chunk by chunk between the matmuls, the device-local copy ran several times
+  // slower beside a matmul than alone and held back the flag waits queued behind it, and where the
+  // driver ran it as a copy kernel between two matmuls it delayed the second.
+  if (ar) {
+    b.join(Stream::kCompute, Stream::kGather);
+    b.copy(Stream::kGather, region(Buf::kReduced, r, 0, 0, mine.rows), region(Buf::kUserD, r, 0, mine.begin, mine.rows));
+  }
   b.join(Stream::kCopy, Stream::kCompute);
   if (ar) b.join(Stream::kGather, Stream::kCompute);
   return b.take();

@@ -176,7 +176,7 @@ TEST(SimulationCanFail, PartialAsCAllReduceWithoutTheReadyWaitPullsRowsNotYetSum
         break;
       }
   sim::SimOptions o;
-  o.slow_rank = 1;  // sums late: rank 0 must not pull its first chunk before it is there
+  o.slow_matmul_rank = 1;  // sums late: rank 0 must not pull its first chunk before it is there
   const std::string err = sim::simulate(p, s, o);
   EXPECT_NE(err.find("reads reduced@1"), std::string::npos) << err;
 }
