@@ -29,6 +29,12 @@ __global__ void barrier_kernel(uint64_t* const* peer_pads, int group, int world,
   }
 }
 
+// One thread: what the stream ran before (kernels and copies) is visible, then the flag.
+__global__ void raise_kernel(uint64_t* slot, const uint64_t* seq, int round) {
+  __threadfence_system();
+  st_release_sys(slot, seq[round]);
+}
+
 __global__ void wait_kernel(const uint64_t* slot, const uint64_t* seq, int round, int peer, WaitSite site, WaitEnv env) {
   if (threadIdx.x == 0) wait_geq(slot, seq[round], env, peer, site, round);
 }
@@ -44,6 +50,7 @@ SignalPad::SignalPad(std::shared_ptr<detail::TeamState> team, int num_barriers, 
     // They run beside kernels that wait for them (NOTE [lazy loading]).
     load_kernel_now(barrier_kernel);
     load_kernel_now(wait_kernel);
+    load_kernel_now(raise_kernel);
     control_ = DeviceBuffer(sizeof(uint64_t) * (1 + static_cast<size_t>(rounds)));
     team_->zero_now(control_.get(), control_.bytes());
   });
@@ -62,6 +69,12 @@ void SignalPad::barrier(int index, cudaStream_t stream) const {
 void SignalPad::signal(int family, int peer, int round, cudaStream_t stream) const {
   uint64_t* dst = static_cast<uint64_t*>(pad_.peer(peer)) + (num_barriers_ + family) * team_->world + team_->rank;
   TPGEMM_CUDA_CHECK(cudaMemcpyAsync(dst, control_.as<uint64_t>() + 1 + round, sizeof(uint64_t), cudaMemcpyDeviceToDevice, stream));
+}
+
+void SignalPad::raise(int family, int peer, int round, cudaStream_t stream) const {
+  uint64_t* dst = static_cast<uint64_t*>(pad_.peer(peer)) + (num_barriers_ + family) * team_->world + team_->rank;
+  raise_kernel<<<1, 1, 0, stream>>>(dst, control_.as<uint64_t>() + 1, round);
+  TPGEMM_CHECK_LAUNCH();
 }
 
 void SignalPad::wait(int family, int peer, int round, WaitSite site, cudaStream_t stream) const {

@@ -31,8 +31,12 @@ class SignalPad {
   // A barrier of all ranks on `stream` (one small kernel, bounded). Barrier 0 of a call bumps
   // the epoch first, so it must come before any flag of that call.
   void barrier(int index, cudaStream_t stream) const;
-  // Raise family `family` of round `round` in `peer`'s pad: a copy-engine write of seq[round].
+  // Raise family `family` of round `round` in `peer`'s pad: a copy-engine write of seq[round],
+  // ordered after the copies before it on the stream.
   void signal(int family, int peer, int round, cudaStream_t stream) const;
+  // The same from one thread on the SMs. A copy-engine write queues behind every transfer the
+  // engine holds, other streams' too; after a kernel that holds up a flag by tens of microseconds.
+  void raise(int family, int peer, int round, cudaStream_t stream) const;
   // Wait (one small kernel, bounded) until `peer` has raised family `family` of round `round` here.
   void wait(int family, int peer, int round, WaitSite site, cudaStream_t stream) const;
 

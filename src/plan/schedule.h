@@ -56,7 +56,10 @@ BufGeometry buffer_geometry(Buf b, const GemmProblem& p, int world);
 enum class Stream : uint8_t { kCompute, kCopy, kGather };
 constexpr int kNumStreams = 3;
 enum class StepKind : uint8_t { kGemm, kCopy, kBarrier, kSignal, kWaitSignal, kReduce, kAddC, kRecord, kWaitEvent };
-// Families of per-source flags in a plan's signal pad (NOTE [signal pad layout]).
+// Families of per-source flags in a plan's signal pad (NOTE [signal pad layout]). kArrive: rows
+// this rank pushed have landed (raised after the copy, on its stream: a copy-engine write behind
+// it). kReady: rows this rank computed can be pulled (raised after the kernel that wrote them:
+// from the SMs, ahead of whatever the copy engines still hold).
 enum class Flag : uint8_t { kArrive, kReady };
 constexpr int kNumFlags = 2;
 

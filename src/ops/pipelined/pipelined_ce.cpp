@@ -111,7 +111,13 @@ class PipelinedCE final : public OpImpl {
         }
         case StepKind::kCopy: copy(s, st); break;
         case StepKind::kBarrier: pad_.barrier(s.index, st); break;
-        case StepKind::kSignal: pad_.signal(static_cast<int>(s.flag), s.peer, s.round, st); break;
+        case StepKind::kSignal:
+          // (plan::Flag: ready flags from the SMs, arrival flags behind their copies.)
+          if (s.flag == plan::Flag::kReady)
+            pad_.raise(static_cast<int>(s.flag), s.peer, s.round, st);
+          else
+            pad_.signal(static_cast<int>(s.flag), s.peer, s.round, st);
+          break;
         case StepKind::kWaitSignal:
           pad_.wait(static_cast<int>(s.flag), s.peer, s.round,
                     s.flag == plan::Flag::kReady ? comm::WaitSite::kReadyFlag
