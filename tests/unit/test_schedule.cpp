@@ -116,6 +116,45 @@ TEST(Schedule, PartialAsCRingVisitsEveryBlockOnceAndEndsWithTheOwner) {
   }
 }
 
+// gemm_ar's ring: nothing queues ahead of a pull but the pulls before it and its own ready wait.
+// The ready flags and waits are on the gather stream (each chunk's arrival wait ahead of them),
+// the copy stream holds only pushes and then pulls, and the own rows' copy into D comes once,
+// after the last matmul.
+TEST(Schedule, PartialAsCAllReducePullsQueueOnlyBehindPulls) {
+  for (int w : {2, 3, 4})
+    for (int chunks : {2, 4}) {
+      const GemmProblem p = make(Op::kGemmAr, 8 * w);
+      for (int r = 0; r < w; ++r) {
+        const plan::Schedule s = plan::build_pipelined(p, w, r, chunks, true);
+        size_t last_gemm = 0;
+        for (size_t i = 0; i < s.steps.size(); ++i)
+          if (s.steps[i].kind == plan::StepKind::kGemm) last_gemm = i;
+        bool pulling = false;
+        int own_copies = 0;
+        for (size_t i = 0; i < s.steps.size(); ++i) {
+          const plan::Step& x = s.steps[i];
+          const bool pull = x.kind == plan::StepKind::kCopy && x.src.buf == plan::Buf::kReduced && x.src.rank != r;
+          if (x.kind == plan::StepKind::kSignal && x.flag == plan::Flag::kReady)
+            EXPECT_EQ(x.stream, plan::Stream::kGather) << name(p, w, chunks) << " rank " << r << " step " << i;
+          if (x.kind == plan::StepKind::kWaitSignal)
+            EXPECT_EQ(x.stream, plan::Stream::kGather) << name(p, w, chunks) << " rank " << r << " step " << i;
+          if (pull) {
+            EXPECT_EQ(x.stream, plan::Stream::kCopy) << name(p, w, chunks) << " rank " << r << " step " << i;
+            pulling = true;
+          }
+          if (x.kind == plan::StepKind::kCopy && x.stream == plan::Stream::kCopy && !pull)
+            EXPECT_FALSE(pulling) << name(p, w, chunks) << " rank " << r << ": a push after a pull, step " << i;
+          if (x.kind == plan::StepKind::kCopy && x.src.buf == plan::Buf::kReduced && x.src.rank == r) {
+            ++own_copies;
+            EXPECT_GT(i, last_gemm) << name(p, w, chunks) << " rank " << r;
+            EXPECT_EQ(x.src.rows, plan::rank_block(p.m, w, r).rows) << name(p, w, chunks) << " rank " << r;
+          }
+        }
+        EXPECT_EQ(own_copies, 1) << name(p, w, chunks) << " rank " << r;
+      }
+    }
+}
+
 TEST(SimulationCanFail, PartialAsCWithoutTheArrivalWaitReadsAPartialNotYetPushed) {
   for (int w : {2, 4}) {
     const GemmProblem p = make(Op::kGemmRs, 4 * w);
