@@ -309,8 +309,9 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
   b.wait_event(Stream::kGather, epoch_bumped);  // the waits below read this call's sequence numbers
   const RowBlock mine = rank_block(p.m, W, r);
   // Every matmul leaves SMs free: from barrier 0 to the last arrival a flag-wait kernel spins on
-  // the gather stream beside it (gemm_ar: on the copy stream too). With all the SMs, W=2 gemm_rs
-  // ran 5-10% slower on the large shapes: the waits then queue behind the matmul's tiles.
+  // the gather stream beside it (gemm_ar: its ready flags are raised and waited for there too).
+  // With all the SMs, W=2 gemm_rs ran 5-10% slower on the large shapes: the waits then queue
+  // behind the matmul's tiles.
   constexpr bool kCarveout = true;
   for (int step = 0; step < W; ++step) {
     // Block r - 1 - step: its sum starts here at step 0 and ends with its owner at step W - 1.
