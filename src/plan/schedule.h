@@ -118,9 +118,9 @@ struct Schedule {
 // flag (round = (s - 1) * chunks + chunk) is up. Before the last step it pushes each chunk into
 // the next rank's slot and raises its flag; at step W - 1 the block is its own and the matmul
 // writes D (gemm_ar: its reduced rows, which every rank then pulls into D chunk by chunk on the
-// copy stream, after a ready flag per chunk, while the gather stream copies the owner's own).
-// The gather stream waits for the arrival flags, so that the compute stream waits only on
-// events. A chunk lands while this rank multiplies the chunks before it, as long as one chunk's
+// copy stream, each after a ready flag raised and waited for on the gather stream; the owner
+// copies its own into D once, after its last matmul). The gather stream waits for the arrival
+// flags, so that the compute stream waits only on events. A chunk lands while this rank multiplies the chunks before it, as long as one chunk's
 // transfer is shorter than the other chunks' matmuls of a step.
 // Each step rounds the sum so far to D's type: W roundings in all, of growing sums, where the
 // slot reduction rounds each of the W partials and then their fp32 sum once. The order of the

@@ -1,8 +1,9 @@
 // The copy-engine pipelined implementation of all three ops: it enqueues the steps of the
 // schedule src/plan builds (NOTE [schedule model]) on the caller's stream and one or two
 // high-priority side streams. Matmuls are cuBLASLt, transfers are cudaMemcpyAsync between
-// symmetric buffers over NVLink (no SMs), flags are copy-engine writes; the SM work besides the
-// matmuls is small: one-block barrier and flag-wait kernels, the reduction, and the add-C pass.
+// symmetric buffers over NVLink (no SMs), arrival flags are copy-engine writes behind their
+// copies; the SM work besides the matmuls is small: one-block barrier and flag-wait kernels, a
+// one-thread kernel per ready flag, the reduction, and the add-C pass.
 #include "comm/signal_pad.h"
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
