@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time gemm_core bench random auto_vs_rules dtypes layouts bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time timeline gemm_core bench random auto_vs_rules dtypes layouts bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -15,7 +15,8 @@
 # the side-by-side table and where each target stands, also in the summary) and summary.txt; when
 # $OUT is set (a remote GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
-# -R regex for the dist tests; RANDOM_SHAPES and SEED the random stage's draw; SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
+# -R regex for the dist tests; RANDOM_SHAPES and SEED the random stage's draw; TIMELINE_ARGS the
+# timeline stage's flags (e.g. "--op gemm_ar --m 8192 --configs pipelined_ce:4"); SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
 # sweep_decode and sweep_ring stages. NVLink multicast
 # stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
@@ -88,7 +89,15 @@ for s in $STAGES; do
           ${BLOCK_ARGS:-} --json "$LOGS/block_W$w.json"
         grep -A60 "^summary\|geomean" "$LOGS/block_W$w.log" | tail -60 | tee -a "$SUMMARY" > /dev/null
       done ;;
-    python_install) install_python ;;  # the package alone (for the block and host_time stages)
+    python_install) install_python ;;  # the package alone (for the block, host_time and timeline stages)
+    timeline)  # one call's kernels and copies (bench/timeline.py; TIMELINE_ARGS: its flags), each W
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        # shellcheck disable=SC2086
+        stage "timeline_W$w" 300 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" bench/timeline.py \
+          ${TIMELINE_ARGS:-} --out "$LOGS/timeline_W$w"
+        grep -E "^==|call:" "$LOGS/timeline_W$w.log" | sed "s/^/W=$w /" | tee -a "$SUMMARY" > /dev/null
+      done ;;
     host_time)  # host microseconds per eager torch call, layer by layer (bench/host_time.py), the GPU held busy
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || continue
