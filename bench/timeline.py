@@ -41,7 +41,11 @@ def last_call(path):
     ev = sorted((e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X" and e.get("cat") in GPU_EVENTS),
                 key=lambda e: e["ts"])
     sleeps = [i for i, e in enumerate(ev) if "spin_kernel" in e["name"]]
-    start = next(i for i in range(sleeps[-1], len(ev)) if "nccl" in ev[i]["name"].lower())
+    if not sleeps:
+        raise SystemExit(f"{path}: no torch.cuda._sleep kernel ('spin_kernel') recorded: cannot find the call")
+    start = next((i for i in range(sleeps[-1], len(ev)) if "nccl" in ev[i]["name"].lower()), None)
+    if start is None or start + 1 == len(ev):
+        raise SystemExit(f"{path}: no NCCL start line, or nothing after it, behind the last sleep")
     return ev[start + 1:]
 
 

@@ -339,7 +339,9 @@ Schedule build_ring(const GemmProblem& p, int W, int r, int chunks) {
         b.wait_event(Stream::kCompute, arrived[static_cast<size_t>(c)]);
         b.gemm_plus(a, d, region(Buf::kRecv, r, owner, piece.begin, piece.rows), kCarveout);
         // The next chunk's wait goes first on the gather stream, ahead of this chunk's ready
-        // flags below, so that the next matmul never waits for them.
+        // flags below, so that the next matmul never waits for them. (Matmul c + 2's wait still
+        // sits behind the waits for every peer's ready flag of chunk c: a peer more than a chunk
+        // late holds the matmuls back.)
         if (c + 1 < chunks) await_arrival(c + 1);
       }
       if (last) {

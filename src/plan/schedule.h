@@ -5,9 +5,10 @@
 // Each rank has up to three in-order streams: kCompute (the caller's stream; cuBLASLt matmuls
 // and reduction kernels), kCopy (a high-priority side stream; copy-engine transfers over
 // NVLink, flag writes, small synchronisation kernels) and kGather (a second such stream: for
-// gemm_ar's all-gather, so that pulling round j's reduced rows never delays round j + 1's
-// pushes; for the arrival waits of ag_gemm and of NOTE [partial as C], so that no wait sits
-// behind this rank's own pushes). Steps are listed in host enqueue
+// gemm_ar's all-gather in rounds, so that pulling round j's reduced rows never delays round
+// j + 1's pushes; for the arrival waits of ag_gemm and of NOTE [partial as C], so that no wait
+// sits behind this rank's own pushes; for the ready flags of NOTE [partial as C]'s gemm_ar, whose
+// pulls then run alone on kCopy). Steps are listed in host enqueue
 // order. Ordering between the streams of one rank is by events only (record / wait);
 // ordering between ranks is by barriers and by flags in symmetric memory (signal /
 // wait_signal / reduce). Every cross-rank wait is bounded on the GPU.
