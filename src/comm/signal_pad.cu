@@ -66,14 +66,16 @@ void SignalPad::barrier(int index, cudaStream_t stream) const {
   TPGEMM_CHECK_LAUNCH();
 }
 
+uint64_t* SignalPad::slot_at(int family, int peer) const {
+  return static_cast<uint64_t*>(pad_.peer(peer)) + (num_barriers_ + family) * team_->world + team_->rank;
+}
+
 void SignalPad::signal(int family, int peer, int round, cudaStream_t stream) const {
-  uint64_t* dst = static_cast<uint64_t*>(pad_.peer(peer)) + (num_barriers_ + family) * team_->world + team_->rank;
-  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(dst, control_.as<uint64_t>() + 1 + round, sizeof(uint64_t), cudaMemcpyDeviceToDevice, stream));
+  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(slot_at(family, peer), seq() + round, sizeof(uint64_t), cudaMemcpyDeviceToDevice, stream));
 }
 
 void SignalPad::raise(int family, int peer, int round, cudaStream_t stream) const {
-  uint64_t* dst = static_cast<uint64_t*>(pad_.peer(peer)) + (num_barriers_ + family) * team_->world + team_->rank;
-  raise_kernel<<<1, 1, 0, stream>>>(dst, control_.as<uint64_t>() + 1, round);
+  raise_kernel<<<1, 1, 0, stream>>>(slot_at(family, peer), seq(), round);
   TPGEMM_CHECK_LAUNCH();
 }
 

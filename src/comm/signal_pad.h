@@ -46,6 +46,9 @@ class SignalPad {
   int world() const;
 
  private:
+  // This rank's slot of family `family` in `peer`'s pad.
+  uint64_t* slot_at(int family, int peer) const;
+
   std::shared_ptr<detail::TeamState> team_;
   SymmetricBuffer pad_;
   DeviceBuffer control_;  // uint64: [0] epoch, [1 + j] seq[j]
