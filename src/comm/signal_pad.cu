@@ -71,7 +71,8 @@ uint64_t* SignalPad::slot_at(int family, int peer) const {
 }
 
 void SignalPad::signal(int family, int peer, int round, cudaStream_t stream) const {
-  TPGEMM_CUDA_CHECK(cudaMemcpyAsync(slot_at(family, peer), seq() + round, sizeof(uint64_t), cudaMemcpyDeviceToDevice, stream));
+  TPGEMM_CUDA_CHECK(
+      cudaMemcpyAsync(slot_at(family, peer), seq() + round, sizeof(uint64_t), cudaMemcpyDeviceToDevice, stream));
 }
 
 void SignalPad::raise(int family, int peer, int round, cudaStream_t stream) const {
