@@ -5,8 +5,10 @@ profiled call together (a sleep, then an NCCL all-reduce that both finish at onc
 the timeline is the schedule's, not a peer's late start. The streams named are the driver's: a
 plan replaying its calls from CUDA graphs (NOTE [call graphs]) runs them on streams of its own.
 
-    python3 -m torch.distributed.run --standalone --nproc-per-node W bench/timeline.py \\
+    python3 -m torch.distributed.run --standalone --nproc-per-node W bench/timeline.py -- \\
         --op gemm_ar --m 8192 --n 8192 --k 2048 --configs pipelined_ce:4,pipelined_ce:2 [--out DIR]
+
+(The `--` keeps torchrun from taking --m for an abbreviation of one of its own flags.)
 
 A config is impl:chunks (0: the planner's default chunks).
 """

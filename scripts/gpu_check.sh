@@ -94,7 +94,7 @@ for s in $STAGES; do
       for w in $WORLDS; do
         [ "$w" -le "$GPUS" ] || continue
         # shellcheck disable=SC2086
-        stage "timeline_W$w" 300 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" bench/timeline.py \
+        stage "timeline_W$w" 300 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" bench/timeline.py -- \
           ${TIMELINE_ARGS:-} --out "$LOGS/timeline_W$w"
         grep -E "^==|call:" "$LOGS/timeline_W$w.log" | sed "s/^/W=$w /" | tee -a "$SUMMARY" > /dev/null
       done ;;
