@@ -82,6 +82,11 @@ enum class Impl : int {
   kAllGatherGemm,      // ag_gemm only (along M): tpgemm's all-gather kernel, then the matmul
 };
 
+// The matmuls of pipelined_ce's schedule (every other implementation has its own): cuBLASLt's, or
+// tpgemm's Hopper GEMM core's (sm_90; bf16 and fp16 along M), whose epilogue loads C (the partial
+// of NOTE [partial as C]) from a warp of its own beside the mainloop. kAuto: the planner's choice.
+enum class Matmul : int { kAuto = 0, kCublasLt, kSm90 };
+
 // The standalone all-reduce (the kernels GEMM+AllReduce builds on).
 enum class AllReduceImpl : int { kAuto = 0, kNccl, kOneShot, kTwoShot };
 
@@ -93,6 +98,7 @@ std::string_view to_string(ScaleMode v);
 std::string_view to_string(Op v);
 std::string_view to_string(Impl v);
 std::string_view to_string(AllReduceImpl v);
+std::string_view to_string(Matmul v);
 
 // Parse the names to_string() prints (and a few aliases, e.g. "bfloat16", "pipelined").
 std::optional<DType> parse_dtype(std::string_view s);
@@ -103,6 +109,7 @@ std::optional<ScaleMode> parse_scale_mode(std::string_view s);  // "tensor", "ro
 std::optional<Op> parse_op(std::string_view s);
 std::optional<Impl> parse_impl(std::string_view s);
 std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s);
+std::optional<Matmul> parse_matmul(std::string_view s);  // "auto", "cublaslt", "sm90"
 
 size_t dtype_size(DType v);
 
@@ -200,6 +207,10 @@ struct PlanOptions {
   // kernels (pipelined_ce, fused ag_gemm), or the push-and-reduce kernel of the fused gemm_rs
   // and gemm_ar (0 there: it runs only after the GEMM). -1 = the planner's choice.
   int comm_sms = -1;
+  // pipelined_ce's matmuls (Matmul above); kAuto: the planner's choice, which the tuner times
+  // both ways where the Hopper core serves the problem. Any other value with impl neither auto
+  // nor pipelined_ce is an InvalidArgument; Plan::options() reports kAuto for those.
+  Matmul matmul = Matmul::kAuto;
   // ag_gemm along M: every run() also writes the gathered A to Operands::a_gathered. The
   // implementations that gather into their own buffer copy it out after the matmul (one pass over
   // M x K); baseline and allgather_gemm gather straight into it. The ladder's refuse it.

@@ -58,7 +58,7 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
                          const std::string& impl, int chunks_per_rank, int comm_sms, bool return_gathered_a,
                          const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
                          int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype,
-                         bool deterministic = false) {
+                         bool deterministic = false, const std::string& matmul = "auto") {
   ProblemArgs a;
   a.p.op = parsed(parse_op(op), "op", op, "ag_gemm, gemm_rs or gemm_ar");
   a.p.m = m;
@@ -82,6 +82,7 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
   a.o.impl = parsed(parse_impl(impl), "impl", impl, "an implementation's name (auto, baseline, pipelined_ce, ...)");
   a.o.chunks_per_rank = chunks_per_rank;
   a.o.comm_sms = comm_sms;
+  a.o.matmul = parsed(parse_matmul(matmul), "matmul", matmul, "auto, cublaslt or sm90");
   a.o.return_gathered_a = return_gathered_a;
   a.o.deterministic = deterministic;
   return a;
@@ -92,6 +93,7 @@ nb::dict options_dict(const PlanOptions& o) {
   d["impl"] = std::string(to_string(o.impl));
   d["chunks_per_rank"] = o.chunks_per_rank;
   d["comm_sms"] = o.comm_sms;
+  d["matmul"] = std::string(to_string(o.matmul));
   d["return_gathered_a"] = o.return_gathered_a;
   d["deterministic"] = o.deterministic;
   return d;
@@ -205,10 +207,11 @@ NB_MODULE(_C, m) {
              const std::string& dtype, const std::string& b_layout, float alpha, float beta, bool has_c,
              const std::string& shard_dim, const std::string& impl, int chunks_per_rank, int comm_sms,
              bool return_gathered_a, const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
-             int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype, bool deterministic) {
+             int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype, bool deterministic,
+             const std::string& matmul) {
             const ProblemArgs a = problem_args(op, m_, n, k, l, dtype, b_layout, alpha, beta, has_c, shard_dim, impl,
                                                chunks_per_rank, comm_sms, return_gathered_a, out_dtype, scale, a_layout,
-                                               lda, ldb, ldc, ldd, b_dtype, deterministic);
+                                               lda, ldb, ldc, ldd, b_dtype, deterministic, matmul);
             nb::gil_scoped_release release;
             new (self) Plan(team, a.p, a.o);
           },
@@ -218,14 +221,15 @@ NB_MODULE(_C, m) {
           nb::arg("chunks_per_rank") = 0, nb::arg("comm_sms") = -1, nb::arg("return_gathered_a") = false,
           nb::arg("out_dtype") = "", nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0,
           nb::arg("ldb") = 0, nb::arg("ldc") = 0, nb::arg("ldd") = 0, nb::arg("b_dtype") = "",
-          nb::arg("deterministic") = false,
+          nb::arg("deterministic") = false, nb::arg("matmul") = "auto",
           "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `deterministic`: "
           "sums in a fixed order only (PlanOptions::deterministic: no gemm_rs / gemm_ar baseline). `out_dtype`: D's "
           "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for FP8; '': dtype). `b_dtype`: "
           "B's type where it differs from A's ('e4m3' or 'e5m2' beside an FP8 A; '': dtype). `scale`: "
           "FP8 scales, 'tensor' (one per operand), 'row' (per row of A and per column of D) or 'block' (per "
           "1 x 128 block of A and 128 x 128 block of B, tpgemm/types.h's layout). `a_layout` "
-          "('mk' or 'km': A stored [K, M]), `lda`, `ldb`, `ldc`, `ldd`: row strides in elements (0: packed).")
+          "('mk' or 'km': A stored [K, M]), `lda`, `ldb`, `ldc`, `ldd`: row strides in elements (0: packed). "
+          "`matmul`: pipelined_ce's matmuls, 'cublaslt', 'sm90' (tpgemm's Hopper GEMM core) or 'auto'.")
       .def(
           "run",
           [](Plan& self, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t d, uintptr_t a_gathered, uintptr_t stream,

@@ -72,6 +72,15 @@ std::string_view to_string(AllReduceImpl v) {
   return "?";
 }
 
+std::string_view to_string(Matmul v) {
+  switch (v) {
+    case Matmul::kAuto: return "auto";
+    case Matmul::kCublasLt: return "cublaslt";
+    case Matmul::kSm90: return "sm90";
+  }
+  return "?";
+}
+
 std::optional<DType> parse_dtype(std::string_view s) {
   static constexpr std::array<std::pair<std::string_view, DType>, 10> t{{{"bf16", DType::kBF16},
                                                                         {"bfloat16", DType::kBF16},
@@ -139,6 +148,12 @@ std::optional<AllReduceImpl> parse_allreduce_impl(std::string_view s) {
                                                                                 {"nccl", AllReduceImpl::kNccl},
                                                                                 {"oneshot", AllReduceImpl::kOneShot},
                                                                                 {"twoshot", AllReduceImpl::kTwoShot}}};
+  return lookup(t, s);
+}
+
+std::optional<Matmul> parse_matmul(std::string_view s) {
+  static constexpr std::array<std::pair<std::string_view, Matmul>, 3> t{
+      {{"auto", Matmul::kAuto}, {"cublaslt", Matmul::kCublasLt}, {"sm90", Matmul::kSm90}}};
   return lookup(t, s);
 }
 

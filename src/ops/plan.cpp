@@ -66,6 +66,18 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
   if (s.ok() && (o.comm_sms < -1 || o.comm_sms >= t.num_sms))
     s = {ErrorCode::kInvalidArgument,
          strfmt("comm_sms=%d: expected -1 (auto) or 0 to %d (this GPU has %d SMs)", o.comm_sms, t.num_sms - 1, t.num_sms)};
+  if (s.ok() && (static_cast<int>(o.matmul) < 0 || static_cast<int>(o.matmul) > static_cast<int>(Matmul::kSm90)))
+    s = {ErrorCode::kInvalidArgument, strfmt("matmul=%d: expected kAuto, kCublasLt or kSm90", static_cast<int>(o.matmul))};
+  if (s.ok() && o.matmul != Matmul::kAuto && !pipelined)
+    s = {ErrorCode::kInvalidArgument,
+         strfmt("matmul=%s with impl=%s: only pipelined_ce's matmuls can be chosen (the other implementations have "
+                "their own); expected matmul=auto, or impl=pipelined_ce or auto",
+                std::string(to_string(o.matmul)).c_str(), std::string(to_string(o.impl)).c_str())};
+  if (s.ok() && o.matmul == Matmul::kSm90 && pipelined && !plan::pipelined_core_possible(p, topology(t)))
+    s = {ErrorCode::kUnsupported,
+         strfmt("matmul=sm90: the Hopper GEMM core runs pipelined_ce's matmuls along M, bf16 or fp16 in and out, N "
+                "and K multiples of 8, on sm_90 GPUs, and the problem is %s; use matmul=cublaslt or auto",
+                describe(p).c_str())};
   if (s.ok() && (o.tune != PlanOptions::Tune::kDefault && o.tune != PlanOptions::Tune::kOn &&
                  o.tune != PlanOptions::Tune::kOff))
     s = {ErrorCode::kInvalidArgument, strfmt("tune=%d: expected kDefault, kOn or kOff", static_cast<int>(o.tune))};
@@ -99,18 +111,23 @@ void warn(const TeamState& t, const std::string& what) {
 // candidates: a file that names something else is not trusted.
 std::optional<plan::Choice> cached_choice(TeamState& t, const std::string& key, const std::vector<plan::Choice>& cands,
                                           const plan::TuneCache& cache) {
-  int32_t entry[3] = {-1, 0, 0};
+  int32_t entry[4] = {-1, 0, 0, 0};
   if (t.rank == 0) {
     std::vector<std::string> warnings;
-    if (const auto c = cache.find(key, warnings)) entry[0] = static_cast<int32_t>(c->impl), entry[1] = c->chunks, entry[2] = c->comm_sms;
+    if (const auto c = cache.find(key, warnings))
+      entry[0] = static_cast<int32_t>(c->impl), entry[1] = c->chunks, entry[2] = c->comm_sms,
+      entry[3] = static_cast<int32_t>(c->matmul);
     for (const std::string& w : warnings) warn(t, w);
   }
   std::memcpy(entry, t.allgather(entry, sizeof(entry), "the tuning cache's entry")[0].data(), sizeof(entry));
   if (entry[0] < 0) return std::nullopt;
   for (const plan::Choice& c : cands)
-    if (static_cast<int32_t>(c.impl) == entry[0] && c.chunks == entry[1] && c.comm_sms == entry[2]) return c;
-  warn(t, strfmt("tuning cache %s: the entry for \"%s\" (impl %d, chunks %d, comm_sms %d) is none of the planner's "
-                 "candidates; ignored", cache.path().c_str(), key.c_str(), entry[0], entry[1], entry[2]));
+    if (static_cast<int32_t>(c.impl) == entry[0] && c.chunks == entry[1] && c.comm_sms == entry[2] &&
+        static_cast<int32_t>(c.matmul) == entry[3])
+      return c;
+  warn(t, strfmt("tuning cache %s: the entry for \"%s\" (impl %d, chunks %d, comm_sms %d, matmul %d) is none of the "
+                 "planner's candidates; ignored",
+                 cache.path().c_str(), key.c_str(), entry[0], entry[1], entry[2], entry[3]));
   return std::nullopt;
 }
 
@@ -210,8 +227,9 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   // them; the choice below is a function of it.
   const std::string descriptor =
       describe(problem) +
-      strfmt(" impl=%s chunks=%d comm_sms=%d gathered_a=%d tune=%d deterministic=%d",
+      strfmt(" impl=%s chunks=%d comm_sms=%d matmul=%d gathered_a=%d tune=%d deterministic=%d",
              std::string(to_string(options.impl)).c_str(), options.chunks_per_rank, options.comm_sms,
+             static_cast<int>(options.matmul),
              options.return_gathered_a ? 1 : 0, static_cast<int>(asked.tune), options.deterministic ? 1 : 0) +
       detail::protocol_settings();
   t->agree(local, descriptor, "the plan");
@@ -341,6 +359,7 @@ PlanOptions Plan::options() const {
   o.impl = state_->main.choice.impl;
   o.chunks_per_rank = state_->main.choice.chunks;
   o.comm_sms = state_->main.choice.comm_sms;
+  o.matmul = state_->main.choice.matmul;
   return o;
 }
 const PlanSelection& Plan::selection() const { return detail::live(state_, "selection()").main.selection; }

@@ -206,6 +206,7 @@ std::string describe(const plan::Choice& c) {
   std::string s(to_string(c.impl));
   if (c.impl == Impl::kPipelinedCE || c.impl == Impl::kFused) s += strfmt("/%d", c.chunks);
   if (c.impl == Impl::kFused && c.comm_sms > 0) s += strfmt("/%dsm", c.comm_sms);
+  if (c.matmul == Matmul::kSm90) s += "/sm90";
   return s;
 }
 

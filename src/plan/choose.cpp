@@ -94,6 +94,8 @@ Choice fill_defaults(const GemmProblem& p, const Topology& topo, Impl impl, cons
   if (impl == Impl::kFused && p.op == Op::kGemmRs) c.comm_sms = kFusedRsCommSms;
   if (impl == Impl::kFused && p.op == Op::kGemmAr) c.comm_sms = kFusedArCommSms;
   if (o.comm_sms >= 0) c.comm_sms = o.comm_sms;
+  // The rules' matmul is cuBLASLt's: the Hopper core is taken only where the tuner timed it faster.
+  if (impl == Impl::kPipelinedCE) c.matmul = o.matmul == Matmul::kAuto ? Matmul::kCublasLt : o.matmul;
   return c;
 }
 
@@ -227,9 +229,14 @@ Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOption
   return fill_defaults(p, topo, impl, options);
 }
 
+bool pipelined_core_possible(const GemmProblem& p, const Topology& topo) {
+  return topo.all_sm90 && p.shard_dim == ShardDim::kM && (p.dtype == DType::kBF16 || p.dtype == DType::kFP16) &&
+         d_dtype(p) == p.dtype && p.n % 8 == 0 && p.k % 8 == 0;
+}
+
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m) {
   std::vector<Choice> out;
-  const auto add = [&](Impl impl, int chunks, int comm_sms = -1) {
+  const auto add = [&](Impl impl, int chunks, int comm_sms = -1, Matmul matmul = Matmul::kAuto) {
     if (any_m && !takes_any_m(impl)) return;
     if (options.deterministic && !fixed_reduction_order(p, impl, topo.world)) return;
     if (!impl_supported(p, impl, topo).ok()) return;
@@ -238,10 +245,12 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
     o.impl = impl;
     o.chunks_per_rank = options.chunks_per_rank > 0 ? options.chunks_per_rank : chunks;
     if (options.comm_sms < 0 && comm_sms >= 0) o.comm_sms = comm_sms;
+    if (options.matmul == Matmul::kAuto) o.matmul = matmul;
     const Choice c = fill_defaults(p, topo, impl, o);
     if (block_scale_chunks_miss(p, topo, impl, c.chunks)) return;
+    if (c.matmul == Matmul::kSm90 && !pipelined_core_possible(p, topo)) return;
     for (const Choice& seen : out)
-      if (seen.impl == c.impl && seen.chunks == c.chunks && seen.comm_sms == c.comm_sms) return;
+      if (seen == c) return;
     out.push_back(c);
   };
   add(Impl::kBaseline, 0);  // first: of equal times, the earlier candidate wins
@@ -258,10 +267,12 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
   }
   // The overlapped implementations and their main knob, the pieces each rank block is cut into
   // (along N a block moves whole): one, the rules' choice, and more while a piece keeps at least
-  // 128 rows, one tile of the matmuls.
+  // 128 rows, one tile of the matmuls. pipelined_ce's matmuls both ways where the Hopper core
+  // serves the problem: neither was faster on every shape and chunk count (docs/planner.md).
   for (int chunks : {0, 1, 2, 4, 8}) {
     if (chunks > 1 && (p.shard_dim == ShardDim::kN || block / chunks < 128)) continue;
-    add(Impl::kPipelinedCE, chunks);
+    add(Impl::kPipelinedCE, chunks, -1, Matmul::kCublasLt);
+    add(Impl::kPipelinedCE, chunks, -1, Matmul::kSm90);
   }
   // The fused reductions' tile path only where its tiles outlast a wave (the decode kernel, and
   // the fused AllGather+GEMM, always): in one wave the kernel is the matmul then the reduction on

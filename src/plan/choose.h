@@ -13,7 +13,14 @@ struct Choice {
   Impl impl = Impl::kBaseline;
   int chunks = 1;    // pipelined: transfers per rank block (ag_gemm, gemm_rs) or rounds (gemm_ar)
   int comm_sms = 0;  // SMs the matmuls beside synchronisation kernels leave free
+  Matmul matmul = Matmul::kAuto;  // pipelined_ce: kCublasLt or kSm90; the others: kAuto (their own)
+  bool operator==(const Choice&) const = default;
 };
+
+// Whether pipelined_ce's matmuls can run on the Hopper GEMM core for `p` (PlanOptions::matmul):
+// along M, bf16 or fp16 in and out, rows of 16 bytes, sm_90 GPUs. The plan checks every matmul's
+// shape when it is made.
+bool pipelined_core_possible(const GemmProblem& p, const Topology& topo);
 
 // Resolves options.impl == kAuto with the measured rules in choose.cpp (see docs/perf.md),
 // and fills the schedule parameters the options leave open. Assumes the problem is valid.

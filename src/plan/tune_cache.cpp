@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -16,7 +17,9 @@
 namespace tpgemm::plan {
 namespace {
 
-constexpr const char* kHeader = "tpgemm-tune-cache 1";
+// Format 2 added the matmul field; a file of another format is started anew by the next store.
+constexpr const char* kHeader = "tpgemm-tune-cache 2";
+constexpr int kFields = 6;  // key, impl, chunks, comm_sms, matmul, detail
 
 std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> out;
@@ -63,7 +66,8 @@ std::optional<Choice> TuneCache::find(const std::string& key, std::vector<std::s
   if (!in) return std::nullopt;  // none yet
   std::string line;
   if (!std::getline(in, line) || line != kHeader) {
-    warnings.push_back(strfmt("tuning cache %s: not a tpgemm tuning cache (expected the first line \"%s\"); ignored",
+    warnings.push_back(strfmt("tuning cache %s: not a tpgemm tuning cache of this format (expected the first line "
+                              "\"%s\"); ignored, and started anew when a plan is next tuned",
                               path_.c_str(), kHeader));
     return std::nullopt;
   }
@@ -71,19 +75,23 @@ std::optional<Choice> TuneCache::find(const std::string& key, std::vector<std::s
   for (int number = 2; std::getline(in, line); ++number) {
     if (line.empty() || line == kHeader) continue;
     const std::vector<std::string> f = split_tabs(line);
-    if (f.size() != 5) {
-      warnings.push_back(strfmt("tuning cache %s line %d: %zu fields, expected 5; skipped", path_.c_str(), number, f.size()));
+    if (f.size() != kFields) {
+      warnings.push_back(strfmt("tuning cache %s line %d: %zu fields, expected %d; skipped", path_.c_str(), number,
+                                f.size(), kFields));
       continue;
     }
     if (f[0] != key) continue;
     const auto impl = parse_impl(f[1]);
     const auto chunks = parse_int(f[2]), sms = parse_int(f[3]);
-    if (!impl || *impl == Impl::kAuto || !chunks || *chunks < 1 || *chunks > 64 || !sms || *sms < 0 || *sms > 1024) {
-      warnings.push_back(strfmt("tuning cache %s line %d: impl \"%s\" chunks \"%s\" comm_sms \"%s\" do not parse; skipped",
-                                path_.c_str(), number, f[1].c_str(), f[2].c_str(), f[3].c_str()));
+    const auto matmul = parse_matmul(f[4]);
+    if (!impl || *impl == Impl::kAuto || !chunks || *chunks < 1 || *chunks > 64 || !sms || *sms < 0 || *sms > 1024 ||
+        !matmul || (*impl == Impl::kPipelinedCE) == (*matmul == Matmul::kAuto)) {
+      warnings.push_back(strfmt("tuning cache %s line %d: impl \"%s\" chunks \"%s\" comm_sms \"%s\" matmul \"%s\" do not "
+                                "parse; skipped",
+                                path_.c_str(), number, f[1].c_str(), f[2].c_str(), f[3].c_str(), f[4].c_str()));
       continue;
     }
-    found = Choice{*impl, static_cast<int>(*chunks), static_cast<int>(*sms)};
+    found = Choice{*impl, static_cast<int>(*chunks), static_cast<int>(*sms), *matmul};
   }
   return found;
 }
@@ -94,8 +102,23 @@ void TuneCache::store(const std::string& key, const Choice& c, const std::string
   std::string clean = detail;
   for (char& ch : clean)
     if (ch == '\t' || ch == '\n') ch = ' ';
-  const std::string line = strfmt("%s\t%s\t%d\t%d\t%s\n", key.c_str(), std::string(to_string(c.impl)).c_str(), c.chunks,
-                                  c.comm_sms, clean.c_str());
+  const std::string line = strfmt("%s\t%s\t%d\t%d\t%s\t%s\n", key.c_str(), std::string(to_string(c.impl)).c_str(),
+                                  c.chunks, c.comm_sms, std::string(to_string(c.matmul)).c_str(), clean.c_str());
+  // A file of another format (or none at all) is replaced whole by one of this format: a
+  // rename, so that no reader sees half of it.
+  std::string first;
+  if (std::ifstream in(path_); in && std::getline(in, first) && first != kHeader) {
+    const std::string tmp = strfmt("%s.%d.tmp", path_.c_str(), static_cast<int>(::getpid()));
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kHeader << "\n" << line;
+    out.close();
+    if (!out || std::rename(tmp.c_str(), path_.c_str()) != 0) {
+      warnings.push_back(strfmt("tuning cache %s: cannot replace the file of another format (%s); the choice is not kept",
+                                path_.c_str(), std::strerror(errno)));
+      std::remove(tmp.c_str());
+    }
+    return;
+  }
   const int fd = make_parent_dirs(path_) ? ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
   if (fd < 0) {
     warnings.push_back(strfmt("tuning cache %s: cannot open it for writing (%s); the choice is not kept",

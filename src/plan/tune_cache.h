@@ -21,7 +21,7 @@ struct TuneContext {
 };
 std::string tune_key(const TuneContext& ctx, const GemmProblem& p, bool gathered_a, bool any_m, bool deterministic = false);
 
-// A text file of lines "key<TAB>impl<TAB>chunks<TAB>comm_sms<TAB>detail" after a header line; the
+// A text file of lines "key<TAB>impl<TAB>chunks<TAB>comm_sms<TAB>matmul<TAB>detail" after a header line; the
 // last line of a key wins. Lines are appended whole (one write each), so ranks of several jobs can
 // share a file. A line that does not parse is skipped with a warning, never trusted.
 class TuneCache {

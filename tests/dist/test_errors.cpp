@@ -87,6 +87,32 @@ TEST(DistErrors, FusedWithTooFewSmsLeftFailsOnEveryRank) {
             0);
 }
 
+// PlanOptions::matmul chooses pipelined_ce's matmuls only: with another implementation, or on a
+// problem the Hopper core cannot take (FP8), every rank fails at plan time naming it.
+TEST(DistErrors, MatmulChoiceOutsidePipelinedFailsOnEveryRank) {
+  TPGEMM_REQUIRE_GPUS(2);
+  EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
+              PlanOptions o;
+              o.impl = Impl::kBaseline;
+              o.matmul = Matmul::kSm90;
+              Status s = caught([&] { Plan plan(team, small(Op::kGemmRs), o); });
+              RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "matmul=sm90") && has(s, "baseline"), "%s",
+                          s.message.c_str());
+              GemmProblem fp8 = small(Op::kGemmRs);
+              fp8.dtype = DType::kE4M3;
+              fp8.out_dtype = DType::kBF16;
+              fp8.k = 256;
+              o.impl = Impl::kPipelinedCE;
+              s = caught([&] { Plan plan(team, fp8, o); });
+              RANK_EXPECT(s.code == ErrorCode::kUnsupported && has(s, "matmul=sm90") && has(s, "e4m3"), "%s",
+                          s.message.c_str());
+              o.matmul = Matmul::kCublasLt;
+              const auto c = testsupport::check_plan(team, small(Op::kGemmRs), o, 1, 7);
+              RANK_EXPECT(c.ok, "after the errors: %s", c.status.message.c_str());
+            }),
+            0);
+}
+
 // NOTE [agreement]: rank 1 alone fails (a test hook), between two of the plan's collective steps
 // (before the symmetric collective's own agree): every rank throws, at once, and the team stays
 // usable. Before, rank 0 waited in a collective rank 1 never joined.

@@ -404,6 +404,35 @@ TEST_P(Dist, PipelinedChunkingsAndCarveOutsMatchTheReference) {
             0);
 }
 
+// pipelined_ce's matmuls on the Hopper GEMM core (PlanOptions::matmul): one chunk, two (the ring
+// of partials as C at W=2 without C), three; both dtypes and B layouts; batched, scaled, with C.
+TEST_P(Dist, PipelinedOnTheHopperCoreMatchesTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 700;
+              for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+                for (DType dt : {DType::kBF16, DType::kFP16})
+                  for (BLayout layout : {BLayout::kNK, BLayout::kKN})
+                    for (int chunks : {1, 2, 3}) {
+                      const GemmProblem p = problem(op, W, dt, layout, chunks == 3 ? 1 : 0);
+                      PlanOptions o;
+                      o.impl = Impl::kPipelinedCE;
+                      o.chunks_per_rank = chunks;
+                      o.matmul = Matmul::kSm90;
+                      const auto c = check_plan(team, p, o, 2, seed += 10);
+                      RANK_EXPECT(c.ok, "%s", describe_check(p, o, c).c_str());
+                      const Status s = testsupport::caught([&] {
+                        const Plan plan(team, p, o);
+                        RANK_EXPECT(plan.options().matmul == Matmul::kSm90, "matmul %s",
+                                    std::string(to_string(plan.options().matmul)).c_str());
+                      });
+                      RANK_EXPECT(s.ok(), "%s", s.message.c_str());
+                    }
+            }),
+            0);
+}
+
 // The fused kernel on a problem of several waves of tiles (so tiles of later blocks really wait,
 // and the rotation wraps; pulled stage by stage) and on one of a single wave (pulled piece by
 // piece across the stages), K split into 1 or 3 pieces, with and without C.
@@ -677,7 +706,10 @@ TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
                 const PlanSelection& sel = tuned.selection();
                 const PlanOptions got = tuned.options();
                 std::string name(to_string(got.impl));
+                // (as the tuner's describe() names a candidate)
                 if (got.impl == Impl::kPipelinedCE || got.impl == Impl::kFused) name += "/" + std::to_string(got.chunks_per_rank);
+                if (got.impl == Impl::kFused && got.comm_sms > 0) name += "/" + std::to_string(got.comm_sms) + "sm";
+                if (got.matmul == Matmul::kSm90) name += "/sm90";
                 // "name time, name time, ...": the fastest time, and the chosen one's; where near
                 // ties ran again in alternation (NOTE [runoff]), among those
                 double fastest = 1e30, chosen = -1;
@@ -691,7 +723,7 @@ TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
                   double ms = -1;
                   fields >> n >> ms;
                   if (ms > 0) fastest = std::min(fastest, ms);
-                  if (ms > 0 && (n == name || n.rfind(name + "/", 0) == 0)) chosen = ms;
+                  if (ms > 0 && n == name) chosen = ms;
                 }
                 // (plan::fastest: ties within 1%, the baseline's within 2%)
                 const double tie = got.impl == Impl::kBaseline ? 1.0201 : 1.0101;
@@ -699,7 +731,8 @@ TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
                             "source %s, runs %s, table: %s", std::string(to_string(sel.source)).c_str(), name.c_str(),
                             sel.detail.c_str());
                 const Plan again(team, p, o);
-                RANK_EXPECT(again.selection().source == PlanSelection::Source::kCached && again.impl() == got.impl,
+                RANK_EXPECT(again.selection().source == PlanSelection::Source::kCached && again.impl() == got.impl &&
+                                again.options().matmul == got.matmul,
                             "second plan: %s, %s", std::string(to_string(again.selection().source)).c_str(),
                             std::string(to_string(again.impl())).c_str());
                 o.tune = PlanOptions::Tune::kOff;

@@ -46,6 +46,10 @@ TEST(Cli, RandomShapesTimingAndThePlannersFlags) {
   expect_rejected({"--random=4", "--shapes=x.txt"}, "one source of shapes");
   expect_rejected({"--random=0"}, "--random");
   expect_rejected({"--rules=1"}, "switch");
+  EXPECT_EQ(parse({}).matmul, Matmul::kAuto);
+  EXPECT_EQ(parse({"--matmul=sm90"}).matmul, Matmul::kSm90);
+  EXPECT_EQ(parse({"--matmul", "cublaslt"}).matmul, Matmul::kCublasLt);
+  expect_rejected({"--matmul=cutlass"}, "--matmul=cutlass: expected cublaslt, sm90 or auto");
 }
 
 TEST(Cli, CutlassStyleFlagsBothSpellings) {

@@ -33,22 +33,61 @@ TEST(Candidates, StartWithTheBaselineAndServeTheProblem) {
       const std::vector<Choice> all = candidates(p, topo, {}, /*any_m=*/false);
       ASSERT_FALSE(all.empty());
       EXPECT_EQ(all[0].impl, Impl::kBaseline);
-      std::set<std::tuple<int, int, int>> seen;
+      std::set<std::tuple<int, int, int, int>> seen;
       for (const Choice& c : all) {
         EXPECT_TRUE(impl_supported(p, c.impl, topo).ok()) << to_string(c.impl);
         EXPECT_NE(c.impl, Impl::kNaiveRemote);
         EXPECT_NE(c.impl, Impl::kThreadloadGather);
         EXPECT_NE(c.impl, Impl::kGatherThenGemm);
-        EXPECT_TRUE(seen.insert({static_cast<int>(c.impl), c.chunks, c.comm_sms}).second) << "a candidate twice";
+        EXPECT_TRUE(seen.insert({static_cast<int>(c.impl), c.chunks, c.comm_sms, static_cast<int>(c.matmul)}).second)
+            << "a candidate twice";
+        EXPECT_EQ(c.impl == Impl::kPipelinedCE, c.matmul != Matmul::kAuto) << to_string(c.impl);
       }
       for (const Choice& c : candidates(p, topo, {}, /*any_m=*/true)) EXPECT_TRUE(takes_any_m(c.impl)) << to_string(c.impl);
     }
   // The overlapped implementations where they apply, with more than one chunk count.
   const std::vector<Choice> big = candidates(problem(Op::kAgGemm, 16384, 8192, 8192), topo, {}, false);
-  int pipelined = 0, fused = 0;
-  for (const Choice& c : big) pipelined += c.impl == Impl::kPipelinedCE, fused += c.impl == Impl::kFused;
+  int pipelined = 0, fused = 0, core = 0;
+  for (const Choice& c : big)
+    pipelined += c.impl == Impl::kPipelinedCE, fused += c.impl == Impl::kFused, core += c.matmul == Matmul::kSm90;
   EXPECT_GE(pipelined, 3);
   EXPECT_GE(fused, 1);
+  EXPECT_EQ(core * 2, pipelined) << "pipelined_ce's matmuls both ways at every chunk count";
+}
+
+// pipelined_ce's matmuls on the Hopper core only where it serves the problem, and only the
+// matmuls the caller asked for.
+TEST(Candidates, TheHopperCoreOnlyWhereItServes) {
+  const auto cores = [](const GemmProblem& p, const Topology& topo, Matmul asked) {
+    std::set<Matmul> out;
+    PlanOptions o;
+    o.matmul = asked;
+    for (const Choice& c : candidates(p, topo, o, false))
+      if (c.impl == Impl::kPipelinedCE) out.insert(c.matmul);
+    return out;
+  };
+  const Topology topo{2, true};
+  const GemmProblem p = problem(Op::kGemmRs, 8192, 8192, 2048);
+  EXPECT_EQ(cores(p, topo, Matmul::kAuto), (std::set<Matmul>{Matmul::kCublasLt, Matmul::kSm90}));
+  EXPECT_EQ(cores(p, topo, Matmul::kCublasLt), std::set<Matmul>{Matmul::kCublasLt});
+  EXPECT_EQ(cores(p, topo, Matmul::kSm90), std::set<Matmul>{Matmul::kSm90});
+  Topology older = topo;
+  older.all_sm90 = false;
+  EXPECT_EQ(cores(p, older, Matmul::kAuto), std::set<Matmul>{Matmul::kCublasLt});
+  GemmProblem fp8 = p;
+  fp8.dtype = DType::kE4M3;
+  fp8.out_dtype = DType::kBF16;
+  EXPECT_EQ(cores(fp8, topo, Matmul::kAuto), std::set<Matmul>{Matmul::kCublasLt});
+  GemmProblem along_n = problem(Op::kAgGemm, 8192, 8192, 2048);
+  along_n.shard_dim = ShardDim::kN;
+  EXPECT_FALSE(pipelined_core_possible(along_n, topo));
+  EXPECT_FALSE(cores(along_n, topo, Matmul::kAuto).count(Matmul::kSm90));
+  // The rules never take it: the core is chosen only where it was timed faster.
+  PlanOptions rules;
+  rules.impl = Impl::kPipelinedCE;
+  EXPECT_EQ(choose(p, topo, rules).matmul, Matmul::kCublasLt);
+  rules.matmul = Matmul::kSm90;
+  EXPECT_EQ(choose(p, topo, rules).matmul, Matmul::kSm90);
 }
 
 // The fused reductions' tile path is timed only where its tiles outlast a wave on the team's SMs
@@ -242,15 +281,14 @@ TEST_F(TuneCacheFile, KeepsTheLastChoiceOfAKey) {
   const TuneCache cache(path_);
   std::vector<std::string> warnings;
   EXPECT_FALSE(cache.find("k1", warnings).has_value());  // no file yet
-  cache.store("k1", {Impl::kPipelinedCE, 2, 2}, "baseline 1.0, pipelined_ce/2 0.8", warnings);
-  cache.store("k2", {Impl::kFused, 1, 2}, "x", warnings);
+  cache.store("k1", {Impl::kPipelinedCE, 2, 2, Matmul::kCublasLt}, "baseline 1.0, pipelined_ce/2 0.8", warnings);
+  cache.store("k2", {Impl::kPipelinedCE, 4, 0, Matmul::kSm90}, "x", warnings);
   cache.store("k1", {Impl::kFused, 4, 2}, "again", warnings);
   EXPECT_TRUE(warnings.empty()) << warnings[0];
   const auto k1 = cache.find("k1", warnings), k2 = cache.find("k2", warnings);
   ASSERT_TRUE(k1 && k2);
-  EXPECT_EQ(k1->impl, Impl::kFused);
-  EXPECT_EQ(k1->chunks, 4);
-  EXPECT_EQ(k2->impl, Impl::kFused);
+  EXPECT_EQ(*k1, (Choice{Impl::kFused, 4, 2, Matmul::kAuto}));
+  EXPECT_EQ(*k2, (Choice{Impl::kPipelinedCE, 4, 0, Matmul::kSm90}));
   EXPECT_FALSE(cache.find("k3", warnings).has_value());
   EXPECT_TRUE(warnings.empty());
 }
@@ -258,24 +296,49 @@ TEST_F(TuneCacheFile, KeepsTheLastChoiceOfAKey) {
 TEST_F(TuneCacheFile, SkipsCorruptLinesWithAWarning) {
   const TuneCache cache(path_);
   std::vector<std::string> warnings;
-  cache.store("k", {Impl::kPipelinedCE, 2, 2}, "", warnings);
-  std::ofstream(path_, std::ios::app) << "k\tnot_an_impl\t2\t2\t\n"
-                                      << "k\tfused\t999\t2\t\n"
+  cache.store("k", {Impl::kPipelinedCE, 2, 2, Matmul::kCublasLt}, "", warnings);
+  std::ofstream(path_, std::ios::app) << "k\tnot_an_impl\t2\t2\tauto\t\n"
+                                      << "k\tfused\t999\t2\tauto\t\n"
+                                      << "k\tpipelined_ce\t2\t2\tauto\t\n"   // pipelined_ce names its matmuls
+                                      << "k\tfused\t1\t2\tsm90\t\n"          // the others do not
+                                      << "k\tfused\t1\t2\t\n"                 // format 1's five fields
                                       << "garbage without tabs\n";
   const auto k = cache.find("k", warnings);
   ASSERT_TRUE(k.has_value());
   EXPECT_EQ(k->impl, Impl::kPipelinedCE);  // the good line; the bad ones never win
-  EXPECT_EQ(warnings.size(), 3u);
+  EXPECT_EQ(warnings.size(), 6u);
 }
 
 TEST_F(TuneCacheFile, IgnoresAForeignFile) {
   const TuneCache cache(path_);
   std::vector<std::string> warnings;
-  cache.store("k", {Impl::kPipelinedCE, 2, 2}, "", warnings);
-  std::ofstream(path_) << "some other tool's file\nk\tfused\t1\t2\t\n";
+  cache.store("k", {Impl::kPipelinedCE, 2, 2, Matmul::kCublasLt}, "", warnings);
+  std::ofstream(path_) << "some other tool's file\nk\tfused\t1\t2\tauto\t\n";
   EXPECT_FALSE(cache.find("k", warnings).has_value());
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("not a tpgemm tuning cache"), std::string::npos);
+}
+
+// A file of the format before the matmul field (its entries were tuned without the Hopper core
+// among the candidates) is never read, and the next store starts it anew.
+TEST_F(TuneCacheFile, StartsAFileOfAnOlderFormatAnew) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("other", {Impl::kFused, 1, 2}, "", warnings);  // makes the directories
+  std::ofstream(path_) << "tpgemm-tune-cache 1\nk\tfused\t1\t2\t\n";
+  EXPECT_FALSE(cache.find("k", warnings).has_value());
+  EXPECT_EQ(warnings.size(), 1u);
+  warnings.clear();
+  cache.store("k", {Impl::kPipelinedCE, 2, 2, Matmul::kSm90}, "", warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  const auto k = cache.find("k", warnings);
+  ASSERT_TRUE(k.has_value());
+  EXPECT_EQ(k->matmul, Matmul::kSm90);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  std::ifstream in(path_);
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "tpgemm-tune-cache 2");
 }
 
 TEST(TuneKey, NamesEverythingTheTimeDependsOn) {

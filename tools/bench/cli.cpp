@@ -115,6 +115,8 @@ all local GPUs.
   --gpus=W               ranks to fork on this machine (default: all local GPUs)
   --chunks=N             pipelined: chunks per rank block (gemm_ar with C: rounds); 0 = planner's choice
   --comm-sms=N           SMs the matmuls leave to tpgemm's kernels beside them; -1 = planner's choice
+  --matmul=M             pipelined_ce's matmuls: cublaslt, sm90 (tpgemm's Hopper GEMM core) or
+                         auto (the planner's choice)
   --timeout-ms=N         bound on every wait for a peer (default: TPGEMM_TIMEOUT_MS or 5000)
   --json=FILE            write every result row (rank 0)
   --help
@@ -166,6 +168,11 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
     } else if (flag == "--gpus") c.gpus = static_cast<int>(int_arg(flag, value, 1, 1024));
     else if (flag == "--chunks") c.chunks = static_cast<int>(int_arg(flag, value, 0, 64));
     else if (flag == "--comm-sms") c.comm_sms = static_cast<int>(int_arg(flag, value, -1, 1024));
+    else if (flag == "--matmul") {
+      const auto m = parse_matmul(value);
+      if (!m) throw bad(flag, value, "cublaslt, sm90 or auto");
+      c.matmul = *m;
+    }
     else if (flag == "--timeout-ms") c.timeout_ms = int_arg(flag, value, 1, int64_t(1) << 40);
     else if (flag == "--shapes") c.shapes_file = value;
     else if (flag == "--timing") {

@@ -49,6 +49,7 @@ struct BenchConfig {
   int gpus = 0;                 // 0: every local GPU
   int chunks = 0;               // pipelined chunks per rank (0: planner's choice)
   int comm_sms = -1;            // SMs left to communication kernels (-1: planner's choice)
+  Matmul matmul = Matmul::kAuto;  // pipelined_ce's matmuls (kAuto: planner's choice)
   int64_t timeout_ms = 0;       // bound on waits for peers (0: TPGEMM_TIMEOUT_MS or 5000)
   std::string json;             // write the results here (rank 0)
   bool help = false;

@@ -28,7 +28,7 @@ std::string table_header(const std::string& op) {
   if (op == "allreduce")
     return strfmt("%-10s %2s %12s %-12s %-12s %10s %10s %9s %10s %10s %10s", "op", "W", "bytes", "impl", "ran", "us",
                   "busbw GB/s", "vs nccl", "call us", "graph us", "check");
-  return strfmt("%-8s %2s %6s %6s %6s %-13s %-13s %9s %9s %8s %7s %8s %10s", "op", "W", "M", "N", "K", "impl", "ran", "ms",
+  return strfmt("%-8s %2s %6s %6s %6s %-13s %-18s %9s %9s %8s %7s %8s %10s", "op", "W", "M", "N", "K", "impl", "ran", "ms",
                 "TFLOP/s", "speedup", "ideal", "of ideal", "check");
 }
 
@@ -44,8 +44,10 @@ std::string table_row(const ResultRow& r) {
     return strfmt("%-10s %2d %12lld %-12s %-12s %10.1f %10.1f %8.2fx %10.1f %10.1f %10s", r.op.c_str(), r.world, r.bytes,
                   r.impl.c_str(), r.chosen.c_str(), r.ms * 1e3, r.busbw_gbs(), r.speedup(), r.call_ms * 1e3,
                   r.graph_ms * 1e3, check.c_str());
-  return strfmt("%-8s %2d %6lld %6lld %6lld %-13s %-13s %9.3f %9.1f %7.2fx %6.2fx %7.0f%% %10s", r.op.c_str(), r.world, r.m,
-                r.n, r.k, r.impl.c_str(), r.chosen.c_str(), r.ms, r.tflops_per_gpu(), r.speedup(), r.ideal_speedup(),
+  // "ran": the implementation, and pipelined_ce's matmuls where they are the Hopper core's.
+  const std::string ran = r.chosen + (r.matmul == "sm90" ? "/sm90" : "");
+  return strfmt("%-8s %2d %6lld %6lld %6lld %-13s %-18s %9.3f %9.1f %7.2fx %6.2fx %7.0f%% %10s", r.op.c_str(), r.world, r.m,
+                r.n, r.k, r.impl.c_str(), ran.c_str(), r.ms, r.tflops_per_gpu(), r.speedup(), r.ideal_speedup(),
                 r.ideal_speedup() > 0 ? 100.0 * r.speedup() / r.ideal_speedup() : 0.0, check.c_str());
 }
 
@@ -126,12 +128,12 @@ std::string to_json(const std::vector<ResultRow>& rows, const std::string& devic
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = rows[i];
     o << strfmt("  {\"op\": \"%s\", \"W\": %d, \"M\": %lld, \"N\": %lld, \"K\": %lld, \"L\": %lld, \"bytes\": %lld, "
-                "\"dtype\": \"%s\", \"b_dtype\": \"%s\", \"out_dtype\": \"%s\", \"scale\": \"%s\", \"layout\": \"%s\", \"impl\": \"%s\", \"ran\": \"%s\", \"chunks\": %d, \"comm_sms\": %d, \"ms\": %.6f, \"call_ms\": %.6f, \"graph_ms\": %.6f, \"tflops_per_gpu\": %.2f, "
+                "\"dtype\": \"%s\", \"b_dtype\": \"%s\", \"out_dtype\": \"%s\", \"scale\": \"%s\", \"layout\": \"%s\", \"impl\": \"%s\", \"ran\": \"%s\", \"chunks\": %d, \"comm_sms\": %d, \"matmul\": \"%s\", \"ms\": %.6f, \"call_ms\": %.6f, \"graph_ms\": %.6f, \"tflops_per_gpu\": %.2f, "
                 "\"baseline_ms\": %.6f, \"gemm_only_ms\": %.6f, \"comm_only_ms\": %.6f, \"speedup\": %.4f, "
                 "\"ideal_speedup\": %.4f, \"busbw_gbs\": %.2f, \"rel_err\": %.3e, \"check\": \"%s\", \"note\": \"%s\", "
                 "\"selection\": \"%s\", \"tuning_ms\": %.3f}",
                 r.op.c_str(), r.world, r.m, r.n, r.k, r.l, r.bytes, r.dtype.c_str(), (r.b_dtype.empty() ? r.dtype : r.b_dtype).c_str(), r.out_dtype.c_str(), r.scale.c_str(), r.layout.c_str(), r.impl.c_str(), r.chosen.c_str(), r.chunks,
-                r.comm_sms, r.ms, r.call_ms, r.graph_ms, r.tflops_per_gpu(), r.baseline_ms, r.gemm_ms, r.comm_ms, r.speedup(), r.ideal_speedup(), r.busbw_gbs(),
+                r.comm_sms, r.matmul.c_str(), r.ms, r.call_ms, r.graph_ms, r.tflops_per_gpu(), r.baseline_ms, r.gemm_ms, r.comm_ms, r.speedup(), r.ideal_speedup(), r.busbw_gbs(),
                 r.rel_err, r.rel_err < 0 ? "not run" : (r.check_ok ? "pass" : "fail"), esc(r.note).c_str(),
                 esc(r.selection).c_str(), r.tuning_ms)
       << (i + 1 < rows.size() ? ",\n" : "\n");

@@ -19,6 +19,7 @@ struct ResultRow {
   std::string impl;    // as asked
   std::string chosen;  // what ran (differs for auto)
   int chunks = 0, comm_sms = -1;  // GEMM ops: the plan's resolved options (Plan::options)
+  std::string matmul;             // pipelined_ce: cublaslt or sm90 (Plan::options().matmul); else empty
   double ms = 0;       // median over iterations, max over ranks (all-reduce: back to back, as nccl-tests)
   double call_ms = 0;  // all-reduce: each call timed alone and synchronised, as the GEMM ops are
   double graph_ms = 0; // all-reduce: calls replayed from one CUDA graph (no host work per call)

@@ -229,6 +229,7 @@ class Runner {
     row.chosen = std::string(to_string(resolved.impl));
     row.chunks = resolved.chunks_per_rank;
     row.comm_sms = resolved.comm_sms;
+    if (resolved.matmul != Matmul::kAuto) row.matmul = std::string(to_string(resolved.matmul));
     if (!with_selection) return;
     const PlanSelection& sel = plan.selection();
     row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
@@ -409,6 +410,7 @@ class Runner {
       opts.impl = impl;
       opts.chunks_per_rank = cfg_.chunks;
       opts.comm_sms = cfg_.comm_sms;
+      if (impl == Impl::kPipelinedCE || impl == Impl::kAuto) opts.matmul = cfg_.matmul;
       if (rules) opts.tune = PlanOptions::Tune::kOff;
       auto plan = make_or_note<Plan>(row, team_, p, opts);
       if (plan != nullptr) {

@@ -1,15 +1,19 @@
 // The copy-engine pipelined implementation of all three ops: it enqueues the steps of the
 // schedule src/plan builds (NOTE [schedule model]) on the caller's stream and one or two
-// high-priority side streams. Matmuls are cuBLASLt, transfers are cudaMemcpyAsync between
-// symmetric buffers over NVLink (no SMs), arrival flags are copy-engine writes behind their
-// copies; the SM work besides the matmuls is small: one-block barrier and flag-wait kernels, a
-// one-thread kernel per ready flag, the reduction, and the add-C pass.
+// high-priority side streams. Matmuls are cuBLASLt's or, with Choice::matmul kSm90, the Hopper
+// GEMM core's (whose TMA epilogue loads C from a producer warp of its own, beside the mainloop);
+// transfers are cudaMemcpyAsync between symmetric buffers over NVLink (no SMs), arrival flags are
+// copy-engine writes behind their copies; the SM work besides the matmuls is small: one-block
+// barrier and flag-wait kernels, a one-thread kernel per ready flag, the reduction, and the add-C
+// pass.
 #include "comm/signal_pad.h"
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/format.h"
 #include "gemm/lt_matmul.h"
+#include "gemm/sm90_gemm.h"
 #include "ops/common/copy_batched.h"
 #include "ops/common/elementwise.h"
 #include "ops/op_impl.h"
@@ -67,7 +71,10 @@ class PipelinedCE final : public OpImpl {
       scales_ = PipelinedScales(p_, t.world, t.rank, schedule_);
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
       for (const Step& s : schedule_.steps)
-        if (s.kind == StepKind::kGemm) matmul_for(s);  // plan every matmul now, not in run()
+        if (s.kind == StepKind::kGemm) {  // plan every matmul now, not in run()
+          matmul_for(s);
+          if (choice_.matmul == Matmul::kSm90) core_for(s);
+        }
     });
     // Symmetric buffers, in the same order on every rank.
     for (int b = static_cast<int>(plan::kFirstOwnBuf); b < plan::kNumBufs; ++b)
@@ -94,20 +101,23 @@ class PipelinedCE final : public OpImpl {
             break;
           }
           const Ptr a = address(s.src), d = address(s.dst);
-          if (s.has_addend) {  // NOTE [partial as C]: the peer's partial, weight 1
-            matmul_for(s).run(a.ptr, o.b, address(s.addend).ptr, d.ptr, p_.alpha, 1.0f, workspace_.get(), st,
-                              scales_.of(s.src), o.b_scale);
-            break;
-          }
+          // C: the peer's partial, weight 1 (NOTE [partial as C]), or the caller's C beside the
+          // rows of D this matmul writes.
           const char* cptr = nullptr;
-          if (s.add_c && p_.has_c) {  // the caller's C, the rows of D this matmul writes
+          float beta = p_.beta;
+          if (s.has_addend) {
+            cptr = address(s.addend).ptr;
+            beta = 1.0f;
+          } else if (s.add_c && p_.has_c) {
             TPGEMM_ASSERT(s.dst.buf == Buf::kUserD);
             Region c = s.dst;
             c.buf = Buf::kUserC;
             cptr = address(c).ptr;
           }
-          matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, p_.beta, workspace_.get(), st, scales_.of(s.src),
-                            o.b_scale);
+          if (choice_.matmul == Matmul::kSm90)
+            core_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, beta, workspace_.get(), st);
+          else
+            matmul_for(s).run(a.ptr, o.b, cptr, d.ptr, p_.alpha, beta, workspace_.get(), st, scales_.of(s.src), o.b_scale);
           break;
         }
         case StepKind::kCopy: copy(s, st); break;
@@ -286,6 +296,25 @@ class PipelinedCE final : public OpImpl {
     return matmuls_.get(shape);
   }
 
+  // The Hopper GEMM core's matmul of a kGemm step (Choice::matmul kSm90): the shape cuBLASLt's
+  // would have, one kernel plan per distinct shape, made with the plan. Unsupported names the
+  // step's shape where the core cannot run it.
+  const gemm::Sm90Gemm& core_for(const Step& s) {
+    TPGEMM_ASSERT(p_.shard_dim == ShardDim::kM);  // plan::pipelined_core_possible
+    const gemm::MatmulShape shape = matmul_for(s).shape();
+    for (const auto& c : cores_)
+      if (c->shape() == shape) return *c;
+    if (Status st = gemm::Sm90Gemm::device_supported(team_->device); !st.ok()) throw Error(st.code, st.message);
+    if (std::string why; !gemm::Sm90Gemm::supports(shape, &why))
+      throw Error(ErrorCode::kUnsupported,
+                  strfmt("matmul=sm90: the Hopper GEMM core cannot run the matmul of %lld x %lld x %lld: %s; use "
+                         "matmul=cublaslt",
+                         (long long)shape.m, (long long)shape.n, (long long)shape.k, why.c_str()));
+    cores_.push_back(std::make_unique<gemm::Sm90Gemm>(shape));
+    TPGEMM_ASSERT(cores_.back()->workspace_bytes() <= gemm::LtMatmul::kWorkspaceBytes);  // shares workspace_
+    return *cores_.back();
+  }
+
   const gemm::LtMatmul& matmul_for(const Step& s) {
     if (p_.shard_dim == ShardDim::kN) return column_matmul_for(s);
     const plan::BufGeometry ga = plan::buffer_geometry(s.src.buf, p_, team_->world);
@@ -377,6 +406,7 @@ class PipelinedCE final : public OpImpl {
   std::vector<Event> events_;
   DeviceBuffer workspace_;
   gemm::LtMatmulCache matmuls_;  // every matmul of the schedule, planned when the plan is made
+  std::vector<std::unique_ptr<gemm::Sm90Gemm>> cores_;  // Choice::matmul kSm90: a plan per matmul shape
   Operands ops_{};  // the operands of the call being enqueued
   PipelinedScales scales_;  // NOTE [gathered scales]
   bool drop_signals_ = false;
