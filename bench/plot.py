@@ -23,9 +23,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 X4 = os.path.join(HERE, "results/2026-11-26-h200x4-push")
-SHARED = [os.path.join(X4, f"call1/bench_W{w}.json") for w in (2, 4)]
-TUNER = os.path.join(HERE, "results/2026-11-27-tuner-steady-state/call2")
-RANDOM = [os.path.join(TUNER, f"random_W{w}.json") for w in (2, 3, 4)]
+CORE = os.path.join(HERE, "results/2026-11-28-pipelined-core")
+SHARED = [os.path.join(CORE, "bench_W2.json")] + [os.path.join(CORE, f"bench_{op}_W4.json")
+                                                   for op in ("ag_gemm", "gemm_rs", "gemm_ar")]
+RANDOM = [os.path.join(CORE, f"random_W{w}.json") for w in (2, 3, 4)]
 FP8 = ([os.path.join(HERE, f"results/2026-11-26-fp8-gather/dtypes_W2_{d}_tensor.json") for d in ("e4m3", "bf16")]
        + [os.path.join(X4, f"call3/dtypes_W4_{d}_tensor.json") for d in ("e4m3", "bf16")])
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar")
@@ -61,8 +62,8 @@ def plot_shared(paths, out):
         ax.set_xticks(list(x), labels, rotation=90, fontsize=7)
         ax.set_title(op)
     axes[0].set_ylabel("auto: speedup over NCCL + cuBLAS")
-    fig.suptitle("Shared shapes: auto over the baseline (" + ", ".join(os.path.relpath(p, HERE) for p in paths) + ")",
-                 fontsize=8)
+    folders = sorted({os.path.relpath(os.path.dirname(p), HERE) for p in paths})
+    fig.suptitle("Shared shapes: auto over the baseline (" + ", ".join(folders) + ")", fontsize=8)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 

@@ -66,7 +66,7 @@ enum class ScaleMode : int { kTensor = 0, kRow = 1, kBlock = 2 };
 enum class Impl : int {
   kAuto = 0,     // let the planner choose per shape (never slower than baseline by design)
   kBaseline,     // NCCL collective and cuBLASLt matmul back to back on the caller's stream
-  kPipelinedCE,  // chunked cuBLASLt matmuls overlapped with copy-engine transfers over NVLink
+  kPipelinedCE,  // chunked matmuls (cuBLASLt or the Hopper core: Matmul) overlapped with copy-engine transfers
   kGemmOneShot,  // gemm_ar only: matmul, then tpgemm's one-shot all-reduce
   kGemmTwoShot,  // gemm_ar only: matmul, then tpgemm's two-shot all-reduce
   kFused,        // one persistent Hopper GEMM kernel (sm_90) with the communication inside its tiles.
