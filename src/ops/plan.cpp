@@ -75,8 +75,9 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
                 std::string(to_string(o.matmul)).c_str(), std::string(to_string(o.impl)).c_str())};
   if (s.ok() && o.matmul == Matmul::kSm90 && pipelined && !plan::pipelined_core_possible(p, topology(t)))
     s = {ErrorCode::kUnsupported,
-         strfmt("matmul=sm90: the Hopper GEMM core runs pipelined_ce's matmuls along M, bf16 or fp16 in and out, N "
-                "and K multiples of 8, on sm_90 GPUs, and the problem is %s; use matmul=cublaslt or auto",
+         strfmt("matmul=sm90: the Hopper GEMM core runs pipelined_ce's matmuls along M, A stored [M, K], bf16 or "
+                "fp16 in and out, N and K multiples of 8, on sm_90 GPUs, and the problem is %s; use matmul=cublaslt "
+                "or auto",
                 describe(p).c_str())};
   if (s.ok() && (o.tune != PlanOptions::Tune::kDefault && o.tune != PlanOptions::Tune::kOn &&
                  o.tune != PlanOptions::Tune::kOff))

@@ -230,8 +230,8 @@ Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOption
 }
 
 bool pipelined_core_possible(const GemmProblem& p, const Topology& topo) {
-  return topo.all_sm90 && p.shard_dim == ShardDim::kM && (p.dtype == DType::kBF16 || p.dtype == DType::kFP16) &&
-         d_dtype(p) == p.dtype && p.n % 8 == 0 && p.k % 8 == 0;
+  return topo.all_sm90 && p.shard_dim == ShardDim::kM && p.a_layout == ALayout::kMK &&
+         (p.dtype == DType::kBF16 || p.dtype == DType::kFP16) && d_dtype(p) == p.dtype && p.n % 8 == 0 && p.k % 8 == 0;
 }
 
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m) {

@@ -18,8 +18,8 @@ struct Choice {
 };
 
 // Whether pipelined_ce's matmuls can run on the Hopper GEMM core for `p` (PlanOptions::matmul):
-// along M, bf16 or fp16 in and out, rows of 16 bytes, sm_90 GPUs. The plan checks every matmul's
-// shape when it is made.
+// along M, A stored [M, K], bf16 or fp16 in and out, rows of 16 bytes, sm_90 GPUs. The plan checks
+// every matmul's shape (strides too) when it is made.
 bool pipelined_core_possible(const GemmProblem& p, const Topology& topo);
 
 // Resolves options.impl == kAuto with the measured rules in choose.cpp (see docs/perf.md),

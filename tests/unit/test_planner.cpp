@@ -78,6 +78,9 @@ TEST(Candidates, TheHopperCoreOnlyWhereItServes) {
   fp8.dtype = DType::kE4M3;
   fp8.out_dtype = DType::kBF16;
   EXPECT_EQ(cores(fp8, topo, Matmul::kAuto), std::set<Matmul>{Matmul::kCublasLt});
+  GemmProblem km = p;
+  km.a_layout = ALayout::kKM;
+  EXPECT_EQ(cores(km, topo, Matmul::kAuto), std::set<Matmul>{Matmul::kCublasLt});
   GemmProblem along_n = problem(Op::kAgGemm, 8192, 8192, 2048);
   along_n.shard_dim = ShardDim::kN;
   EXPECT_FALSE(pipelined_core_possible(along_n, topo));
