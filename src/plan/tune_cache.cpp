@@ -67,7 +67,7 @@ std::optional<Choice> TuneCache::find(const std::string& key, std::vector<std::s
   std::string line;
   if (!std::getline(in, line) || line != kHeader) {
     warnings.push_back(strfmt("tuning cache %s: not a tpgemm tuning cache of this format (expected the first line "
-                              "\"%s\"); ignored, and started anew when a plan is next tuned",
+                              "\"%s\"); ignored (an older tpgemm's is started anew when a plan is next tuned)",
                               path_.c_str(), kHeader));
     return std::nullopt;
   }
@@ -104,10 +104,15 @@ void TuneCache::store(const std::string& key, const Choice& c, const std::string
     if (ch == '\t' || ch == '\n') ch = ' ';
   const std::string line = strfmt("%s\t%s\t%d\t%d\t%s\t%s\n", key.c_str(), std::string(to_string(c.impl)).c_str(),
                                   c.chunks, c.comm_sms, std::string(to_string(c.matmul)).c_str(), clean.c_str());
-  // A file of another format (or none at all) is replaced whole by one of this format: a
-  // rename, so that no reader sees half of it.
+  // A tuning cache of another tpgemm's format is replaced whole by one of this format (a rename,
+  // so that no reader sees half of it); any other file is left alone.
   std::string first;
   if (std::ifstream in(path_); in && std::getline(in, first) && first != kHeader) {
+    if (first.rfind("tpgemm-tune-cache ", 0) != 0) {
+      warnings.push_back(strfmt("tuning cache %s: not a tpgemm tuning cache; left as it is, and the choice is not kept",
+                                path_.c_str()));
+      return;
+    }
     const std::string tmp = strfmt("%s.%d.tmp", path_.c_str(), static_cast<int>(::getpid()));
     std::ofstream out(tmp, std::ios::trunc);
     out << kHeader << "\n" << line;

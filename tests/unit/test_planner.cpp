@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -316,10 +317,16 @@ TEST_F(TuneCacheFile, IgnoresAForeignFile) {
   const TuneCache cache(path_);
   std::vector<std::string> warnings;
   cache.store("k", {Impl::kPipelinedCE, 2, 2, Matmul::kCublasLt}, "", warnings);
-  std::ofstream(path_) << "some other tool's file\nk\tfused\t1\t2\tauto\t\n";
+  const std::string foreign = "some other tool's file\nk\tfused\t1\t2\tauto\t\n";
+  std::ofstream(path_) << foreign;
   EXPECT_FALSE(cache.find("k", warnings).has_value());
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("not a tpgemm tuning cache"), std::string::npos);
+  // A store leaves the file as it was, with a warning.
+  cache.store("k", {Impl::kFused, 1, 2}, "", warnings);
+  EXPECT_EQ(warnings.size(), 2u);
+  std::ifstream in(path_);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), foreign);
 }
 
 // A file of the format before the matmul field (its entries were tuned without the Hopper core
