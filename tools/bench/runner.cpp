@@ -382,8 +382,9 @@ class Runner {
       auto plan = make_or_report<Plan>(row, team_, p, PlanOptions{});
       if (plan == nullptr) return;
       record_plan(row, *plan, /*with_selection=*/true);
-      print(strfmt("%-8s %2d %6lld %6lld %6lld %-13s %s/%d  %s (%.0f ms)", row.op.c_str(), row.world, row.m, row.n, row.k,
-                   "auto", row.chosen.c_str(), row.chunks, row.selection.c_str(), std::max(0.0, row.tuning_ms)));
+      print(strfmt("%-8s %2d %6lld %6lld %6lld %-13s %s/%d%s  %s (%.0f ms)", row.op.c_str(), row.world, row.m, row.n,
+                   row.k, "auto", row.chosen.c_str(), row.chunks, row.matmul == "sm90" ? "/sm90" : "",
+                   row.selection.c_str(), std::max(0.0, row.tuning_ms)));
       rows_.push_back(row);
       return;
     }
