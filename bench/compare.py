@@ -55,7 +55,8 @@ def main():
         per_op.setdefault(r["op"], []).append((sp, vs_symm, (symm and nccl) and nccl / symm, r.get("ideal_speedup")))
         peer_ms = f"{nccl:.3f} | {base['ms']:.3f} | {base['ms'] / nccl:.2f}" if nccl else f"n/a | {base['ms']:.3f} | n/a"
         symm_ms = f"{symm:.3f} | {vs_symm:.2f}x" if symm else "n/a | n/a"
-        print(f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {peer_ms} | {r['ran']} | {r['ms']:.3f} | {sp:.2f}x | "
+        ran = r["ran"] + ("/sm90" if r.get("matmul") == "sm90" else "")  # pipelined_ce on the Hopper core
+        print(f"| {OPS[r['op']]} | {r['M']} | {r['N']} | {r['K']} | {peer_ms} | {ran} | {r['ms']:.3f} | {sp:.2f}x | "
               f"{symm_ms} | {r['check']} |")
     print()
     for op, v in per_op.items():
