@@ -122,10 +122,9 @@ std::optional<plan::Choice> cached_choice(TeamState& t, const std::string& key, 
   }
   std::memcpy(entry, t.allgather(entry, sizeof(entry), "the tuning cache's entry")[0].data(), sizeof(entry));
   if (entry[0] < 0) return std::nullopt;
+  const plan::Choice stored{static_cast<Impl>(entry[0]), entry[1], entry[2], static_cast<Matmul>(entry[3])};
   for (const plan::Choice& c : cands)
-    if (static_cast<int32_t>(c.impl) == entry[0] && c.chunks == entry[1] && c.comm_sms == entry[2] &&
-        static_cast<int32_t>(c.matmul) == entry[3])
-      return c;
+    if (c == stored) return c;
   warn(t, strfmt("tuning cache %s: the entry for \"%s\" (impl %d, chunks %d, comm_sms %d, matmul %d) is none of the "
                  "planner's candidates; ignored",
                  cache.path().c_str(), key.c_str(), entry[0], entry[1], entry[2], entry[3]));

@@ -72,8 +72,10 @@ class PipelinedCE final : public OpImpl {
       workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
       for (const Step& s : schedule_.steps)
         if (s.kind == StepKind::kGemm) {  // plan every matmul now, not in run()
-          matmul_for(s);
-          if (choice_.matmul == Matmul::kSm90) core_for(s);
+          if (choice_.matmul == Matmul::kSm90)
+            core_for(s);
+          else
+            matmul_for(s);
         }
     });
     // Symmetric buffers, in the same order on every rank.
@@ -296,12 +298,12 @@ class PipelinedCE final : public OpImpl {
     return matmuls_.get(shape);
   }
 
-  // The Hopper GEMM core's matmul of a kGemm step (Choice::matmul kSm90): the shape cuBLASLt's
-  // would have, one kernel plan per distinct shape, made with the plan. Unsupported names the
-  // step's shape where the core cannot run it.
+  // The Hopper GEMM core's matmul of a kGemm step (Choice::matmul kSm90): one kernel plan per
+  // distinct shape, made with the plan. Unsupported names the step's shape where the core cannot
+  // run it.
   const gemm::Sm90Gemm& core_for(const Step& s) {
     TPGEMM_ASSERT(p_.shard_dim == ShardDim::kM);  // plan::pipelined_core_possible
-    const gemm::MatmulShape shape = matmul_for(s).shape();
+    const gemm::MatmulShape shape = row_shape(s);
     for (const auto& c : cores_)
       if (c->shape() == shape) return *c;
     if (Status st = gemm::Sm90Gemm::device_supported(team_->device); !st.ok()) throw Error(st.code, st.message);
@@ -316,7 +318,11 @@ class PipelinedCE final : public OpImpl {
   }
 
   const gemm::LtMatmul& matmul_for(const Step& s) {
-    if (p_.shard_dim == ShardDim::kN) return column_matmul_for(s);
+    return p_.shard_dim == ShardDim::kN ? column_matmul_for(s) : matmuls_.get(row_shape(s));
+  }
+
+  // The matmul of a kGemm step along M, whichever library runs it.
+  gemm::MatmulShape row_shape(const Step& s) const {
     const plan::BufGeometry ga = plan::buffer_geometry(s.src.buf, p_, team_->world);
     const plan::BufGeometry gd = plan::buffer_geometry(s.dst.buf, p_, team_->world);
     const bool c = (s.add_c && p_.has_c) || s.has_addend;
@@ -338,7 +344,7 @@ class PipelinedCE final : public OpImpl {
                                   : batch_of(Buf::kUserC);
     shape.has_c = c;
     shape.sm_count = sms;
-    return matmuls_.get(shape);
+    return shape;
   }
 
   void copy(const Step& s, cudaStream_t st) {
