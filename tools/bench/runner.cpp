@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -181,6 +183,22 @@ class Runner {
     return max_over_ranks(ts[ts.size() / 2]);
   }
 
+  // Rounds enough that the shortest of the functions' samples (each the median of its rounds so
+  // far, the maximum over ranks: collective) add up to about budget_ms, within [rounds so far,
+  // max_rounds].
+  int rounds_for_short_samples(const std::vector<std::vector<float>>& ts, float per_sample, double budget_ms,
+                               int max_rounds) {
+    double shortest = std::numeric_limits<double>::infinity();
+    for (std::vector<float> t : ts) {
+      std::sort(t.begin(), t.end());
+      shortest = std::min(shortest, static_cast<double>(t[t.size() / 2]) * per_sample);
+    }
+    shortest = max_over_ranks(shortest);
+    const int done = ts.empty() ? 0 : static_cast<int>(ts.front().size());
+    if (!(shortest > 0) || !std::isfinite(shortest)) return done;
+    return std::clamp(static_cast<int>(std::ceil(budget_ms / shortest)), done, max_rounds);
+  }
+
   // `fn`'s time per call (time_interleaved_ms), by --timing or by `timing`.
   double time_ms(const std::function<void()>& fn) { return time_ms(fn, cfg_.timing); }
   double time_ms(const std::function<void()>& fn, BenchConfig::Timing timing) {
@@ -305,9 +323,14 @@ class Runner {
     }
     t_.barrier();
     // sync: one call per sample, --iterations rounds; batch and graph: --iterations calls per
-    // sample (their mean), 5 rounds.
-    constexpr int kBatchRepeats = 5;
-    const int rounds = sync ? cfg_.iterations : kBatchRepeats;
+    // sample (their mean), 5 rounds, and more where the shortest function's sample is short: a
+    // sample of 20 calls of a few microseconds lasts some 0.1 ms, in which the start line's and
+    // the replay's jitter (a microsecond or two) weigh a few percent, so such samples are taken
+    // until each function has had about kSampleBudgetMs of them (at most kMaxRounds rounds). The
+    // ranks agree on the count (the maximum over ranks of that sample's median).
+    constexpr int kBatchRepeats = 5, kMaxRounds = 25;
+    constexpr double kSampleBudgetMs = 2.0;
+    int rounds = sync ? cfg_.iterations : kBatchRepeats;
     const float per_sample = sync ? 1.0f : static_cast<float>(cfg_.iterations);
     const Event start = Event::create(true), stop = Event::create(true);
     std::vector<std::vector<float>> ts(fns.size());
@@ -324,6 +347,7 @@ class Runner {
           else if (!graphs.empty()) graphs[i].launch(st);
           else for (int k = 0; k < cfg_.iterations; ++k) fns[i]();
         }) / per_sample);
+      if (!sync && r + 1 == kBatchRepeats) rounds = rounds_for_short_samples(ts, per_sample, kSampleBudgetMs, kMaxRounds);
     }
     team_.check();
     std::vector<double> ms;
