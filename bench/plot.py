@@ -23,10 +23,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 X4 = os.path.join(HERE, "results/2026-11-26-h200x4-push")
-CORE = os.path.join(HERE, "results/2026-11-28-pipelined-core")
-SHARED = [os.path.join(CORE, "bench_W2.json")] + [os.path.join(CORE, f"bench_{op}_W4.json")
-                                                   for op in ("ag_gemm", "gemm_rs", "gemm_ar")]
-RANDOM = [os.path.join(CORE, f"random_W{w}.json") for w in (2, 3, 4)]
+MAIN = os.path.join(HERE, "results/2026-11-28-h200x4/call1")
+SHARED = [os.path.join(MAIN, f"bench_W{w}.json") for w in (2, 4)]
+RANDOM = [os.path.join(MAIN, f"random_W{w}.json") for w in (2, 3, 4)]
 FP8 = ([os.path.join(HERE, f"results/2026-11-26-fp8-gather/dtypes_W2_{d}_tensor.json") for d in ("e4m3", "bf16")]
        + [os.path.join(X4, f"call3/dtypes_W4_{d}_tensor.json") for d in ("e4m3", "bf16")])
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar")

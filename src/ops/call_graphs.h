@@ -17,6 +17,10 @@
 // graph is not launched into a capture), and the baseline, whose collectives are NCCL's, always
 // runs directly: NCCL keeps resources for each captured collective. On by default;
 // TPGEMM_CALL_GRAPHS=0 when a plan is made turns it off for that plan.
+// Graphs are not free to keep: the driver launches a graph it launched lately at once, one
+// launched longer ago at a few microseconds more, and with the GPU busy and many graphs alive a
+// launch was seen to wait for the GPU, where a direct call never does (docs/perf.md, host time).
+// How far ahead of its GPU that lets a host run is the open question behind kGraphs.
 #pragma once
 
 #include <cuda_runtime_api.h>
