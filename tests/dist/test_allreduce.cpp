@@ -1,0 +1,140 @@
+// W = 2 and 4 ranks: the all-reduce kernels against the sum, calls back to back, and zeros.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "support/dist_harness.h"
+#include "support/gpu_env.h"
+#include "support/plan_check.h"
+#include "testing/problem_data.h"
+#include "testing/testing.h"
+#include "dist/ops_cases.h"
+
+namespace tpgemm {
+namespace {
+
+TEST_P(Dist, AllReduceKernelsMatchTheSum) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              for (int64_t count : {int64_t(8), int64_t(8 * 37), int64_t(2048), int64_t(1) << 20, (int64_t(3) << 20) + 8 * 5})
+                for (DType dt : {DType::kBF16, DType::kFP16})
+                  for (AllReduceImpl impl : {AllReduceImpl::kNccl, AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot, AllReduceImpl::kAuto})
+                    for (bool in_place : {false, true}) {
+                      const std::string failed = testsupport::check_allreduce(team, count, dt, impl, in_place, 3, 77);
+                      RANK_EXPECT(failed.empty(), "%s", failed.c_str());
+                    }
+            }),
+            0);
+}
+
+// NOTE [two staging halves]: calls back to back on a stream, nothing synchronised between them, a
+// fresh input each time and the same input buffer reused: a rank that ran ahead must not
+// overwrite the staging half a slower peer is still reading. Each call moves its own count, up to
+// the plan's (NOTE [staging by capacity]).
+TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              Stream stream = Stream::create();
+              const cudaStream_t st = stream.get();
+              constexpr int kCalls = 8;
+              const DType dt = DType::kBF16;
+              // This call's count: the plan's, the smallest, and sizes between (multiples of 8).
+              const auto count_of = [](int64_t cap, int call) {
+                const int64_t sizes[kCalls] = {cap, 8, cap / 3, cap - 8, cap, 16, cap / 2, cap / 7};
+                return std::max<int64_t>(8, sizes[call] / 8 * 8);
+              };
+              for (int64_t count : {int64_t(8 * 37), int64_t(1) << 20})
+                for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
+                  const Status s = testsupport::caught([&] {
+                    AllReducePlan plan(team, count, dt, impl);
+                    DeviceBuffer in(count * 2), tmp(count * 2);
+                    std::vector<DeviceBuffer> outs, refs;
+                    for (int call = 0; call < kCalls; ++call) {
+                      const int64_t n = count_of(count, call);
+                      outs.emplace_back(count * 2);
+                      refs.emplace_back(n * sizeof(float));
+                      testing::poison(outs.back().get(), count, dt, st);
+                      TPGEMM_CUDA_CHECK(cudaMemsetAsync(refs.back().get(), 0, refs.back().bytes(), st));
+                      for (int q = 0; q < team.world_size(); ++q) {
+                        testing::fill_random(tmp.get(), dt, 1, 1, n, 0, 1, 1000 * call + q, st);
+                        testing::reference_add(refs.back().as<float>(), tmp.get(), 1.0f, n, dt, st);
+                      }
+                    }
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                    team.barrier();
+                    for (int call = 0; call < kCalls; ++call) {
+                      const int64_t n = count_of(count, call);
+                      testing::fill_random(in.get(), dt, 1, 1, n, 0, 1, 1000 * call + team.rank(), st);
+                      plan.run(in.get(), call % 2 == 0 ? outs[call].get() : in.get(), n, st);
+                      if (call % 2 == 1)  // in place: keep the result before the next fill
+                        TPGEMM_CUDA_CHECK(cudaMemcpyAsync(outs[call].get(), in.get(), n * 2, cudaMemcpyDeviceToDevice, st));
+                    }
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                    team.check();
+                    for (int call = 0; call < kCalls; ++call) {
+                      const int64_t n = count_of(count, call);
+                      const auto d = testing::compare(outs[call].get(), dt, refs[call].as<float>(), 1, n, n, n, 0, st);
+                      RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld call %d (%lld elements): "
+                                  "rel_err %.2e, %lld non-finite", std::string(to_string(impl)).c_str(), (long long)count,
+                                  call, (long long)n, d.rel_err, (long long)d.nonfinite);
+                    }
+                  });
+                  RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,
+                              s.message.c_str());
+                }
+            }),
+            0);
+}
+
+// NOTE [empty lanes]: +0.0 is the kernels' "empty" pattern, so inputs of +0.0 and -0.0 and sums
+// that cancel to zero exactly (rank q sends (-1)^q x; W is even here) must neither hang nor
+// come out as anything but +0.0 on every rank. Random data almost never holds an exact zero.
+TEST_P(Dist, AllReduceOfZerosAndExactCancellationIsPlusZero) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              Stream stream = Stream::create();
+              const cudaStream_t st = stream.get();
+              const int64_t count = 8 * 3001;
+              std::vector<uint16_t> host(count);
+              for (int64_t i = 0; i < count; ++i) {
+                const uint16_t x = static_cast<uint16_t>(0x3c00 + i % 977);  // a positive bf16 / fp16 value
+                host[i] = i % 3 == 0 ? 0x0000 : i % 3 == 1 ? 0x8000 : static_cast<uint16_t>(team.rank() % 2 ? x | 0x8000 : x);
+              }
+              for (DType dt : {DType::kBF16, DType::kFP16})
+                for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
+                  const Status s = testsupport::caught([&] {
+                    AllReducePlan plan(team, count, dt, impl);
+                    DeviceBuffer in(count * 2), out(count * 2);
+                    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(in.get(), host.data(), count * 2, cudaMemcpyHostToDevice, st));
+                    for (int rep = 0; rep < 3; ++rep) {
+                      testing::poison(out.get(), count, dt, st);
+                      plan.run(in.get(), out.get(), st);
+                    }
+                    std::vector<uint16_t> got(count);
+                    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(got.data(), out.get(), count * 2, cudaMemcpyDeviceToHost, st));
+                    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                    team.check();
+                    int64_t wrong = 0, first = -1;
+                    for (int64_t i = 0; i < count; ++i)
+                      if (got[i] != 0 && wrong++ == 0) first = i;
+                    RANK_EXPECT(wrong == 0, "allreduce %s %s: %lld lanes not +0.0, first %lld = 0x%04x",
+                                std::string(to_string(impl)).c_str(), std::string(to_string(dt)).c_str(), (long long)wrong,
+                                (long long)first, first >= 0 ? got[first] : 0);
+                  });
+                  RANK_EXPECT(s.ok(), "allreduce %s of zeros: %s", std::string(to_string(impl)).c_str(), s.message.c_str());
+                }
+            }),
+            0);
+}
+
+}  // namespace
+}  // namespace tpgemm
