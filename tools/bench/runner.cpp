@@ -7,21 +7,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <functional>
-#include <limits>
-#include <numeric>
-#include <random>
 #include <tuple>
 #include <utility>
 
 #include "bench/report.h"
+#include "bench/timer.h"
 #include "bench/shapes.h"
-#include "comm/start_line.h"
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
@@ -46,7 +42,7 @@ class Runner {
  public:
   Runner(const BenchConfig& cfg, const Team& team)
       : cfg_(cfg), team_(team), t_(*team.state()), root_(team.rank() == 0), stream_(Stream::create()),
-        line_(team.state()) {
+        timer_(cfg, team, stream_.get()) {
     cudaDeviceProp prop{};
     TPGEMM_CUDA_CHECK(cudaGetDeviceProperties(&prop, t_.device));
     device_ = strfmt("%d x %s", t_.world, prop.name);
@@ -158,53 +154,6 @@ class Runner {
     return made;
   }
 
-  double max_over_ranks(double v) {
-    double m = v;
-    for (const auto& b : t_.allgather(&v, sizeof(v), "the slowest rank's time"))
-      m = std::max(m, *reinterpret_cast<const double*>(b.data()));
-    return m;
-  }
-  bool all_ranks(bool v) {
-    const int32_t x = v;
-    for (const auto& b : t_.allgather(&x, sizeof(x), "whether every rank passed"))
-      if (*reinterpret_cast<const int32_t*>(b.data()) == 0) return false;
-    return true;
-  }
-
-  // `fn` enqueued between two events on the stream, after the start line (NOTE [start line]),
-  // waited for: the time between them in ms.
-  float event_ms(const Event& start, const Event& stop, const std::function<void()>& fn) {
-    line_.enqueue(stream_.get());
-    return time_between(stream_.get(), start, stop, fn);
-  }
-  // The median of one rank's times, maximum over ranks (collective).
-  double median_over_ranks(std::vector<float> ts) {
-    std::sort(ts.begin(), ts.end());
-    return max_over_ranks(ts[ts.size() / 2]);
-  }
-
-  // Rounds enough that the shortest of the functions' samples (each the median of its rounds so
-  // far, the maximum over ranks: collective) add up to about budget_ms, within [rounds so far,
-  // max_rounds].
-  int rounds_for_short_samples(const std::vector<std::vector<float>>& ts, float per_sample, double budget_ms,
-                               int max_rounds) {
-    double shortest = std::numeric_limits<double>::infinity();
-    for (std::vector<float> t : ts) {
-      std::sort(t.begin(), t.end());
-      shortest = std::min(shortest, static_cast<double>(t[t.size() / 2]) * per_sample);
-    }
-    shortest = max_over_ranks(shortest);
-    const int done = ts.empty() ? 0 : static_cast<int>(ts.front().size());
-    if (!(shortest > 0) || !std::isfinite(shortest)) return done;
-    return std::clamp(static_cast<int>(std::ceil(budget_ms / shortest)), done, max_rounds);
-  }
-
-  // `fn`'s time per call (time_interleaved_ms), by --timing or by `timing`.
-  double time_ms(const std::function<void()>& fn) { return time_ms(fn, cfg_.timing); }
-  double time_ms(const std::function<void()>& fn, BenchConfig::Timing timing) {
-    return time_interleaved_ms({fn}, timing)[0];
-  }
-
   // ---- GEMM ops ---------------------------------------------------------------------------
   static constexpr uint64_t kSeed = 1;  // NOTE [reproducible problem data]
 
@@ -251,7 +200,7 @@ class Runner {
     if (!with_selection) return;
     const PlanSelection& sel = plan.selection();
     row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
-    row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? max_over_ranks(sel.tuning_ms) : -1;
+    row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? timer_.max_over_ranks(sel.tuning_ms) : -1;
   }
 
   // Poison D, run once, compare within --eps, else `type_eps` (the default for what D holds).
@@ -264,8 +213,8 @@ class Runner {
     team_.check();
     const testing::Diff diff = compare();
     const double eps = cfg_.eps > 0 ? cfg_.eps : type_eps;
-    *ok = all_ranks(diff.passes(eps));
-    return max_over_ranks(diff.nonfinite > 0 ? 1e30 : diff.rel_err);
+    *ok = timer_.all_ranks(diff.passes(eps));
+    return timer_.max_over_ranks(diff.nonfinite > 0 ? 1e30 : diff.rel_err);
   }
 
   // Times `fn` into row.ms; with --check, checks it before and after the timed runs (races
@@ -274,7 +223,7 @@ class Runner {
                const std::function<void()>& timer = {}) {
     const auto time = [&] {
       if (timer) timer();
-      else row.ms = time_ms(fn);
+      else row.ms = timer_.time_ms(fn);
     };
     if (cfg_.check) {
       bool ok1 = false, ok2 = false;
@@ -287,72 +236,6 @@ class Runner {
     } else {
       time();
     }
-  }
-
-  // Each of `fns`'s time per call, timed by `timing` (--timing where not given), after its warm-up
-  // runs; medians over samples, maximum over ranks:
-  //   kSync   one call per sample between two events, waited for (as the torch peers time);
-  //   kBatch  --iterations calls back to back per sample, nccl-tests' method: the host's enqueue
-  //           overlaps the GPU's work, so neither adds to a call of a few microseconds nor makes
-  //           it jitter;
-  //   kGraph  the same calls captured in one CUDA graph and replayed (as inference stacks run
-  //           decode steps): no host work per call at all, the GPU's own time.
-  // The functions are timed in turn, one sample of each per round: a drift of the GPU over the
-  // measurement (a hot GPU slows down, clocks move) then weighs on all of them alike, and a
-  // ratio between two of them compares neighbours.
-  std::vector<double> time_interleaved_ms(const std::vector<std::function<void()>>& fns) {
-    return time_interleaved_ms(fns, cfg_.timing);
-  }
-  std::vector<double> time_interleaved_ms(const std::vector<std::function<void()>>& fns, BenchConfig::Timing timing) {
-    const cudaStream_t st = stream_.get();
-    for (const auto& fn : fns)
-      for (int i = 0; i < cfg_.warmup_iterations; ++i) fn();
-    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-    team_.check();
-    const bool sync = timing == BenchConfig::Timing::kSync;
-    std::vector<CudaGraph> graphs;
-    if (timing == BenchConfig::Timing::kGraph) {
-      for (const auto& fn : fns) {
-        graphs.push_back(CudaGraph::capture(st, [&] {
-          for (int i = 0; i < cfg_.iterations; ++i) fn();
-        }));
-        graphs.back().launch(st);  // warm-up replay
-      }
-      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-      team_.check();
-    }
-    t_.barrier();
-    // sync: one call per sample, --iterations rounds; batch and graph: --iterations calls per
-    // sample (their mean), 5 rounds, and more where the shortest function's sample is short: a
-    // sample of 20 calls of a few microseconds lasts some 0.1 ms, in which the start line's and
-    // the replay's jitter (a microsecond or two) weigh a few percent, so such samples are taken
-    // until each function has had about kSampleBudgetMs of them (at most kMaxRounds rounds). The
-    // ranks agree on the count (the maximum over ranks of that sample's median).
-    constexpr int kBatchRepeats = 5, kMaxRounds = 25;
-    constexpr double kSampleBudgetMs = 2.0;
-    int rounds = sync ? cfg_.iterations : kBatchRepeats;
-    const float per_sample = sync ? 1.0f : static_cast<float>(cfg_.iterations);
-    const Event start = Event::create(true), stop = Event::create(true);
-    std::vector<std::vector<float>> ts(fns.size());
-    // Each round in its own order, the same on every rank (the calls are collective): no
-    // implementation always follows the same one, or always comes first.
-    std::vector<size_t> order(fns.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::mt19937 shuffle_rng(1);
-    for (int r = 0; r < rounds; ++r) {
-      std::shuffle(order.begin(), order.end(), shuffle_rng);
-      for (const size_t i : order)
-        ts[i].push_back(event_ms(start, stop, [&] {
-          if (sync) fns[i]();
-          else if (!graphs.empty()) graphs[i].launch(st);
-          else for (int k = 0; k < cfg_.iterations; ++k) fns[i]();
-        }) / per_sample);
-      if (!sync && r + 1 == kBatchRepeats) rounds = rounds_for_short_samples(ts, per_sample, kSampleBudgetMs, kMaxRounds);
-    }
-    team_.check();
-    std::vector<double> ms;
-    for (auto& t : ts) ms.push_back(median_over_ranks(std::move(t)));
-    return ms;
   }
 
   // The order of a shape's rows: the baseline, auto, then each implementation. They are timed in
@@ -459,7 +342,7 @@ class Runner {
     };
     if (cfg_.check)
       for (size_t i = 0; i < fns.size(); ++i) check(i);
-    const std::vector<double> ms = time_interleaved_ms(fns);
+    const std::vector<double> ms = timer_.time_interleaved_ms(fns);
     for (size_t i = 0; i < ms.size(); ++i) {
       made[row_of[i]].ms = ms[i];
       if (made[row_of[i]].impl == "baseline") base.baseline_ms = ms[i];
@@ -529,7 +412,7 @@ class Runner {
       const std::function<void()> fn = [&] { mm->run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
       // The row's ratio is against cuBLASLt timed in alternation with it (time_interleaved_ms).
       measure(row, fn, check(fn), [&] {
-        const std::vector<double> t = time_interleaved_ms({lt_fn, fn});
+        const std::vector<double> t = timer_.time_interleaved_ms({lt_fn, fn});
         row.baseline_ms = t[0], row.ms = t[1];
       });
       print(table_row(row));
@@ -566,12 +449,12 @@ class Runner {
       testing::fill_random(whole_scales.get(), DType::kFP32, 1, 1, count, 0, 1, kSeed, st);
       own.a_scale = own.b_scale = whole_scales.as<float>();
     }
-    base.gemm_ms = time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st, own.a_scale, own.b_scale); });
+    base.gemm_ms = timer_.time_ms([&] { mm.run(a, b, nullptr, d_full.get(), p.alpha, 0.0f, ws.get(), st, own.a_scale, own.b_scale); });
     // ag_gemm gathers the input type; gemm_rs and gemm_ar reduce D's.
     const ncclDataType_t type = ops::nccl_type(p.op == Op::kAgGemm ? p.dtype : d_dtype(p));
     // (the shards' packed elements: the collective alone, whatever the operands' strides)
     const size_t a_shard = static_cast<size_t>(p.l * (p.m / W) * p.k), b_shard = static_cast<size_t>(p.l * (p.n / W) * p.k);
-    base.comm_ms = time_ms([&] {
+    base.comm_ms = timer_.time_ms([&] {
       if (gather_b)
         TPGEMM_NCCL_CHECK(ncclAllGather(g.b.get(), b_full.get(), b_shard, type, t_.comm, st));
       else if (gather_a)
@@ -625,14 +508,14 @@ class Runner {
         TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
         team_.check();
         const testing::Diff d = testing::compare(out.get(), dt, ref.as<float>(), 1, count, count, count, 0, st);
-        row.check_ok = all_ranks(d.passes(cfg_.eps > 0 ? cfg_.eps : testing::default_eps(dt)));
-        row.rel_err = max_over_ranks(d.nonfinite > 0 ? 1e30 : d.rel_err);
+        row.check_ok = timer_.all_ranks(d.passes(cfg_.eps > 0 ? cfg_.eps : testing::default_eps(dt)));
+        row.rel_err = timer_.max_over_ranks(d.nonfinite > 0 ? 1e30 : d.rel_err);
         failed_ = failed_ || !row.check_ok;
         fill();
       }
-      row.call_ms = time_ms(fn);
-      row.ms = time_ms(fn, BenchConfig::Timing::kBatch);
-      row.graph_ms = time_ms(fn, BenchConfig::Timing::kGraph);
+      row.call_ms = timer_.time_ms(fn);
+      row.ms = timer_.time_ms(fn, BenchConfig::Timing::kBatch);
+      row.graph_ms = timer_.time_ms(fn, BenchConfig::Timing::kGraph);
       if (impl == AllReduceImpl::kNccl) base.baseline_ms = row.baseline_ms = row.ms;
       print(table_row(row));
       rows_.push_back(row);
@@ -645,7 +528,7 @@ class Runner {
   detail::TeamState& t_;
   bool root_;
   Stream stream_;
-  comm::StartLine line_;  // before every timed run
+  Timer timer_;
   std::string device_;
   std::vector<ResultRow> rows_;
   bool failed_ = false;
