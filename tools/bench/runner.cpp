@@ -218,11 +218,11 @@ class Runner {
   }
 
   // Times `fn` into row.ms; with --check, checks it before and after the timed runs (races
-  // show up as a moving error). `timer` replaces the plain timing (e.g. a paired one).
+  // show up as a moving error). `time_rows` replaces the plain timing (e.g. a paired one).
   void measure(ResultRow& row, const std::function<void()>& fn, const std::function<double(bool*)>& check,
-               const std::function<void()>& timer = {}) {
+               const std::function<void()>& time_rows = {}) {
     const auto time = [&] {
-      if (timer) timer();
+      if (time_rows) time_rows();
       else row.ms = timer_.time_ms(fn);
     };
     if (cfg_.check) {
