@@ -6,11 +6,21 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "core/check.h"
 #include "core/cuda_raii.h"
 
 namespace tpgemm::bench {
+namespace {
+
+// The middle of one rank's samples (the upper one of an even count).
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
 
 Timer::Timer(const BenchConfig& cfg, const Team& team, cudaStream_t stream)
     : cfg_(cfg), team_(team), t_(*team.state()), stream_(stream), line_(team.state()) {}
@@ -32,18 +42,12 @@ float Timer::event_ms(const Event& start, const Event& stop, const std::function
   line_.enqueue(stream_);
   return time_between(stream_, start, stop, fn);
 }
-double Timer::median_over_ranks(std::vector<float> ts) {
-  std::sort(ts.begin(), ts.end());
-  return max_over_ranks(ts[ts.size() / 2]);
-}
+double Timer::median_over_ranks(std::vector<float> ts) { return max_over_ranks(median(std::move(ts))); }
 
 int Timer::rounds_for_short_samples(const std::vector<std::vector<float>>& ts, float per_sample, double budget_ms,
-                             int max_rounds) {
+                                    int max_rounds) {
   double shortest = std::numeric_limits<double>::infinity();
-  for (std::vector<float> t : ts) {
-    std::sort(t.begin(), t.end());
-    shortest = std::min(shortest, static_cast<double>(t[t.size() / 2]) * per_sample);
-  }
+  for (const std::vector<float>& t : ts) shortest = std::min(shortest, static_cast<double>(median(t)) * per_sample);
   shortest = max_over_ranks(shortest);
   const int done = ts.empty() ? 0 : static_cast<int>(ts.front().size());
   if (!(shortest > 0) || !std::isfinite(shortest)) return done;
