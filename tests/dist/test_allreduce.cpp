@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -85,6 +86,61 @@ TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {
                       RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld call %d (%lld elements): "
                                   "rel_err %.2e, %lld non-finite", std::string(to_string(impl)).c_str(), (long long)count,
                                   call, (long long)n, d.rel_err, (long long)d.nonfinite);
+                    }
+                  });
+                  RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,
+                              s.message.c_str());
+                }
+            }),
+            0);
+}
+
+// NOTE [dependent launch]: each call launches while the kernel before it ends, so one that read its
+// input (or its call counter, or the staging) before waiting for that kernel would read stale
+// data. Here each call's input is the output of the call before, with no other kernel between,
+// captured in a CUDA graph (whose edges keep the dependent launch) and replayed twice: call k's
+// output is W^(k-1) times the first sum (exact for W a power of 2).
+TEST_P(Dist, AllReduceChainedInACudaGraphReadsEachCallsOutput) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  if ((W & (W - 1)) != 0) GTEST_SKIP() << "W=" << W << ": the chain's scaling is exact for powers of 2 only";
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              Stream stream = Stream::create();
+              const cudaStream_t st = stream.get();
+              constexpr int kCalls = 4;
+              const DType dt = DType::kBF16;
+              for (int64_t count : {int64_t(8 * 37), int64_t(1) << 20})
+                for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
+                  const Status s = testsupport::caught([&] {
+                    AllReducePlan plan(team, count, dt, impl);
+                    std::vector<DeviceBuffer> bufs;  // bufs[0] the input, bufs[k] call k's output
+                    for (int k = 0; k <= kCalls; ++k) bufs.emplace_back(count * 2);
+                    DeviceBuffer tmp(count * 2), ref(count * sizeof(float));
+                    TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
+                    for (int q = 0; q < team.world_size(); ++q) {
+                      testing::fill_random(tmp.get(), dt, 1, 1, count, 0, 1, 500 + q, st);
+                      testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dt, st);
+                    }
+                    testing::fill_random(bufs[0].get(), dt, 1, 1, count, 0, 1, 500 + team.rank(), st);
+                    const CudaGraph graph = CudaGraph::capture(st, [&] {
+                      for (int k = 1; k <= kCalls; ++k) plan.run(bufs[k - 1].get(), bufs[k].get(), st);
+                    });
+                    for (int replay = 0; replay < 2; ++replay) {
+                      for (int k = 1; k <= kCalls; ++k) testing::poison(bufs[k].get(), count, dt, st);
+                      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                      team.barrier();
+                      graph.launch(st);
+                      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                      team.check();
+                      DeviceBuffer scaled(count * sizeof(float));
+                      for (int k = 1; k <= kCalls; ++k) {
+                        TPGEMM_CUDA_CHECK(cudaMemsetAsync(scaled.get(), 0, scaled.bytes(), st));
+                        testing::reference_add(scaled.as<float>(), ref.get(), static_cast<float>(std::pow(W, k - 1)), count, DType::kFP32, st);
+                        const auto d = testing::compare(bufs[k].get(), dt, scaled.as<float>(), 1, count, count, count, 0, st);
+                        RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld, replay %d, call %d of the "
+                                    "chain: rel_err %.2e, %lld non-finite", std::string(to_string(impl)).c_str(),
+                                    (long long)count, replay, k, d.rel_err, (long long)d.nonfinite);
+                      }
                     }
                   });
                   RANK_EXPECT(s.ok(), "allreduce %s count %lld: %s", std::string(to_string(impl)).c_str(), (long long)count,

@@ -17,6 +17,18 @@ __device__ __forceinline__ void st_release_sys(uint64_t* p, uint64_t v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+// ---- NOTE [dependent launch] ----------------------------------------------------------------
+// A kernel launched with programmatic stream serialization (cudaLaunchAttributeProgrammatic-
+// StreamSerialization) may start while the kernel before it on the stream still runs, which hides
+// its launch: at a few microseconds a call, the symmetric collectives' largest fixed cost.
+// wait_prior_grid() returns once that kernel has finished and its writes are visible; before
+// it, a kernel may read only its parameters (the input, the call counters and the staging may
+// all be written by the kernel before). allow_dependents() lets the next such kernel launch: its
+// blocks then wait in their own wait_prior_grid() for this grid to end. Both are no-ops in a
+// kernel launched plainly.
+__device__ __forceinline__ void wait_prior_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
 __device__ __forceinline__ uint64_t global_timer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -27,7 +27,8 @@ const void* kernel_instance(DType dtype, int world, Pick pick) {
 // ---- NOTE [one-load prologue] -------------------------------------------------------------
 // A small collective takes a few microseconds, and each global load that its first NVLink store
 // waits for behind another adds a fraction of one. So a kernel's prologue reads from global memory
-// at once, before its one barrier, all it needs: the trip flag (every thread), the block's call
+// at once, after comm::wait_prior_grid() (NOTE [dependent launch], comm/device/sync.cuh) and
+// before its one barrier, all it needs: the trip flag (every thread), the block's call
 // counter (thread 0) and the thread's first input vector; the staging addresses come from the
 // kernel's parameters, for both halves, since the half is known only after the barrier.
 // The parameters are __grid_constant__, and nothing takes a generic pointer to them that escapes
@@ -41,12 +42,15 @@ static_assert(plan::kMaxSymmetricWorld <= 32, "shared slot tables are [32]");
 
 // Starts block b's call: e = its call number (its counter + 1), broadcast to the block. False,
 // for the whole block, if a wait on this GPU has already failed. Ends with a barrier, so shared
-// tables filled before it are ready. Only block b touches calls[b]: it stores e in end_call().
+// tables filled before it are ready, and lets the next kernel launch (NOTE [dependent launch]):
+// every block of this one is running by then. Only block b touches calls[b]: it stores e in
+// end_call(). A kernel launched as a dependent calls comm::wait_prior_grid() first.
 __device__ __forceinline__ bool begin_call(const SymmCollectiveArgs& a, uint64_t& e) {
   __shared__ uint64_t call;
   const bool trip = comm::tripped(a.env);  // in flight beside the counter's load
   if (threadIdx.x == 0) call = a.calls[blockIdx.x] + 1;
   if (__syncthreads_or(trip)) return false;
+  comm::allow_dependents();
   e = call;
   return true;
 }

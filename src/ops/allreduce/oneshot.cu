@@ -18,8 +18,9 @@ __global__ void __launch_bounds__(kAllReduceThreads) oneshot_kernel(const __grid
   const int64_t vecs = a.count / 8;
   const int64_t stride = a.stride;  // NOTE [staging by capacity]: not this launch's grid
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const uint4 in_first = first_vector(a, first, vecs);  // NOTE [one-load prologue]
   fill_slot_tables(a, world, a.slot_vecs, world * a.slot_vecs, slot_at, slots);
+  comm::wait_prior_grid();  // NOTE [dependent launch]
+  const uint4 in_first = first_vector(a, first, vecs);  // NOTE [one-load prologue]
   uint64_t e;
   if (!begin_call(a, e)) return;
   const int h = static_cast<int>(e & 1);

@@ -23,6 +23,7 @@ SymmCollective::SymmCollective(std::shared_ptr<detail::TeamState> team, int64_t 
             : two_shot                   ? twoshot_fn(dtype, t.world)
                                          : oneshot_fn(dtype, t.world);
   drop_sends_ = comm::test_drops_signals(t.rank);
+  dependent_launch_ = env_int("TPGEMM_SYMM_PDL", 0, 1).value_or(1) == 1;
   // One vector per thread per block, up to what fits at once: two-shot's unit is a slice, the
   // others' the whole input.
   const int64_t vecs = two_shot ? (count / 8 + t.world - 1) / t.world : count / 8;
@@ -81,7 +82,17 @@ void SymmCollective::run(const void* in, void* out, const void* c, float beta, c
   const bool two_shot = algo_ == SymmAlgo::kTwoShot || algo_ == SymmAlgo::kReduceScatter;
   const int64_t units = two_shot ? (count / 8 + team_->world - 1) / team_->world : count / 8;
   const int64_t blocks = std::min<int64_t>(blocks_, (units + threads_ - 1) / threads_);
-  TPGEMM_CUDA_CHECK(cudaLaunchKernel(kernel_, dim3(static_cast<unsigned>(blocks)), dim3(threads_), params, 0, stream));
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(threads_);
+  cfg.stream = stream;
+  // NOTE [dependent launch]: launched while the kernel before it ends (each kernel here waits for it
+  // before reading anything but its parameters).
+  cudaLaunchAttribute dependent{};
+  dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  dependent.val.programmaticStreamSerializationAllowed = 1;
+  if (dependent_launch_) cfg.attrs = &dependent, cfg.numAttrs = 1;
+  TPGEMM_CUDA_CHECK(cudaLaunchKernelExC(&cfg, kernel_, params));
 }
 
 }  // namespace tpgemm::ops

@@ -109,6 +109,7 @@ class SymmCollective {
   int threads_;         // per block
   int blocks_;
   bool drop_sends_;  // comm::test_drops_signals
+  bool dependent_launch_;  // NOTE [dependent launch] (comm/device/sync.cuh); TPGEMM_SYMM_PDL=0: launched plainly
   comm::SymmetricBuffer stage_;
   DeviceBuffer calls_;
 };

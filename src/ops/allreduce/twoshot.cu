@@ -39,9 +39,6 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(const __grid
   const Slice own = slice_of(vecs, world, me);
   const int64_t stride = a.stride;  // NOTE [staging by capacity]: not this launch's grid
   const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  // NOTE [one-load prologue]: the first vector the scatter below sends (slice me + 1's).
-  const Slice first_slice = slice_of(vecs, world, (me + 1) % world);
-  const uint4 in_first = first_vector(a, first_slice.begin + first, first_slice.end);
   if (threadIdx.x < world) {
     const int q = threadIdx.x;
     const int64_t half_vecs = world * cap * (a.scatter_only ? 1 : 2);
@@ -52,6 +49,10 @@ __global__ void __launch_bounds__(kAllReduceThreads) twoshot_kernel(const __grid
       gather_tables[h][q] = stage_half(a, me, h, half_vecs) + (world + q) * cap;
     }
   }
+  comm::wait_prior_grid();  // NOTE [dependent launch]
+  // NOTE [one-load prologue]: the first vector the scatter below sends (slice me + 1's).
+  const Slice first_slice = slice_of(vecs, world, (me + 1) % world);
+  const uint4 in_first = first_vector(a, first_slice.begin + first, first_slice.end);
   uint64_t e;
   if (!begin_call(a, e)) return;
   uint4* const* scatter_at = scatter_tables[e & 1];
