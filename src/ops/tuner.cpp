@@ -27,13 +27,14 @@ constexpr double kRunoff = 1.03;
 constexpr size_t kRunoffMax = 3;
 constexpr int kMinRounds = 3, kMaxRounds = 7;
 
-// One rank's operands for the problem: random A, B and C, D and the gathered A as outputs.
+// One rank's operands for the problem: random A, B and C, each rank's its own (as in use: identical
+// data on every rank is not what a model runs), D and the gathered A as outputs.
 struct TuneOperands {
   DeviceBuffer a, b, c, d, a_gathered, scales;  // scales: e4m3, unit ones
   Operands ops;
 };
 
-TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cudaStream_t stream) {
+TuneOperands make_operands(const GemmProblem& p, int world, int rank, bool gathered_a, cudaStream_t stream) {
   const OperandSizes n = operand_sizes(p, world);
   const size_t es = dtype_size(p.dtype), ds = dtype_size(d_dtype(p));
   TuneOperands t;
@@ -42,9 +43,10 @@ TuneOperands make_operands(const GemmProblem& p, int world, bool gathered_a, cud
   if (p.has_c) t.c = DeviceBuffer(static_cast<size_t>(n.c) * ds);
   t.d = DeviceBuffer(static_cast<size_t>(n.d) * ds);
   if (gathered_a) t.a_gathered = DeviceBuffer(static_cast<size_t>(p.l * p.m * p.k) * es);
-  ops::fill_random(t.a.get(), p.dtype, 1, 1, n.a, 0, 1, 0x7a11, stream);
-  ops::fill_random(t.b.get(), b_dtype(p), 1, 1, n.b, 0, 1, 0x7a12, stream);
-  if (p.has_c) ops::fill_random(t.c.get(), d_dtype(p), 1, 1, n.c, 0, 1, 0x7a13, stream);
+  const uint64_t seed = 0x7a10 + 4 * static_cast<uint64_t>(rank);
+  ops::fill_random(t.a.get(), p.dtype, 1, 1, n.a, 0, 1, seed + 1, stream);
+  ops::fill_random(t.b.get(), b_dtype(p), 1, 1, n.b, 0, 1, seed + 2, stream);
+  if (p.has_c) ops::fill_random(t.c.get(), d_dtype(p), 1, 1, n.c, 0, 1, seed + 3, stream);
   t.ops = {t.a.get(), t.b.get(), t.c.get(), t.d.get(), t.a_gathered.get(), p.m};
   // FP8: unit scales, one vector for both (as long as the longer one; 16-byte aligned, as
   // cuBLASLt reads them).
@@ -223,7 +225,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   TuneOperands operands;
   t.agree_local("allocating the planner's operands", [&] {
     stream = Stream::create();
-    operands = make_operands(p, t.world, gathered_a, stream.get());
+    operands = make_operands(p, t.world, t.rank, gathered_a, stream.get());
   });
   const comm::StartLine line(team);
   Measured best;
