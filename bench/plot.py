@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 X4 = os.path.join(HERE, "results/2026-11-26-h200x4-push")
 MAIN = os.path.join(HERE, "results/2026-11-28-h200x4/call1")
 SHARED = [os.path.join(MAIN, f"bench_W{w}.json") for w in (2, 4)]
-RANDOM = [os.path.join(MAIN, f"random_W{w}.json") for w in (2, 3, 4)]
+RANDOM = [os.path.join(HERE, f"results/2026-11-28-random-draws/call1/random_W{w}.json") for w in (2, 3, 4)]
 FP8 = ([os.path.join(HERE, f"results/2026-11-26-fp8-gather/dtypes_W2_{d}_tensor.json") for d in ("e4m3", "bf16")]
        + [os.path.join(X4, f"call3/dtypes_W4_{d}_tensor.json") for d in ("e4m3", "bf16")])
 OPS = ("ag_gemm", "gemm_rs", "gemm_ar")
