@@ -22,10 +22,11 @@ __device__ __forceinline__ void st_release_sys(uint64_t* p, uint64_t v) {
 // StreamSerialization) may start while the kernel before it on the stream still runs, which hides
 // its launch: at a few microseconds a call, the symmetric collectives' largest fixed cost.
 // wait_prior_grid() returns once that kernel has finished and its writes are visible; before
-// it, a kernel may read only its parameters (the input, the call counters and the staging may
-// all be written by the kernel before). allow_dependents() lets the next such kernel launch: its
-// blocks then wait in their own wait_prior_grid() for this grid to end. Both are no-ops in a
-// kernel launched plainly.
+// it, a kernel may read only its parameters and write only its shared memory: the input, the
+// call counters and the staging may all be written, or still be read, by the kernel before (NOTE
+// [two staging halves] holds since no store of call e + 1 precedes the end of call e).
+// allow_dependents() lets the next such kernel launch: its blocks then wait in their own
+// wait_prior_grid() for this grid to end. Both are no-ops in a kernel launched plainly.
 __device__ __forceinline__ void wait_prior_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
