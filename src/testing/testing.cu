@@ -257,6 +257,16 @@ void reference_gemm_blocks(const void* a, const void* b, float* ref, int64_t m, 
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the workspace and the columns' scales die here
 }
 
+void reference_sum_of_ranks(float* ref, int64_t count, DType dtype, int world, uint64_t seed, cudaStream_t stream) {
+  DeviceBuffer input(static_cast<size_t>(count) * dtype_size(dtype));
+  TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref, 0, static_cast<size_t>(count) * sizeof(float), stream));
+  for (int q = 0; q < world; ++q) {
+    fill_random(input.get(), dtype, 1, 1, count, 0, 1, seed + q, stream);
+    reference_add(ref, input.get(), 1.0f, count, dtype, stream);
+  }
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));  // (input dies here)
+}
+
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream) {
   if (dtype == DType::kFP32)
     add_c_kernel<<<grid_for(count), 256, 0, stream>>>(ref, static_cast<const float*>(x), beta, count);

@@ -55,6 +55,10 @@ void reference_gemm_blocks(const void* a, const void* b, float* ref, int64_t m, 
 // ref[i] += beta * x[i] for i < count (x in dtype: bf16, fp16 or fp32).
 void reference_add(float* ref, const void* x, float beta, int64_t count, DType dtype, cudaStream_t stream);
 
+// An all-reduce's reference: ref (fp32, count) = the sum, in rank order, of what each rank q <
+// world draws as its input with fill_random(in, dtype, 1, 1, count, 0, 1, seed + q, stream).
+void reference_sum_of_ranks(float* ref, int64_t count, DType dtype, int world, uint64_t seed, cudaStream_t stream);
+
 struct Diff {
   double rel_err = 0;      // ||out - ref|| / ||ref||
   int64_t nonfinite = 0;   // elements of out that are NaN or Inf (poison left over, or overflow)

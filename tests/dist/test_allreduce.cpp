@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,18 +55,14 @@ TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {
                 for (AllReduceImpl impl : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
                   const Status s = testsupport::caught([&] {
                     AllReducePlan plan(team, count, dt, impl);
-                    DeviceBuffer in(count * 2), tmp(count * 2);
+                    DeviceBuffer in(count * 2);
                     std::vector<DeviceBuffer> outs, refs;
                     for (int call = 0; call < kCalls; ++call) {
                       const int64_t n = count_of(count, call);
                       outs.emplace_back(count * 2);
                       refs.emplace_back(n * sizeof(float));
                       testing::poison(outs.back().get(), count, dt, st);
-                      TPGEMM_CUDA_CHECK(cudaMemsetAsync(refs.back().get(), 0, refs.back().bytes(), st));
-                      for (int q = 0; q < team.world_size(); ++q) {
-                        testing::fill_random(tmp.get(), dt, 1, 1, n, 0, 1, 1000 * call + q, st);
-                        testing::reference_add(refs.back().as<float>(), tmp.get(), 1.0f, n, dt, st);
-                      }
+                      testing::reference_sum_of_ranks(refs.back().as<float>(), n, dt, team.world_size(), 1000 * call, st);
                     }
                     TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                     team.barrier();
@@ -115,12 +110,8 @@ TEST_P(Dist, AllReduceChainedInACudaGraphReadsEachCallsOutput) {
                     AllReducePlan plan(team, count, dt, impl);
                     std::vector<DeviceBuffer> bufs;  // bufs[0] the input, bufs[k] call k's output
                     for (int k = 0; k <= kCalls; ++k) bufs.emplace_back(count * 2);
-                    DeviceBuffer tmp(count * 2), ref(count * sizeof(float));
-                    TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
-                    for (int q = 0; q < team.world_size(); ++q) {
-                      testing::fill_random(tmp.get(), dt, 1, 1, count, 0, 1, 500 + q, st);
-                      testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dt, st);
-                    }
+                    DeviceBuffer ref(count * sizeof(float));
+                    testing::reference_sum_of_ranks(ref.as<float>(), count, dt, team.world_size(), 500, st);
                     testing::fill_random(bufs[0].get(), dt, 1, 1, count, 0, 1, 500 + team.rank(), st);
                     const CudaGraph graph = CudaGraph::capture(st, [&] {
                       for (int k = 1; k <= kCalls; ++k) plan.run(bufs[k - 1].get(), bufs[k].get(), st);
@@ -133,9 +124,10 @@ TEST_P(Dist, AllReduceChainedInACudaGraphReadsEachCallsOutput) {
                       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                       team.check();
                       DeviceBuffer scaled(count * sizeof(float));
-                      for (int k = 1; k <= kCalls; ++k) {
+                      float scale = 1.0f;  // W^(k-1)
+                      for (int k = 1; k <= kCalls; ++k, scale *= W) {
                         TPGEMM_CUDA_CHECK(cudaMemsetAsync(scaled.get(), 0, scaled.bytes(), st));
-                        testing::reference_add(scaled.as<float>(), ref.get(), static_cast<float>(std::pow(W, k - 1)), count, DType::kFP32, st);
+                        testing::reference_add(scaled.as<float>(), ref.get(), scale, count, DType::kFP32, st);
                         const auto d = testing::compare(bufs[k].get(), dt, scaled.as<float>(), 1, count, count, count, 0, st);
                         RANK_EXPECT(d.passes(testing::default_eps(dt)), "allreduce %s count %lld, replay %d, call %d of the "
                                     "chain: rel_err %.2e, %lld non-finite", std::string(to_string(impl)).c_str(),

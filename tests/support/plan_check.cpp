@@ -154,12 +154,8 @@ std::string check_allreduce(const Team& team, int64_t count, DType dtype, AllRed
     const cudaStream_t st = stream.get();
     const size_t bytes = static_cast<size_t>(count) * dtype_size(dtype);
     AllReducePlan plan(team, count, dtype, impl);
-    DeviceBuffer own(bytes), out(bytes), tmp(bytes), ref(static_cast<size_t>(count) * sizeof(float));
-    TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
-    for (int q = 0; q < team.world_size(); ++q) {
-      testing::fill_random(tmp.get(), dtype, 1, 1, count, 0, 1, seed + q + count, st);
-      testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dtype, st);
-    }
+    DeviceBuffer own(bytes), out(bytes), ref(static_cast<size_t>(count) * sizeof(float));
+    testing::reference_sum_of_ranks(ref.as<float>(), count, dtype, team.world_size(), seed + count, st);
     for (int run = 0; run < runs; ++run) {
       testing::fill_random(own.get(), dtype, 1, 1, count, 0, 1, seed + team.rank() + count, st);
       void* dst = in_place ? own.get() : out.get();

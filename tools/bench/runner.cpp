@@ -479,15 +479,10 @@ class Runner {
     base.bytes = s.bytes;
     base.dtype = std::string(to_string(dt));
     const cudaStream_t st = stream_.get();
-    DeviceBuffer in(static_cast<size_t>(count) * es), out(static_cast<size_t>(count) * es), ref, tmp;
+    DeviceBuffer in(static_cast<size_t>(count) * es), out(static_cast<size_t>(count) * es), ref;
     if (cfg_.check) {
       ref = DeviceBuffer(static_cast<size_t>(count) * sizeof(float));
-      tmp = DeviceBuffer(static_cast<size_t>(count) * es);
-      TPGEMM_CUDA_CHECK(cudaMemsetAsync(ref.get(), 0, ref.bytes(), st));
-      for (int q = 0; q < t_.world; ++q) {
-        testing::fill_random(tmp.get(), dt, 1, 1, count, 0, 1, kSeedAllReduce + q, st);
-        testing::reference_add(ref.as<float>(), tmp.get(), 1.0f, count, dt, st);
-      }
+      testing::reference_sum_of_ranks(ref.as<float>(), count, dt, t_.world, kSeedAllReduce, st);
     }
     std::vector<AllReduceImpl> impls = cfg_.allreduce_impls;
     if (impls.empty()) impls = {AllReduceImpl::kNccl, AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot, AllReduceImpl::kAuto};
