@@ -18,10 +18,13 @@ struct AllReduceState;
 
 class AllReducePlan {
  public:
-  // Collective. `count` elements of `dtype` per rank. The symmetric implementations allocate
-  // their staging in NCCL symmetric memory: one-shot 2 W x the message, two-shot about 4 x
-  // (kAuto picks them only up to 64 KB / 16 MB at W > 2, 1 MB / 256 MB at W = 2, and never
-  // beyond 32 ranks).
+  // Collective. Messages of up to `count` elements of `dtype` per rank. With kAuto each call runs
+  // the algorithm its own size calls for: one-shot up to 64 KB (1 MB at W = 2), two-shot up to
+  // 16 MB (256 MB at W = 2), NCCL above that, for counts that are not a multiple of 8 and beyond
+  // 32 ranks. oneshot and twoshot take multiples of 8 only and run every call. The symmetric
+  // algorithms stage in NCCL symmetric memory, one-shot 2 W x the largest message it takes in
+  // this plan, two-shot about 4 x: the plan's own algorithm's is made with the plan, another's
+  // on the first call that takes it (or by prepare()).
   AllReducePlan(const Team& team, int64_t count, DType dtype,
                 AllReduceImpl impl = AllReduceImpl::kAuto);
   ~AllReducePlan();
@@ -35,10 +38,15 @@ class AllReducePlan {
   // replays them in order too). After a Timeout the team has failed: calls already enqueued
   // or replayed from a graph leave `out` undefined; Team::check() reports the failure.
   void run(const void* in, void* out, cudaStream_t stream);
-  // The same for this call's `count` elements (1 to count(), a multiple of 8, the same on every
-  // rank): one plan serves messages of any size up to the one it was made for.
+  // The same for this call's `count` elements (1 to count(), the same on every rank): one plan
+  // serves messages of any size up to the one it was made for. A call whose algorithm is not
+  // made yet makes it (collectively, like the plan); under CUDA-graph capture it cannot: prepare()
+  // first.
   void run(const void* in, void* out, int64_t count, cudaStream_t stream);
-  AllReduceImpl impl() const;
+  // Collective: makes the algorithm that calls of `count` elements run, now, outside any capture.
+  void prepare(int64_t count);
+  AllReduceImpl impl() const;               // the algorithm of a call of count() elements
+  AllReduceImpl impl(int64_t count) const;  // ... of `count` elements
   int64_t count() const;
 
  private:

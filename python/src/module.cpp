@@ -299,6 +299,10 @@ NB_MODULE(_C, m) {
           },
           nb::arg("input"), nb::arg("output"), nb::arg("stream"), nb::arg("count") = 0,
           nb::call_guard<nb::gil_scoped_release>(), "`count`: this call's elements, at most the plan's (0: the plan's).")
+      .def("prepare", &AllReducePlan::prepare, nb::arg("count"), nb::call_guard<nb::gil_scoped_release>(),
+           "Collective: makes the algorithm that calls of `count` elements run, now (outside capture).")
+      .def("impl_for", [](const AllReducePlan& p, int64_t count) { return std::string(to_string(p.impl(count))); },
+           nb::arg("count"), "The algorithm a call of `count` elements runs.")
       .def_prop_ro("impl", [](const AllReducePlan& p) { return std::string(to_string(p.impl())); })
       .def_prop_ro("count", &AllReducePlan::count);
 }

@@ -197,14 +197,23 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
 
 
 def allreduce_plan(group, count, dtype):
+    """The all-reduce plan for a call of `count` elements: one per power of two of the count (at
+    least 8), serving every count up to it (the C++ plan runs each call on the algorithm its size
+    calls for), so their number grows with log count. The algorithm for `count` is made here,
+    outside capture, if it is not yet."""
     e = _entry(group)
     impl = _forced_impl.get("all_reduce", "auto")
-    key = (count, dtype, impl)
+    top = 8
+    while top < count:
+        top *= 2
+    key = (top, dtype, impl)
     p = e.allreduce.get(key)
     if p is None:
-        _no_capture(f"creating the all-reduce plan for {count} elements of {dtype}")
-        p = _C.AllReducePlan(e.team, count, dtype, impl)
+        _no_capture(f"creating the all-reduce plan for up to {top} elements of {dtype}")
+        p = _C.AllReducePlan(e.team, top, dtype, impl)
         e.allreduce[key] = p
+    if not _capturing():
+        p.prepare(count)
     return p
 
 

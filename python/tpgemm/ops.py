@@ -377,13 +377,16 @@ def _all_reduce_call(input, reduce_op, group_name):
 def _all_reduce_kernel(input, reduce_op, group_name):
     if not isinstance(input, torch.Tensor):
         raise InvalidArgument(f"input: expected a torch.Tensor, got {type(input).__name__}")
+    if input.numel() == 0:  # nothing to sum (after the op's own checks)
+        _alpha(reduce_op, T.world_size(group_name))
+        return input.clone()
     key = ("all_reduce", group_name, reduce_op, _layout(input))
     c = _kept(key, lambda: _all_reduce_call(input, reduce_op, group_name))
     if c.plan is None:
         return _all_reduce_torch(input, reduce_op, group_name)
     x = input.contiguous() if c.a_rows else input
     out = torch.empty_like(x)
-    c.plan.run(T.address(x, "input"), T.address(out, "output"), T.stream(input.device.index))
+    c.plan.run(T.address(x, "input"), T.address(out, "output"), T.stream(input.device.index), x.numel())
     return out.div_(T.world_size(group_name)) if reduce_op == "avg" else out
 
 

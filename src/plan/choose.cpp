@@ -323,11 +323,19 @@ std::vector<size_t> near_ties(const std::vector<Choice>& candidates, const std::
 // The all-reduce by message size: one-shot (one store flight, W - 1 copies sent) while latency
 // rules, two-shot (two flights, 2 (W - 1) / W sent) up to where NCCL's ring overtakes it; the
 // bounds come from runs timed back to back and from CUDA graphs (docs/planner.md).
-AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
-  if (topo.world == 1 || !topo.all_lsa_peers || topo.world > kMaxSymmetricWorld) return AllReduceImpl::kNccl;
+int64_t allreduce_largest(AllReduceImpl impl, const Topology& topo) {
+  if (topo.world == 1 || !topo.all_lsa_peers || topo.world > kMaxSymmetricWorld) return 0;
   const bool two = topo.world == 2;
-  if (bytes <= (two ? 1024 : 64) * 1024) return AllReduceImpl::kOneShot;
-  if (bytes <= (two ? 256 : 16) * kMiB) return AllReduceImpl::kTwoShot;
+  switch (impl) {
+    case AllReduceImpl::kOneShot: return (two ? 1024 : 64) * int64_t(1024);
+    case AllReduceImpl::kTwoShot: return (two ? 256 : 16) * kMiB;
+    default: return 0;
+  }
+}
+
+AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
+  if (bytes <= allreduce_largest(AllReduceImpl::kOneShot, topo)) return AllReduceImpl::kOneShot;
+  if (bytes <= allreduce_largest(AllReduceImpl::kTwoShot, topo)) return AllReduceImpl::kTwoShot;
   return AllReduceImpl::kNccl;
 }
 

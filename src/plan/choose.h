@@ -26,7 +26,10 @@ bool pipelined_core_possible(const GemmProblem& p, const Topology& topo);
 // and fills the schedule parameters the options leave open. Assumes the problem is valid.
 Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& options);
 
+// The all-reduce's algorithm for a message of `bytes`, and the largest message it gives one-shot
+// or two-shot on `topo` (0: none; NCCL takes everything larger).
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo);
+int64_t allreduce_largest(AllReduceImpl impl, const Topology& topo);
 
 // Implementations whose calls may have any M up to the problem's (Operands::m): the collective and
 // the matmul apart, each sized per call. The overlapped ones (pipelined_ce, fused) run their M.

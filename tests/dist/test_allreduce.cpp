@@ -90,6 +90,94 @@ TEST_P(Dist, AllReduceCallsBackToBackEachSumTheirOwnInput) {
             0);
 }
 
+// One auto plan for a message that NCCL takes at W = 4 serves calls of any size up to it, each
+// on the algorithm its own size calls for (counts that are not a multiple of 8 on NCCL): eagerly,
+// then replayed from a CUDA graph after prepare(). Capturing a call whose algorithm is not made
+// yet fails on every rank, naming prepare(), and the plan still works after.
+TEST_P(Dist, OneAutoAllReducePlanServesCallsOfAnySize) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              Stream stream = Stream::create();
+              const cudaStream_t st = stream.get();
+              const DType dt = DType::kBF16;
+              const int64_t cap = (int64_t(12) << 20) + 5;  // 24 MB, not a multiple of 8
+              const std::vector<int64_t> counts = {cap, 8, 1001, 4096, int64_t(1) << 20, (int64_t(3) << 20) + 8, 3, cap - 5};
+              const Status s = testsupport::caught([&] {
+                // Calls of `n` elements, each on a fresh random input, every output poisoned first
+                // and compared with the sum; from a CUDA graph where `graphed`.
+                const auto check_calls = [&](AllReducePlan& plan, const std::vector<int64_t>& ns, bool graphed, int seed) {
+                  DeviceBuffer in(cap * 2);
+                  std::vector<DeviceBuffer> outs;
+                  for (size_t c = 0; c < ns.size(); ++c) {
+                    outs.emplace_back(cap * 2);
+                    testing::poison(outs.back().get(), cap, dt, st);
+                  }
+                  std::vector<DeviceBuffer> ins;  // one input per call (a graph reads them at replay)
+                  for (size_t c = 0; c < ns.size(); ++c) {
+                    ins.emplace_back(ns[c] * 2);
+                    testing::fill_random(ins.back().get(), dt, 1, 1, ns[c], 0, 1, seed + 100 * int(c) + team.rank(), st);
+                  }
+                  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                  team.barrier();
+                  const auto enqueue = [&] {
+                    for (size_t c = 0; c < ns.size(); ++c) plan.run(ins[c].get(), outs[c].get(), ns[c], st);
+                  };
+                  if (graphed) CudaGraph::capture(st, enqueue).launch(st);
+                  else enqueue();
+                  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+                  team.check();
+                  for (size_t c = 0; c < ns.size(); ++c) {
+                    DeviceBuffer ref(ns[c] * sizeof(float));
+                    testing::reference_sum_of_ranks(ref.as<float>(), ns[c], dt, team.world_size(), seed + 100 * int(c), st);
+                    const auto d = testing::compare(outs[c].get(), dt, ref.as<float>(), 1, ns[c], ns[c], ns[c], 0, st);
+                    RANK_EXPECT(d.passes(testing::default_eps(dt)), "auto all-reduce plan of %lld, call of %lld (%s)%s: "
+                                "rel_err %.2e, %lld non-finite", (long long)cap, (long long)ns[c],
+                                std::string(to_string(plan.impl(ns[c]))).c_str(), graphed ? ", graphed" : "", d.rel_err,
+                                (long long)d.nonfinite);
+                    // Nothing past the call's own elements written (the next 4096 still poison).
+                    std::vector<uint16_t> after(static_cast<size_t>(std::min<int64_t>(4096, cap - ns[c])));
+                    TPGEMM_CUDA_CHECK(cudaMemcpy(after.data(), static_cast<const uint16_t*>(outs[c].get()) + ns[c],
+                                                 after.size() * 2, cudaMemcpyDeviceToHost));
+                    const auto past = std::count_if(after.begin(), after.end(), [](uint16_t x) { return x != 0xffff; });
+                    RANK_EXPECT(past == 0, "call of %lld wrote %lld elements past its own", (long long)ns[c], (long long)past);
+                    if (ns[c] % 8 != 0)
+                      RANK_EXPECT(plan.impl(ns[c]) == AllReduceImpl::kNccl, "call of %lld elements ran %s, expected nccl",
+                                  (long long)ns[c], std::string(to_string(plan.impl(ns[c]))).c_str());
+                  }
+                };
+                {
+                  AllReducePlan plan(team, cap, dt, AllReduceImpl::kAuto);
+                  RANK_EXPECT(plan.impl() == AllReduceImpl::kNccl, "plan of %lld elements: %s", (long long)cap,
+                              std::string(to_string(plan.impl())).c_str());
+                  check_calls(plan, counts, /*graphed=*/false, 900);
+                }
+                AllReducePlan plan(team, cap - 5, dt, AllReduceImpl::kAuto);
+                const int64_t small = 64;  // one-shot's at any W; not made with the plan (of 24 MB)
+                // A call of more than the plan holds: refused on every rank, naming the count.
+                DeviceBuffer x(cap * 2), y(cap * 2);
+                const Status bad = testsupport::caught([&] { plan.run(x.get(), y.get(), cap, st); });
+                RANK_EXPECT(bad.code == ErrorCode::kInvalidArgument && bad.message.find("count=" + std::to_string(cap)) != std::string::npos,
+                            "a call of %lld elements (the plan holds %lld): %s", (long long)cap, (long long)(cap - 5),
+                            bad.message.c_str());
+                const Status refused = testsupport::caught([&] {
+                  CudaGraph::capture(st, [&] { plan.run(nullptr, nullptr, small, st); });
+                });
+                RANK_EXPECT(refused.code == ErrorCode::kInvalidArgument && refused.message.find("prepare(64)") != std::string::npos,
+                            "capturing a call whose algorithm is not made: %s", refused.message.c_str());
+                team.barrier();
+                for (int64_t n : counts)
+                  if (n <= cap - 5) plan.prepare(n);
+                std::vector<int64_t> graphed;
+                for (int64_t n : counts)
+                  if (n <= cap - 5) graphed.push_back(n);
+                check_calls(plan, graphed, /*graphed=*/true, 1900);
+              });
+              RANK_EXPECT(s.ok(), "auto all-reduce plan of %lld: %s", (long long)cap, s.message.c_str());
+            }),
+            0);
+}
+
 // NOTE [dependent launch]: each call launches while the kernel before it ends, so one that read its
 // input (or its call counter, or the staging) before waiting for that kernel would read stale
 // data. Here each call's input is the output of the call before, with no other kernel between,

@@ -106,10 +106,15 @@ def check_ops(g, W, r):
             check(e < BF16_TOL, f"ar {impl} strided A ({name}): rel err {e:.2e}")
     for impl in ("auto", "nccl", "oneshot", "twoshot"):
         T.set_impl("all_reduce", impl)
-        for count in (8, 4096, 1 << 20):
+        # Counts not a multiple of 8 run on NCCL (auto) or torch's path (the symmetric kernels
+        # forced); 600 to 1024 share one plan (a power of two's).
+        for count in (8, 4096, 1 << 20, 1001, 3, 600, 1024, 5000):
             x = randn(count)
             ref = gather(x[None]).float().sum(0)
             check(rel(ops.all_reduce(x, "sum", g), ref) < 1e-2, f"all_reduce {impl} {count}")
+        plans = [key for key in T._entry(g).allreduce if key[0] == 1024 and key[2] == impl]
+        check(len(plans) == 1, f"all_reduce {impl}: counts 600 to 1024 made {len(plans)} plans of 1024, expected 1")
+    check(ops.all_reduce(randn(0), "sum", g).numel() == 0, "all_reduce of an empty tensor")
     for op in ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce"):
         T.set_impl(op, "auto")
     log(f"ops: {len(failures)} failure(s) so far")

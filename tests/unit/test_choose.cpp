@@ -49,6 +49,23 @@ TEST(Choose, HonoursAnExplicitImplAndOptions) {
   EXPECT_EQ(choose(p, {4, true}, o).comm_sms, 8);
 }
 
+// allreduce_largest (what an AllReducePlan sizes each algorithm's staging for) is the rule's own
+// bound: the largest message the rule gives one-shot or two-shot, none where it gives it nothing.
+TEST(Choose, AllReduceLargestIsTheRulesBound) {
+  for (const Topology topo : {Topology{2, true}, Topology{3, true}, Topology{4, true}, Topology{8, true},
+                              Topology{4, false}, Topology{kMaxSymmetricWorld + 1, true}, Topology{1, true}})
+    for (AllReduceImpl algo : {AllReduceImpl::kOneShot, AllReduceImpl::kTwoShot}) {
+      const int64_t top = allreduce_largest(algo, topo);
+      if (top == 0) {
+        for (int64_t bytes : {int64_t(16), int64_t(1) << 20, int64_t(1) << 34})
+          EXPECT_NE(choose_allreduce(bytes, topo), algo) << topo.world << " " << bytes;
+        continue;
+      }
+      EXPECT_EQ(choose_allreduce(top, topo), algo) << topo.world;
+      EXPECT_NE(choose_allreduce(top + 16, topo), algo) << topo.world;
+    }
+}
+
 TEST(Choose, AllReduceBySize) {
   EXPECT_EQ(choose_allreduce(4096, {4, true}), AllReduceImpl::kOneShot);
   EXPECT_EQ(choose_allreduce(256 * 1024, {4, true}), AllReduceImpl::kTwoShot);

@@ -1,7 +1,9 @@
 // tpgemm::AllReducePlan: NCCL, or the symmetric-memory one-shot / two-shot kernels.
 #include "tpgemm/allreduce.h"
 
+#include <algorithm>
 #include <array>
+#include <map>
 
 #include "comm/team_state.h"
 #include "core/check.h"
@@ -18,19 +20,24 @@ struct AllReduceState {
   uint64_t id = 0;  // TeamState::plans_made when it was made
   int64_t count = 0;
   DType dtype = DType::kBF16;
-  AllReduceImpl impl = AllReduceImpl::kNccl;
-  std::unique_ptr<ops::SymmCollective> symm;
+  AllReduceImpl asked = AllReduceImpl::kAuto;
+  // The symmetric algorithms made so far, each with staging for the largest call it takes.
+  std::map<AllReduceImpl, std::unique_ptr<ops::SymmCollective>> symm;
   std::array<const void*, 2> device_memory{};  // in, out as last found this GPU's (check_device_memory)
 };
 
 namespace {
 
 Status check_allreduce(const TeamState& t, int64_t count, DType dtype, AllReduceImpl impl) {
-  if (count < 1 || count % 8 != 0 || count > (int64_t(1) << 40))
-    return {ErrorCode::kInvalidArgument, strfmt("count=%lld: expected a positive multiple of 8 elements (16-byte vectors), at most 2^40", (long long)count)};
+  if (count < 1 || count > (int64_t(1) << 40))
+    return {ErrorCode::kInvalidArgument, strfmt("count=%lld: expected 1 to 2^40 elements", (long long)count)};
   if (dtype != DType::kBF16 && dtype != DType::kFP16)
     return {ErrorCode::kUnsupported, strfmt("dtype %d: expected bf16 or fp16", static_cast<int>(dtype))};
   const bool symmetric = impl == AllReduceImpl::kOneShot || impl == AllReduceImpl::kTwoShot;
+  if (symmetric && count % 8 != 0)
+    return {ErrorCode::kUnsupported, strfmt("count=%lld with impl=%s: expected a multiple of 8 elements (16-byte "
+                                                "vectors); impl=auto runs other counts on NCCL", (long long)count,
+                                                std::string(to_string(impl)).c_str())};
   if (symmetric && t.world > plan::kMaxSymmetricWorld)
     return {ErrorCode::kUnsupported, strfmt("all-reduce impl %s supports up to %d ranks; this team has %d; use nccl",
                                             std::string(to_string(impl)).c_str(), plan::kMaxSymmetricWorld, t.world)};
@@ -55,6 +62,57 @@ Status check_allreduce_operands(const void* in, const void* out, size_t bytes) {
   return Status::Ok();
 }
 
+// The algorithm of a call of `count` elements (NCCL where the symmetric kernels' 16-byte vectors
+// do not fit it), and the largest call it takes in plan `s`.
+AllReduceImpl algorithm(const AllReduceState& s, int64_t count) {
+  const TeamState& t = *s.team;
+  if (t.world == 1) return AllReduceImpl::kNccl;  // nothing to exchange
+  if (s.asked != AllReduceImpl::kAuto) return s.asked;
+  if (count % 8 != 0) return AllReduceImpl::kNccl;
+  return plan::choose_allreduce(count * static_cast<int64_t>(dtype_size(s.dtype)), {t.world, t.all_lsa});
+}
+int64_t largest_call(const AllReduceState& s, AllReduceImpl algo) {
+  if (s.asked != AllReduceImpl::kAuto) return s.count;
+  const int64_t bytes = plan::allreduce_largest(algo, {s.team->world, s.team->all_lsa});
+  return std::min(s.count, bytes / static_cast<int64_t>(dtype_size(s.dtype))) / 8 * 8;
+}
+
+Status check_call_count(const AllReduceState& s, int64_t count) {
+  if (count < 1 || count > s.count)
+    return {ErrorCode::kInvalidArgument, strfmt("all-reduce count=%lld: expected 1 to the plan's %lld", (long long)count,
+                                                (long long)s.count)};
+  if (count % 8 != 0 && algorithm(s, count) != AllReduceImpl::kNccl)
+    return {ErrorCode::kUnsupported, strfmt("all-reduce count=%lld with impl=%s: expected a multiple of 8 "
+                                                "(16-byte vectors); impl=auto runs other counts on NCCL",
+                                                (long long)count, std::string(to_string(s.asked)).c_str())};
+  return Status::Ok();
+}
+
+// The symmetric algorithm a call of `count` runs; null where it is NCCL or not made yet.
+const ops::SymmCollective* made_for(const AllReduceState& s, int64_t count) {
+  const auto it = s.symm.find(algorithm(s, count));
+  return it == s.symm.end() ? nullptr : it->second.get();
+}
+bool needs_making(const AllReduceState& s, int64_t count) {
+  return algorithm(s, count) != AllReduceImpl::kNccl && made_for(s, count) == nullptr;
+}
+
+// Makes the algorithm of calls of `count` (collective, after the ranks agreed on `mine`).
+void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
+  TeamState& t = *s.team;
+  const AllReduceImpl algo = algorithm(s, count);
+  // The ranks agree on the verdict and the algorithm first: through the host rendezvous where
+  // they are all on this host (a peer in another call fails every rank at once, naming both).
+  const std::string what = strfmt("making the all-reduce's %s for up to %lld elements",
+                                  std::string(to_string(algo)).c_str(), (long long)largest_call(s, algo));
+  if (t.rendezvous != nullptr) t.rendezvous->agree(mine, what.c_str(), s.id, t.host_timeout_ms);
+  else t.agree(mine, what, "an algorithm of the all-reduce plan");
+  t.agree_local("making an algorithm of the all-reduce plan", [&] {  // NOTE [collective construction]
+    s.symm[algo] = std::make_unique<ops::SymmCollective>(
+        s.team, largest_call(s, algo), s.dtype, algo == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
+  });
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -68,20 +126,17 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
                                         std::string(to_string(dtype)).c_str(), std::string(to_string(impl)).c_str()) +
                                  detail::protocol_settings();
   t->agree(local, descriptor, "the all-reduce plan");
-  AllReduceImpl chosen = impl;
-  if (impl == AllReduceImpl::kAuto)
-    chosen = plan::choose_allreduce(count * static_cast<int64_t>(dtype_size(dtype)), {t->world, t->all_lsa});
-  if (t->world == 1) chosen = AllReduceImpl::kNccl;  // nothing to exchange
   auto state = std::make_unique<detail::AllReduceState>();
   state->team = t;
   state->id = id;
   state->count = count;
   state->dtype = dtype;
-  state->impl = chosen;
+  state->asked = impl;
+  const AllReduceImpl own = detail::algorithm(*state, count);  // the plan's own message's
   t->agree_local("building the all-reduce plan", [&] {  // NOTE [collective construction]
-    if (chosen != AllReduceImpl::kNccl)
-      state->symm = std::make_unique<ops::SymmCollective>(
-          t, count, dtype, chosen == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
+    if (own != AllReduceImpl::kNccl)
+      state->symm[own] = std::make_unique<ops::SymmCollective>(
+          t, count, dtype, own == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
   });
   state_ = std::move(state);
 }
@@ -95,26 +150,48 @@ void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
   run(in, out, state_->count, stream);
 }
 
+void AllReducePlan::prepare(int64_t count) {
+  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "prepare() on a moved-from AllReducePlan");
+  detail::AllReduceState& s = *state_;
+  TPGEMM_CUDA_CHECK(cudaSetDevice(s.team->device));
+  Status mine = s.team->failure();
+  if (mine.ok()) mine = detail::check_call_count(s, count);
+  if (mine.ok() && !detail::needs_making(s, count)) return;  // (every rank: the same algorithms)
+  detail::make_algorithm(s, count, mine);
+}
+
 void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t stream) {
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from AllReducePlan");
   detail::AllReduceState& s = *state_;
   detail::TeamState& t = *s.team;
   Status mine = t.failure();  // a failed team stops every rank, not only this one
-  if (mine.ok() && (count < 1 || count > s.count || count % 8 != 0))
-    mine = {ErrorCode::kInvalidArgument, strfmt("all-reduce count=%lld: expected a positive multiple of 8 up to the "
-                                                "plan's %lld", (long long)count, (long long)s.count)};
+  if (mine.ok()) mine = detail::check_call_count(s, count);
   if (mine.ok()) mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(count) * dtype_size(s.dtype));
   if (mine.ok()) mine = t.check_device_memory("in", in, s.device_memory[0]);
   if (mine.ok()) mine = t.check_device_memory("out", out, s.device_memory[1]);
   t.agree_call(mine, "AllReducePlan::run", s.id);
-  if (s.impl == AllReduceImpl::kNccl) {
+  if (detail::needs_making(s, count)) {  // (every rank alike: the same count, the same algorithms made)
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+      throw Error(ErrorCode::kInvalidArgument,
+                  strfmt("AllReducePlan::run of %lld elements under CUDA-graph capture: its algorithm (%s) is not made "
+                         "yet, and making it allocates; call AllReducePlan::prepare(%lld) before capturing",
+                         (long long)count, std::string(to_string(detail::algorithm(s, count))).c_str(), (long long)count));
+    detail::make_algorithm(s, count, Status::Ok());  // collective, like the plan
+  }
+  const ops::SymmCollective* symm = detail::made_for(s, count);
+  if (symm == nullptr) {
     TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
     return;
   }
-  s.symm->run(in, out, nullptr, 0.0f, stream, count);  // copies `in` into symmetric memory itself
+  symm->run(in, out, nullptr, 0.0f, stream, count);  // copies `in` into symmetric memory itself
 }
 
-AllReduceImpl AllReducePlan::impl() const { return state_ ? state_->impl : AllReduceImpl::kNccl; }
+AllReduceImpl AllReducePlan::impl() const { return state_ ? detail::algorithm(*state_, state_->count) : AllReduceImpl::kNccl; }
+AllReduceImpl AllReducePlan::impl(int64_t count) const {
+  return state_ ? detail::algorithm(*state_, count) : AllReduceImpl::kNccl;
+}
 int64_t AllReducePlan::count() const { return state_ ? state_->count : 0; }
 
 }  // namespace tpgemm
