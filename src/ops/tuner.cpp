@@ -21,10 +21,12 @@ namespace {
 constexpr int kMinTimed = 3, kMaxTimed = 10, kMinPerGraph = 4, kMaxPerGraph = 20;
 constexpr double kGraphMs = 2.0;
 constexpr int64_t kDefaultBudgetMs = 500;  // for the timed calls of all candidates together
-// NOTE [runoff]: within 3% of the pick, at most three, a replay of each in turn, as many rounds as
-// half the budget allows within these bounds.
-constexpr double kRunoff = 1.03;
-constexpr size_t kRunoffMax = 3;
+// NOTE [runoff]: within 8% of the pick, at most four, a replay of each in turn, each replay as many
+// calls as last about kRunoffGraphMs (up to kMaxPerGraph), as many rounds as half the budget
+// allows within these bounds.
+constexpr double kRunoff = 1.08;
+constexpr size_t kRunoffMax = 4;
+constexpr double kRunoffGraphMs = 10.0;
 constexpr int kMinRounds = 3, kMaxRounds = 7;
 
 // One rank's operands for the problem: random A, B and C, each rank's its own (as in use: identical
@@ -148,21 +150,30 @@ float time_calls(TeamState& t, Graphed& g, const Operands& o, const comm::StartL
 }
 
 // NOTE [runoff]
-// Candidates timed one after another can swap places by a few percent when timed again (clocks,
-// the memory each was given, what ran before), which on a near tie picks the slower one. So the
-// pick and the candidates within kRunoff of its time (plan::near_ties: at most kRunoffMax) are
-// built again together and timed in alternation, a replay of each in turn, as many rounds as half
-// the budget allows (kMinRounds to kMaxRounds): each one's median, slowest rank, decides among
-// them with the same tie rules (plan::fastest). Where they cannot all be built at once (memory),
-// the first timing stands.
+// The first timings rank candidates each timed alone in short replays, with the GPU idle in
+// between. Calls that run back to back for longer draw the GPU down to the clock its power
+// allows, and not every implementation alike: at W=2, from 4-call to 60-call replays in
+// alternation, one shape's times rose 1.5% for gemm_twoshot and 10% for pipelined_ce, another's
+// 17% for fused (docs/planner.md). So the pick and the candidates within kRunoff of its time
+// (plan::near_ties: at most kRunoffMax) are built again together and timed in alternation, a
+// replay of each in turn, each replay lasting about kRunoffGraphMs, as many rounds as half the
+// budget allows (kMinRounds to kMaxRounds): each one's median, slowest rank, decides among them
+// with the same tie rules (plan::fastest). Where they cannot all be built at once (memory), the
+// first timing stands.
 int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProblem& p,
            const std::vector<plan::Choice>& candidates, const std::vector<double>& times, const std::vector<int>& per_graph,
            double budget_ms, const Operands& o, const comm::StartLine& line, cudaStream_t stream, std::string& table) {
   const int first = plan::fastest(candidates, times);
   const std::vector<size_t> close = plan::near_ties(candidates, times, kRunoff, kRunoffMax);
   if (close.empty()) return first;
-  double round_ms = 0;  // (the same on every rank: from the agreed times)
-  for (size_t i : close) round_ms += times[i] * per_graph[i];
+  // Calls per replay and the time of a round: the same on every rank (from the agreed times).
+  std::vector<int> calls;
+  double round_ms = 0;
+  for (size_t i : close) {
+    calls.push_back(std::max(per_graph[i], static_cast<int>(std::clamp<double>(std::ceil(kRunoffGraphMs / times[i]),
+                                                                              kMinPerGraph, kMaxPerGraph))));
+    round_ms += times[i] * calls.back();
+  }
   const int rounds = static_cast<int>(std::clamp<double>(budget_ms / 2 / round_ms, kMinRounds, kMaxRounds));
   std::vector<Graphed> g(close.size());
   std::vector<float> mine(close.size(), -1);
@@ -170,7 +181,7 @@ int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProbl
     t.agree_local("building the runoff's candidates", [&] {
       for (size_t j = 0; j < close.size(); ++j) {
         g[j].impl = make_impl({team, p, candidates[close[j]]});
-        g[j].per_graph = per_graph[close[j]];
+        g[j].per_graph = calls[j];
       }
     });
     t.barrier();
