@@ -97,7 +97,15 @@ bool needs_making(const AllReduceState& s, int64_t count) {
   return algorithm(s, count) != AllReduceImpl::kNccl && made_for(s, count) == nullptr;
 }
 
-// Makes the algorithm of calls of `count` (collective, after the ranks agreed on `mine`).
+// Algorithm `algo` of plan `s` with its staging (collective).
+std::unique_ptr<ops::SymmCollective> build(const AllReduceState& s, AllReduceImpl algo) {
+  return std::make_unique<ops::SymmCollective>(s.team, largest_call(s, algo), s.dtype,
+                                               algo == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot
+                                                                                : ops::SymmAlgo::kOneShot);
+}
+
+// Makes the algorithm of calls of `count` (collective, after the ranks agreed on `mine`); kept
+// only where every rank made it.
 void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
   TeamState& t = *s.team;
   const AllReduceImpl algo = algorithm(s, count);
@@ -107,10 +115,9 @@ void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
                                   std::string(to_string(algo)).c_str(), (long long)largest_call(s, algo));
   if (t.rendezvous != nullptr) t.rendezvous->agree(mine, what.c_str(), s.id, t.host_timeout_ms);
   else t.agree(mine, what, "an algorithm of the all-reduce plan");
-  t.agree_local("making an algorithm of the all-reduce plan", [&] {  // NOTE [collective construction]
-    s.symm[algo] = std::make_unique<ops::SymmCollective>(
-        s.team, largest_call(s, algo), s.dtype, algo == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
-  });
+  std::unique_ptr<ops::SymmCollective> made;
+  t.agree_local("making an algorithm of the all-reduce plan", [&] { made = build(s, algo); });  // NOTE [collective construction]
+  s.symm[algo] = std::move(made);
 }
 
 }  // namespace
@@ -134,9 +141,7 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   state->asked = impl;
   const AllReduceImpl own = detail::algorithm(*state, count);  // the plan's own message's
   t->agree_local("building the all-reduce plan", [&] {  // NOTE [collective construction]
-    if (own != AllReduceImpl::kNccl)
-      state->symm[own] = std::make_unique<ops::SymmCollective>(
-          t, count, dtype, own == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
+    if (own != AllReduceImpl::kNccl) state->symm[own] = detail::build(*state, own);
   });
   state_ = std::move(state);
 }
