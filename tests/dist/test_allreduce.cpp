@@ -160,6 +160,16 @@ TEST_P(Dist, OneAutoAllReducePlanServesCallsOfAnySize) {
                 RANK_EXPECT(bad.code == ErrorCode::kInvalidArgument && bad.message.find("count=" + std::to_string(cap)) != std::string::npos,
                             "a call of %lld elements (the plan holds %lld): %s", (long long)cap, (long long)(cap - 5),
                             bad.message.c_str());
+                // A different count on each rank (the harness checks calls collectively): every rank
+                // hears of it before anything runs, and `out` is left as it was.
+                testing::poison(y.get(), cap, dt, st);
+                const Status apart = testsupport::caught([&] { plan.run(x.get(), y.get(), team.rank() == 0 ? 64 : 128, st); });
+                RANK_EXPECT(apart.code == ErrorCode::kInvalidArgument && apart.message.find("different collective calls") != std::string::npos
+                                && apart.message.find("count=128") != std::string::npos,
+                            "counts 64 and 128 on different ranks: %s", apart.message.c_str());
+                std::vector<uint16_t> y_host(4096);
+                TPGEMM_CUDA_CHECK(cudaMemcpy(y_host.data(), y.get(), y_host.size() * 2, cudaMemcpyDeviceToHost));
+                RANK_EXPECT(std::count(y_host.begin(), y_host.end(), uint16_t(0xffff)) == 4096, "the refused call wrote `out`");
                 const Status refused = testsupport::caught([&] {
                   CudaGraph::capture(st, [&] { plan.run(nullptr, nullptr, small, st); });
                 });

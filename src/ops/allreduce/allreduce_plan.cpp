@@ -174,7 +174,12 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   if (mine.ok()) mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(count) * dtype_size(s.dtype));
   if (mine.ok()) mine = t.check_device_memory("in", in, s.device_memory[0]);
   if (mine.ok()) mine = t.check_device_memory("out", out, s.device_memory[1]);
-  t.agree_call(mine, "AllReducePlan::run", s.id);
+  if (t.collective_calls) {  // the ranks compare the plan and the call's count (a different count fails on every rank)
+    const std::string what = strfmt("AllReducePlan::run with count=%lld", (long long)count);
+    t.agree_call(mine, what.c_str(), s.id);
+  } else {
+    t.agree_call(mine, "AllReducePlan::run", s.id);
+  }
   if (detail::needs_making(s, count)) {  // (every rank alike: the same count, the same algorithms made)
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
