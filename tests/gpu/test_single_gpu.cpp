@@ -12,6 +12,7 @@
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
 #include "testing/testing.h"
+#include "tpgemm/allreduce.h"
 
 namespace tpgemm {
 namespace {
@@ -158,6 +159,35 @@ TEST(TeamOfOne, BadOperandsThrowAndLeaveDUntouched) {
   std::vector<uint16_t> host(64 * 64);
   TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), d.get(), host.size() * 2, cudaMemcpyDeviceToHost));
   for (uint16_t v : host) ASSERT_EQ(v, 0xFFFF) << "a rejected call wrote D";
+}
+
+// The all-reduce on a team of one: every call a copy of its input, whatever its count (any count
+// up to the plan's with auto; a multiple of 8 with the symmetric kernels asked for by name).
+TEST(TeamOfOne, AllReduceOfAnyCountIsItsInput) {
+  TPGEMM_REQUIRE_GPUS(1);
+  Stream stream = Stream::create();
+  const cudaStream_t st = stream.get();
+  const int64_t cap = 1001;
+  AllReducePlan plan(solo(), cap, DType::kBF16, AllReduceImpl::kAuto);
+  DeviceBuffer in(cap * 2), out(cap * 2);
+  std::vector<uint16_t> want(cap), got(cap);
+  for (int64_t n : {cap, int64_t(8), int64_t(3), int64_t(1000)}) {
+    testing::fill_random(in.get(), DType::kBF16, 1, 1, n, 0, 1, 40 + n, st);
+    testing::poison(out.get(), cap, DType::kBF16, st);
+    plan.prepare(n);
+    plan.run(in.get(), out.get(), n, st);
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(want.data(), in.get(), cap * 2, cudaMemcpyDeviceToHost, st));
+    TPGEMM_CUDA_CHECK(cudaMemcpyAsync(got.data(), out.get(), cap * 2, cudaMemcpyDeviceToHost, st));
+    TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+    for (int64_t i = 0; i < cap; ++i)
+      ASSERT_EQ(got[i], i < n ? want[i] : uint16_t(0xFFFF)) << "call of " << n << " elements, element " << i;
+  }
+  const Status over = testsupport::caught([&] { plan.run(in.get(), out.get(), cap + 1, st); });
+  EXPECT_EQ(over.code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(over.message.find("count=1002"), std::string::npos) << over.message;
+  const Status odd = testsupport::caught([&] { AllReducePlan named(solo(), cap, DType::kBF16, AllReduceImpl::kOneShot); });
+  EXPECT_EQ(odd.code, ErrorCode::kUnsupported);
+  EXPECT_NE(odd.message.find("multiple of 8"), std::string::npos) << odd.message;
 }
 
 TEST(TeamOfOne, UnsupportedShapesAreRejectedWithTheReason) {
