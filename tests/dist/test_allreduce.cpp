@@ -171,7 +171,7 @@ TEST_P(Dist, OneAutoAllReducePlanServesCallsOfAnySize) {
                 TPGEMM_CUDA_CHECK(cudaMemcpy(y_host.data(), y.get(), y_host.size() * 2, cudaMemcpyDeviceToHost));
                 RANK_EXPECT(std::count(y_host.begin(), y_host.end(), uint16_t(0xffff)) == 4096, "the refused call wrote `out`");
                 const Status refused = testsupport::caught([&] {
-                  CudaGraph::capture(st, [&] { plan.run(nullptr, nullptr, small, st); });
+                  CudaGraph::capture(st, [&] { plan.run(x.get(), y.get(), small, st); });
                 });
                 RANK_EXPECT(refused.code == ErrorCode::kInvalidArgument && refused.message.find("prepare(64)") != std::string::npos,
                             "capturing a call whose algorithm is not made: %s", refused.message.c_str());
