@@ -31,7 +31,7 @@ class AllReducePlan {
   AllReducePlan(AllReducePlan&&) noexcept;
   AllReducePlan& operator=(AllReducePlan&&) noexcept;
 
-  // out = sum over ranks of in: any device buffers of `count` elements, 16-byte aligned;
+  // out = sum over ranks of in: any device buffers of `count` elements (aligned as below);
   // `out` may equal `in` (else they must not overlap). The symmetric kernels copy `in` into
   // their own symmetric memory as they start (nothing to register or write beforehand).
   // Successive calls of one plan must be ordered: issue them on one stream (a CUDA graph
@@ -40,8 +40,9 @@ class AllReducePlan {
   void run(const void* in, void* out, cudaStream_t stream);
   // The same for this call's `count` elements (1 to count(), the same on every rank): one plan
   // serves messages of any size up to the one it was made for. A call whose algorithm is not
-  // made yet makes it (collectively, like the plan); under CUDA-graph capture it cannot: prepare()
-  // first.
+  // made yet makes it (collectively, like the plan); under CUDA-graph capture, where nothing can
+  // be made, it runs the plan's own algorithm instead: prepare() first to capture its own.
+  // Symmetric kernels need `in` and `out` 16-byte aligned; NCCL's calls take any alignment.
   void run(const void* in, void* out, int64_t count, cudaStream_t stream);
   // Collective: makes the algorithm that calls of `count` elements run, now, outside any capture.
   void prepare(int64_t count);

@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 from . import _C
-from ._errors import InvalidArgument
+from ._errors import InvalidArgument, Unsupported
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 # The scaled (FP8) ops: their operands' type, and the output types tpgemm writes from it.
@@ -203,6 +203,9 @@ def allreduce_plan(group, count, dtype):
     outside capture, if it is not yet."""
     e = _entry(group)
     impl = _forced_impl.get("all_reduce", "auto")
+    if impl in ("oneshot", "twoshot") and count % 8:
+        raise Unsupported(f"all_reduce of {count} elements with impl={impl}: the symmetric kernels take multiples "
+                          "of 8 elements")
     top = 8
     while top < count:
         top *= 2

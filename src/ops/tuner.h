@@ -13,8 +13,8 @@
 // time, since a collective ends with its last rank. Every rank has the same table, so every rank
 // keeps the same winner, the fastest, where an earlier candidate wins a tie within 1%, and the
 // baseline (the first) within 2%: the tuner's own noise never moves a shape off the baseline.
-// Near ties are timed again side by side, in replays long enough to meet the clock of sustained
-// calls (NOTE [runoff], tuner.cpp). Each candidate is freed as
+// Near ties are timed again side by side, in replays of up to 20 calls or about 10 ms, nearer the
+// clock of sustained calls (NOTE [runoff], tuner.cpp). Each candidate is freed as
 // soon as it is timed, and the plan builds the winner afresh once the tuner's operands are freed too: the
 // instance that was timed (its first calls run on the tuner's stream and graphs, beside the
 // tuner's memory) measured slower per call than a fresh one on calls of a few microseconds

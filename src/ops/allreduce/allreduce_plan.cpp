@@ -50,10 +50,11 @@ Status check_allreduce(const TeamState& t, int64_t count, DType dtype, AllReduce
   return Status::Ok();
 }
 
-Status check_allreduce_operands(const void* in, const void* out, size_t bytes) {
+// `vectors`: the call runs a symmetric kernel, which moves 16-byte vectors.
+Status check_allreduce_operands(const void* in, const void* out, size_t bytes, bool vectors) {
   if (in == nullptr || out == nullptr)
     return {ErrorCode::kInvalidArgument, strfmt("all-reduce %s is null: expected a device pointer", in == nullptr ? "in" : "out")};
-  if (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0)
+  if (vectors && (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0))
     return {ErrorCode::kInvalidArgument, strfmt("all-reduce in=%p out=%p: both must be 16-byte aligned", in, out)};
   const auto a = reinterpret_cast<uintptr_t>(in), b = reinterpret_cast<uintptr_t>(out);
   if (a != b && a < b + bytes && b < a + bytes)
@@ -88,13 +89,10 @@ Status check_call_count(const AllReduceState& s, int64_t count) {
   return Status::Ok();
 }
 
-// The symmetric algorithm a call of `count` runs; null where it is NCCL or not made yet.
-const ops::SymmCollective* made_for(const AllReduceState& s, int64_t count) {
-  const auto it = s.symm.find(algorithm(s, count));
-  return it == s.symm.end() ? nullptr : it->second.get();
-}
+// Whether the symmetric algorithm of calls of `count` is still to be made.
 bool needs_making(const AllReduceState& s, int64_t count) {
-  return algorithm(s, count) != AllReduceImpl::kNccl && made_for(s, count) == nullptr;
+  const AllReduceImpl algo = algorithm(s, count);
+  return algo != AllReduceImpl::kNccl && s.symm.count(algo) == 0;
 }
 
 // Algorithm `algo` of plan `s` with its staging (collective).
@@ -161,8 +159,8 @@ void AllReducePlan::prepare(int64_t count) {
   TPGEMM_CUDA_CHECK(cudaSetDevice(s.team->device));
   Status mine = s.team->failure();
   if (mine.ok()) mine = detail::check_call_count(s, count);
-  if (mine.ok() && !detail::needs_making(s, count)) return;  // (every rank: the same algorithms)
-  detail::make_algorithm(s, count, mine);
+  if (!mine.ok()) throw Error(mine);  // (a peer that goes on to make the algorithm waits, bounded, and names this rank)
+  if (detail::needs_making(s, count)) detail::make_algorithm(s, count, mine);  // (every rank: the same algorithms)
 }
 
 void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t stream) {
@@ -171,31 +169,39 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   detail::TeamState& t = *s.team;
   Status mine = t.failure();  // a failed team stops every rank, not only this one
   if (mine.ok()) mine = detail::check_call_count(s, count);
-  if (mine.ok()) mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(count) * dtype_size(s.dtype));
+  AllReduceImpl algo = mine.ok() ? detail::algorithm(s, count) : AllReduceImpl::kNccl;
+  if (mine.ok())
+    mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(count) * dtype_size(s.dtype),
+                                            /*vectors=*/algo != AllReduceImpl::kNccl);
   if (mine.ok()) mine = t.check_device_memory("in", in, s.device_memory[0]);
   if (mine.ok()) mine = t.check_device_memory("out", out, s.device_memory[1]);
-  if (t.collective_calls) {  // the ranks compare the plan and the call's count (a different count fails on every rank)
-    const std::string what = strfmt("AllReducePlan::run with count=%lld", (long long)count);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (mine.ok()) {
+    try {  // (a bad stream is this rank's verdict, which its peers hear of)
+      TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    } catch (const Error& e) {
+      mine = e.status();
+    }
+  }
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  if (t.collective_calls) {  // the ranks compare the plan, the call's count and capture (any difference fails every rank)
+    const std::string what = strfmt("AllReducePlan::run with count=%lld%s", (long long)count, capturing ? " captured" : "");
     t.agree_call(mine, what.c_str(), s.id);
   } else {
     t.agree_call(mine, "AllReducePlan::run", s.id);
   }
-  if (detail::needs_making(s, count)) {  // (every rank alike: the same count, the same algorithms made)
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone)
-      throw Error(ErrorCode::kInvalidArgument,
-                  strfmt("AllReducePlan::run of %lld elements under CUDA-graph capture: its algorithm (%s) is not made "
-                         "yet, and making it allocates; call AllReducePlan::prepare(%lld) before capturing",
-                         (long long)count, std::string(to_string(detail::algorithm(s, count))).c_str(), (long long)count));
-    detail::make_algorithm(s, count, Status::Ok());  // collective, like the plan
+  if (detail::needs_making(s, count)) {
+    // Under capture nothing can be made (it allocates): the call runs the plan's own algorithm,
+    // made with the plan for its whole count (or NCCL). prepare() first captures the faster one.
+    if (capturing) algo = detail::algorithm(s, s.count);
+    else detail::make_algorithm(s, count, Status::Ok());  // collective, like the plan
   }
-  const ops::SymmCollective* symm = detail::made_for(s, count);
-  if (symm == nullptr) {
+  const auto it = s.symm.find(algo);
+  if (it == s.symm.end()) {
     TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(count), ops::nccl_type(s.dtype), ncclSum, t.comm, stream));
     return;
   }
-  symm->run(in, out, nullptr, 0.0f, stream, count);  // copies `in` into symmetric memory itself
+  it->second->run(in, out, nullptr, 0.0f, stream, count);  // copies `in` into symmetric memory itself
 }
 
 AllReduceImpl AllReducePlan::impl() const { return state_ ? detail::algorithm(*state_, state_->count) : AllReduceImpl::kNccl; }
