@@ -177,9 +177,7 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     top = m
     if len(exact) >= _EXACT_PLANS_PER_SHAPE:
         unit = e.team.world_size if op in ("ag_gemm", "gemm_rs") and shard_dim == "m" else 1
-        top = unit
-        while top < m:
-            top *= 2
+        top = _doubling_at_least(unit, m)
         p = e.plans.get(shape + (top,))
     if p is None:
         _no_capture(f"creating the plan for {op} M={top} N={n} K={k} {dtype}")
@@ -196,6 +194,14 @@ def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", retur
     return PlanCall(p, m)
 
 
+def _doubling_at_least(unit, n):
+    """unit x the least power of two that reaches n: the top of n's range of plans."""
+    top = unit
+    while top < n:
+        top *= 2
+    return top
+
+
 def allreduce_plan(group, count, dtype):
     """The all-reduce plan for a call of `count` elements: one per power of two of the count (at
     least 8), serving every count up to it (the C++ plan runs each call on the algorithm its size
@@ -206,9 +212,7 @@ def allreduce_plan(group, count, dtype):
     if impl in ("oneshot", "twoshot") and count % 8:
         raise Unsupported(f"all_reduce of {count} elements with impl={impl}: the symmetric kernels take multiples "
                           "of 8 elements")
-    top = 8
-    while top < count:
-        top *= 2
+    top = _doubling_at_least(8, count)
     key = (top, dtype, impl)
     p = e.allreduce.get(key)
     if p is None:

@@ -377,7 +377,7 @@ def _all_reduce_call(input, reduce_op, group_name):
 def _all_reduce_kernel(input, reduce_op, group_name):
     if not isinstance(input, torch.Tensor):
         raise InvalidArgument(f"input: expected a torch.Tensor, got {type(input).__name__}")
-    if input.numel() == 0:  # nothing to sum (after the op's own checks)
+    if input.numel() == 0:  # nothing to sum (reduce_op still checked)
         _alpha(reduce_op, T.world_size(group_name))
         return input.clone()
     key = ("all_reduce", group_name, reduce_op, _layout(input))

@@ -204,7 +204,7 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   it->second->run(in, out, nullptr, 0.0f, stream, count);  // copies `in` into symmetric memory itself
 }
 
-AllReduceImpl AllReducePlan::impl() const { return state_ ? detail::algorithm(*state_, state_->count) : AllReduceImpl::kNccl; }
+AllReduceImpl AllReducePlan::impl() const { return impl(count()); }
 AllReduceImpl AllReducePlan::impl(int64_t count) const {
   return state_ ? detail::algorithm(*state_, count) : AllReduceImpl::kNccl;
 }
