@@ -20,8 +20,10 @@ class AllReducePlan {
  public:
   // Collective. Messages of up to `count` elements of `dtype` per rank. With kAuto each call runs
   // the algorithm its own size calls for: one-shot up to 64 KB (1 MB at W = 2), two-shot up to
-  // 16 MB (256 MB at W = 2), NCCL above that, for counts that are not a multiple of 8 and beyond
-  // 32 ranks. oneshot and twoshot take multiples of 8 only and run every call. The symmetric
+  // 16 MB (256 MB at W = 2), NCCL above that, and for counts that are not a multiple of 8, on one
+  // rank (nothing to exchange), beyond 32 ranks and where not every rank is an NVLink peer.
+  // oneshot and twoshot take plan and call counts that are multiples of 8 only and run every call
+  // (on one rank, NCCL does, and takes any count). The symmetric
   // algorithms stage in NCCL symmetric memory, one-shot 2 W x the largest message it takes in
   // this plan, two-shot about 4 x: the plan's own algorithm's is made with the plan, another's
   // on the first call that takes it (or by prepare()).
@@ -46,8 +48,11 @@ class AllReducePlan {
   void run(const void* in, void* out, int64_t count, cudaStream_t stream);
   // Collective: makes the algorithm that calls of `count` elements run, now, outside any capture.
   void prepare(int64_t count);
-  AllReduceImpl impl() const;               // the algorithm of a call of count() elements
-  AllReduceImpl impl(int64_t count) const;  // ... of `count` elements
+  // The algorithm of a call of count() elements, and of `count` (1 to count(); else
+  // InvalidArgument) elements; under capture, a call whose algorithm is not made yet runs the
+  // plan's own, impl(), instead (run() above).
+  AllReduceImpl impl() const;
+  AllReduceImpl impl(int64_t count) const;
   int64_t count() const;
 
  private:

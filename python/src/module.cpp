@@ -5,11 +5,13 @@
 // releases the GIL. tpgemm::Error becomes the Python class registered for its code
 // (tpgemm/_errors.py), carrying the code's name in `.code`.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
 #include <array>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "tpgemm/tpgemm.h"
@@ -294,11 +296,12 @@ NB_MODULE(_C, m) {
           "Collective: `count` elements per rank (see tpgemm/allreduce.h).")
       .def(
           "run",
-          [](AllReducePlan& self, uintptr_t in, uintptr_t out, uintptr_t stream, int64_t count) {
-            self.run(ptr(in), ptr(out), count > 0 ? count : self.count(), stream_of(stream));
+          [](AllReducePlan& self, uintptr_t in, uintptr_t out, uintptr_t stream, std::optional<int64_t> count) {
+            self.run(ptr(in), ptr(out), count.value_or(self.count()), stream_of(stream));
           },
-          nb::arg("input"), nb::arg("output"), nb::arg("stream"), nb::arg("count") = 0,
-          nb::call_guard<nb::gil_scoped_release>(), "`count`: this call's elements, at most the plan's (0: the plan's).")
+          nb::arg("input"), nb::arg("output"), nb::arg("stream"), nb::arg("count") = nb::none(),
+          nb::call_guard<nb::gil_scoped_release>(),
+          "`count`: this call's elements, 1 to the plan's (None: the plan's).")
       .def("prepare", &AllReducePlan::prepare, nb::arg("count"), nb::call_guard<nb::gil_scoped_release>(),
            "Collective: makes the algorithm that calls of `count` elements run, now (outside capture).")
       .def("impl_for", [](const AllReducePlan& p, int64_t count) { return std::string(to_string(p.impl(count))); },

@@ -155,7 +155,8 @@ class PlanCall:
 # never in NCCL, so the same inputs give the same bits call after call. Whether torch asks for it is
 # part of every cache key here and in ops.py, so switching it mid-run makes (or finds) the other
 # plans; a problem only NCCL's sum serves then takes torch's path, whose collectives are NCCL's
-# (so are the all_reduce op's for large messages): the promise holds where tpgemm runs the op.
+# (so are the all_reduce op's where its plan runs NCCL: large messages, counts that are not a
+# multiple of 8): the promise holds where tpgemm's own kernels run the op.
 def plan(group, op, m, n, k, dtype, b_layout, *, alpha=1.0, shard_dim="m", return_gathered_a=False, out_dtype="",
          scale="tensor", b_dtype="", lda=0):
     """The cached Plan for this problem on the group's team, made (collectively) on first use.

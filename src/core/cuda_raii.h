@@ -52,6 +52,27 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Makes `device` current for its scope and the caller's device current again after it: for a
+// call that may allocate (a plan's lazily made parts) on a thread whose current device is not the
+// plan's, without leaving the caller's device changed.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    TPGEMM_CUDA_CHECK(cudaGetDevice(&caller_));
+    if (caller_ != device) TPGEMM_CUDA_CHECK(cudaSetDevice(device));
+    changed_ = caller_ != device;
+  }
+  ~DeviceScope() {
+    if (changed_) cudaSetDevice(caller_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int caller_ = 0;
+  bool changed_ = false;
+};
+
 class Stream {
  public:
   Stream() = default;

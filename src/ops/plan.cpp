@@ -303,21 +303,29 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   GemmProblem call = s.problem;
   call.m = o.m;
   Status mine = t.failure();  // a failed team stops every rank, not only this one
-  if (mine.ok()) mine = plan::check_call_m(s.problem, t.world, o.m);
+  const Status m_ok = plan::check_call_m(s.problem, t.world, o.m);
+  if (mine.ok()) mine = m_ok;
   if (mine.ok()) mine = plan::validate_operands(call, t.world, o, s.return_gathered_a);
   const std::array<const void*, 7> ptrs = {o.a, o.b, s.problem.has_c ? o.c : nullptr, o.d,
                                            s.return_gathered_a ? o.a_gathered : nullptr, o.a_scale, o.b_scale};
   constexpr const char* kNames[] = {"A", "B", "C", "D", "A_gathered", "a_scale", "b_scale"};
   for (size_t i = 0; i < ptrs.size() && mine.ok(); ++i) mine = t.check_device_memory(kNames[i], ptrs[i], s.device_memory[i]);
-  detail::Route* route = mine.ok() ? detail::route_for(s, o.m) : &s.main;
+  // A rank whose call is bad but whose M is valid still takes part in making M's range, where its
+  // peers (with the same M) are about to: it tells them there, instead of leaving them waiting.
+  detail::Route* route = m_ok.ok() ? detail::route_for(s, o.m) : &s.main;
   if (route == nullptr) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    try {  // (a bad stream is this rank's verdict, which its peers hear of in make_range)
+      TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    } catch (const Error& e) {
+      if (mine.ok()) mine = e.status();
+    }
     if (capture != cudaStreamCaptureStatusNone)  // every rank alike: they made the same ranges
       throw Error(ErrorCode::kInvalidArgument,
                   strfmt("Plan::run with Operands::m=%lld under CUDA-graph capture: the implementation for its range "
                          "(M up to %lld) is not made yet, and making it allocates; call Plan::prepare(%lld) before "
                          "capturing", (long long)o.m, (long long)plan::range_top(s.problem, t.world, o.m), (long long)o.m));
+    const DeviceScope device(t.device);  // (it allocates on the plan's GPU, whatever the caller's current one)
     route = &detail::make_range(s, o.m, mine);  // collective, like the plan; agrees on `mine` first
   }
   // Checked collectively, a call runs directly, its prologue before the rendezvous; checked

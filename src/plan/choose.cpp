@@ -334,8 +334,8 @@ int64_t allreduce_largest(AllReduceImpl impl, const Topology& topo) {
 }
 
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo) {
-  if (bytes <= allreduce_largest(AllReduceImpl::kOneShot, topo)) return AllReduceImpl::kOneShot;
-  if (bytes <= allreduce_largest(AllReduceImpl::kTwoShot, topo)) return AllReduceImpl::kTwoShot;
+  if (bytes > 0 && bytes <= allreduce_largest(AllReduceImpl::kOneShot, topo)) return AllReduceImpl::kOneShot;
+  if (bytes > 0 && bytes <= allreduce_largest(AllReduceImpl::kTwoShot, topo)) return AllReduceImpl::kTwoShot;
   return AllReduceImpl::kNccl;
 }
 

@@ -342,6 +342,50 @@ TEST(DistErrors, ATeamWhoseExchangeTimedOutTearsDownWithoutHanging) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
 }
 
+// Calls checked locally: a call that makes part of a plan (a range of M, an all-reduce algorithm)
+// is still collective. A rank whose call is bad takes part in that making with its verdict, so its
+// peers stop at once with its error instead of waiting out the host bound for it.
+TEST(DistErrors, ABadCallWherePeersMakePartOfThePlanStopsThemAtOnce) {
+  TPGEMM_REQUIRE_GPUS(2);
+  TeamOptions to;
+  to.host_timeout_ms = 60000;
+  to.call_check = TeamOptions::CallCheck::kLocal;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
+              Stream stream = Stream::create();
+              const bool bad = team.rank() == 1;
+              const auto expect_stop = [&](const Status& s, const char* call, const char* named) {
+                if (bad)
+                  RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, named), "%s: %s", call, s.message.c_str());
+                else
+                  RANK_EXPECT(s.code == ErrorCode::kPeerFailure && has(s, "rank 1"), "%s: %s", call, s.message.c_str());
+              };
+              // A gemm_ar plan for 16384 rows; a call of one row makes its range. Rank 1 passes no D.
+              GemmProblem p = small(Op::kGemmAr);
+              p.m = 16384;
+              Plan plan(team, p);
+              DeviceBuffer a(p.k * 2), b(p.n * p.k * 2), d(p.n * 2);
+              Operands o{a.get(), b.get(), nullptr, bad ? nullptr : d.get(), nullptr, 1};
+              expect_stop(caught([&] { plan.run(o, stream.get()); }), "Plan::run of one row", "D is null");
+              // An all-reduce plan of 24 MB; a call of 64 elements makes its one-shot. Rank 1's
+              // output is not 16-byte aligned.
+              const int64_t count = int64_t(12) << 20;
+              AllReducePlan ar(team, count, DType::kBF16);
+              DeviceBuffer x(count * 2), y(count * 2 + 16);
+              char* out = static_cast<char*>(y.get()) + (bad ? 2 : 0);
+              expect_stop(caught([&] { ar.run(x.get(), out, 64, stream.get()); }), "AllReducePlan::run of 64", "aligned");
+              // Both plans serve the next good call.
+              team.barrier();
+              const Status again = caught([&] {
+                ar.run(x.get(), y.get(), 64, stream.get());
+                TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+              });
+              RANK_EXPECT(again.ok(), "the next all-reduce call: %s", again.message.c_str());
+            }, to, 120),
+            0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(40));
+}
+
 // fused gemm_ar's decode kernel: ranks that would exchange differently refuse on every rank.
 TEST(DistErrors, DecodeExchangesThatDifferAcrossRanksFailOnEveryRank) {
   TPGEMM_REQUIRE_GPUS(2);

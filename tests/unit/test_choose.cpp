@@ -79,6 +79,12 @@ TEST(Choose, AllReduceBySize) {
   EXPECT_EQ(choose_allreduce(int64_t(1) << 30, {2, true}), AllReduceImpl::kNccl);
   // Beyond the symmetric kernels' team size: NCCL, and gemm_ar's symmetric impls refuse.
   EXPECT_EQ(choose_allreduce(4096, {kMaxSymmetricWorld + 1, true}), AllReduceImpl::kNccl);
+  // No message size gives a team without the symmetric kernels one of them, not even an empty one.
+  for (int64_t bytes : {int64_t(0), int64_t(-16), int64_t(16)}) {
+    EXPECT_EQ(choose_allreduce(bytes, {kMaxSymmetricWorld + 1, true}), AllReduceImpl::kNccl) << bytes;
+    EXPECT_EQ(choose_allreduce(bytes, {4, false}), AllReduceImpl::kNccl) << bytes;
+    EXPECT_EQ(choose_allreduce(bytes, {1, true}), AllReduceImpl::kNccl) << bytes;
+  }
   GemmProblem p = ag(16, 8192, 2048);
   p.op = Op::kGemmAr;
   EXPECT_EQ(choose(p, {kMaxSymmetricWorld + 1, true}, {}).impl, Impl::kBaseline);

@@ -102,8 +102,9 @@ std::unique_ptr<ops::SymmCollective> build(const AllReduceState& s, AllReduceImp
                                                                                 : ops::SymmAlgo::kOneShot);
 }
 
-// Makes the algorithm of calls of `count` (collective, after the ranks agreed on `mine`); kept
-// only where every rank made it.
+// Makes the algorithm of calls of `count` (collective): the ranks first agree on `mine` (a bad
+// verdict anywhere throws on every rank, before anything is made); kept only where every rank
+// made it.
 void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
   TeamState& t = *s.team;
   const AllReduceImpl algo = algorithm(s, count);
@@ -157,10 +158,12 @@ void AllReducePlan::prepare(int64_t count) {
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "prepare() on a moved-from AllReducePlan");
   detail::AllReduceState& s = *state_;
   TPGEMM_CUDA_CHECK(cudaSetDevice(s.team->device));
-  Status mine = s.team->failure();
-  if (mine.ok()) mine = detail::check_call_count(s, count);
-  if (!mine.ok()) throw Error(mine);  // (a peer that goes on to make the algorithm waits, bounded, and names this rank)
-  if (detail::needs_making(s, count)) detail::make_algorithm(s, count, mine);  // (every rank: the same algorithms)
+  const Status count_ok = detail::check_call_count(s, count);
+  if (!count_ok.ok()) throw Error(count_ok);  // (a peer that goes on to make an algorithm waits, bounded, and names this rank)
+  // (every rank: the same algorithms) A failed team's rank still joins the making, so that its
+  // peers hear of the failure there instead of waiting for it.
+  if (detail::needs_making(s, count)) return detail::make_algorithm(s, count, s.team->failure());
+  if (const Status failed = s.team->failure(); !failed.ok()) throw Error(failed);
 }
 
 void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t stream) {
@@ -168,33 +171,38 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   detail::AllReduceState& s = *state_;
   detail::TeamState& t = *s.team;
   Status mine = t.failure();  // a failed team stops every rank, not only this one
-  if (mine.ok()) mine = detail::check_call_count(s, count);
-  AllReduceImpl algo = mine.ok() ? detail::algorithm(s, count) : AllReduceImpl::kNccl;
+  const Status count_ok = detail::check_call_count(s, count);
+  if (mine.ok()) mine = count_ok;
+  AllReduceImpl algo = count_ok.ok() ? detail::algorithm(s, count) : AllReduceImpl::kNccl;
+  // Capture first, whatever the verdict, so that ranks which all capture describe their call alike.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  try {  // (a bad stream is this rank's verdict, which its peers hear of)
+    TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  } catch (const Error& e) {
+    if (mine.ok()) mine = e.status();
+  }
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
   if (mine.ok())
     mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(count) * dtype_size(s.dtype),
                                             /*vectors=*/algo != AllReduceImpl::kNccl);
   if (mine.ok()) mine = t.check_device_memory("in", in, s.device_memory[0]);
   if (mine.ok()) mine = t.check_device_memory("out", out, s.device_memory[1]);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (mine.ok()) {
-    try {  // (a bad stream is this rank's verdict, which its peers hear of)
-      TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    } catch (const Error& e) {
-      mine = e.status();
-    }
-  }
-  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  // Under capture nothing can be made (it allocates): the call runs the plan's own algorithm,
+  // made with the plan for its whole count (or NCCL). prepare() first captures the faster one.
+  const bool make = count_ok.ok() && !capturing && detail::needs_making(s, count);
   if (t.collective_calls) {  // the ranks compare the plan, the call's count and capture (any difference fails every rank)
     const std::string what = strfmt("AllReducePlan::run with count=%lld%s", (long long)count, capturing ? " captured" : "");
     t.agree_call(mine, what.c_str(), s.id);
+  } else if (!mine.ok() && make) {
+    detail::make_algorithm(s, count, mine);  // its peers are about to make it: they hear of this rank's failure there
   } else {
     t.agree_call(mine, "AllReducePlan::run", s.id);
   }
-  if (detail::needs_making(s, count)) {
-    // Under capture nothing can be made (it allocates): the call runs the plan's own algorithm,
-    // made with the plan for its whole count (or NCCL). prepare() first captures the faster one.
-    if (capturing) algo = detail::algorithm(s, s.count);
-    else detail::make_algorithm(s, count, Status::Ok());  // collective, like the plan
+  if (make) {
+    const DeviceScope device(t.device);  // (it allocates on the plan's GPU, whatever the caller's current one)
+    detail::make_algorithm(s, count, Status::Ok());  // collective, like the plan
+  } else if (count_ok.ok() && capturing && detail::needs_making(s, count)) {
+    algo = detail::algorithm(s, s.count);
   }
   const auto it = s.symm.find(algo);
   if (it == s.symm.end()) {
@@ -206,7 +214,11 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
 
 AllReduceImpl AllReducePlan::impl() const { return impl(count()); }
 AllReduceImpl AllReducePlan::impl(int64_t count) const {
-  return state_ ? detail::algorithm(*state_, count) : AllReduceImpl::kNccl;
+  if (state_ == nullptr) return AllReduceImpl::kNccl;
+  if (count < 1 || count > state_->count)
+    throw Error(ErrorCode::kInvalidArgument, strfmt("AllReducePlan::impl(count=%lld): expected 1 to the plan's %lld",
+                                                    (long long)count, (long long)state_->count));
+  return detail::algorithm(*state_, count);
 }
 int64_t AllReducePlan::count() const { return state_ ? state_->count : 0; }
 
