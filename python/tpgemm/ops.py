@@ -385,6 +385,8 @@ def _all_reduce_kernel(input, reduce_op, group_name):
     if c.plan is None:
         return _all_reduce_torch(input, reduce_op, group_name)
     x = input.contiguous() if c.a_rows else input
+    if x.data_ptr() % 16:  # a view at an odd offset: the kernels move 16-byte vectors (a fresh copy is aligned)
+        x = x.clone()
     out = torch.empty_like(x)
     c.plan.run(T.address(x, "input"), T.address(out, "output"), T.stream(input.device.index), x.numel())
     return out.div_(T.world_size(group_name)) if reduce_op == "avg" else out

@@ -115,6 +115,9 @@ def check_ops(g, W, r):
         plans = [key for key in T._entry(g).allreduce if key[0] == 1024 and key[2] == impl]
         check(len(plans) == 1, f"all_reduce {impl}: counts 600 to 1024 made {len(plans)} plans of 1024, expected 1")
     check(ops.all_reduce(randn(0), "sum", g).numel() == 0, "all_reduce of an empty tensor")
+    T.set_impl("all_reduce", "auto")
+    x = randn(4097)[1:]  # a view 2 bytes into its storage
+    check(rel(ops.all_reduce(x, "sum", g), gather(x[None]).float().sum(0)) < 1e-2, "all_reduce of an unaligned view")
     for op in ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce"):
         T.set_impl(op, "auto")
     log(f"ops: {len(failures)} failure(s) so far")
