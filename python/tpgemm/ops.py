@@ -48,8 +48,8 @@ _unsupported_plans = {}  # plan key -> the reason tpgemm gave, so later calls fa
 def _note_fallback(op, why):
     if (op, why) not in _noted:
         _noted.add((op, why))
-        warnings.warn(f"tpgemm.{op}: {why}; running torch's own path (NCCL collective and matmul) instead",
-                      stacklevel=3)
+        path = "NCCL's all-reduce" if op == "all_reduce" else "NCCL collective and matmul"
+        warnings.warn(f"tpgemm.{op}: {why}; running torch's own path ({path}) instead", stacklevel=3)
 
 
 def _alpha(reduce_op, world):
