@@ -189,7 +189,7 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   if (mine.ok()) mine = t.check_device_memory("out", out, s.device_memory[1]);
   // Under capture nothing can be made (it allocates): the call runs the plan's own algorithm,
   // made with the plan for its whole count (or NCCL). prepare() first captures the faster one.
-  const bool make = count_ok.ok() && !capturing && detail::needs_making(s, count);
+  const bool unmade = count_ok.ok() && detail::needs_making(s, count), make = unmade && !capturing;
   if (t.collective_calls) {  // the ranks compare the plan, the call's count and capture (any difference fails every rank)
     const std::string what = strfmt("AllReducePlan::run with count=%lld%s", (long long)count, capturing ? " captured" : "");
     t.agree_call(mine, what.c_str(), s.id);
@@ -201,7 +201,7 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   if (make) {
     const DeviceScope device(t.device);  // (it allocates on the plan's GPU, whatever the caller's current one)
     detail::make_algorithm(s, count, Status::Ok());  // collective, like the plan
-  } else if (count_ok.ok() && capturing && detail::needs_making(s, count)) {
+  } else if (unmade) {  // (capturing)
     algo = detail::algorithm(s, s.count);
   }
   const auto it = s.symm.find(algo);
