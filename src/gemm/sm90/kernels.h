@@ -99,14 +99,30 @@ struct TileRowOrder {
   int ways = 1;
   int64_t way_rows = 0;
 };
-TPGEMM_HD constexpr int64_t ordered_tile_row(const TileRowOrder& o, int64_t served, int64_t tile_m, int64_t m_tiles) {
-  if (served >= m_tiles) return served;
-  if (o.ways > 1) {
-    const int64_t per_way = o.way_rows / tile_m;
-    return served < o.ways * per_way ? served % o.ways * per_way + served / o.ways : served;
+// The order with its divisions done once, on the host: every warp of the kernel looks up a tile
+// row per tile, on the way from one tile's epilogue to the next tile's mainloop, where 64-bit
+// divisions measured several percent of a small-K GEMM.
+struct TileRowPermutation {
+  int32_t m_tiles = 0;  // tile rows the scheduler serves (M padded to whole clusters)
+  int32_t first = 0;    // rotation: the tile row served first
+  int32_t ways = 1, per_way = 0;  // interleave: `ways` blocks of `per_way` tile rows
+  static constexpr TileRowPermutation make(const TileRowOrder& o, int64_t tile_m, int64_t m_tiles) {
+    TileRowPermutation p;
+    p.m_tiles = static_cast<int32_t>(m_tiles);
+    p.first = static_cast<int32_t>((o.first_row + tile_m - 1) / tile_m % m_tiles);
+    p.ways = o.ways;
+    p.per_way = o.ways > 1 ? static_cast<int32_t>(o.way_rows / tile_m) : 0;
+    return p;
   }
-  const int64_t first = (o.first_row + tile_m - 1) / tile_m % m_tiles;  // rotation
-  return (served + first) % m_tiles;
+  TPGEMM_HD constexpr int32_t operator()(int32_t served) const {
+    if (served >= m_tiles) return served;
+    if (ways > 1) return served < ways * per_way ? served % ways * per_way + served / ways : served;
+    const int32_t r = served + first;
+    return r < m_tiles ? r : r - m_tiles;
+  }
+};
+TPGEMM_HD constexpr int64_t ordered_tile_row(const TileRowOrder& o, int64_t served, int64_t tile_m, int64_t m_tiles) {
+  return TileRowPermutation::make(o, tile_m, m_tiles)(static_cast<int32_t>(served));
 }
 
 // NOTE [tile signal]

@@ -28,8 +28,7 @@ class OrderedTileScheduler : public cutlass::gemm::kernel::detail::PersistentTil
     // Tile rows covering M, padded to whole clusters. CUTLASS pads further, to whole swizzle
     // groups: those extra tile rows lie past M (no-ops, all loads and stores out of bounds) and
     // are left where they are, so the rotation stays a permutation of the real tiles.
-    int32_t m_tiles = 1;
-    TileRowOrder order{};
+    TileRowPermutation perm{};
   };
 
   template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
@@ -42,12 +41,11 @@ class OrderedTileScheduler : public cutlass::gemm::kernel::detail::PersistentTil
                                                                   epilogue_subtile, ktile_start_alignment_count);
     const int64_t m = cute::get<0>(problem);
     const int64_t cm = cute::size<0>(cluster);
-    p.m_tiles = static_cast<int32_t>((m + TileM * cm - 1) / (TileM * cm) * cm);
-    p.order = args.order;
+    p.perm = TileRowPermutation::make(args.order, TileM, (m + TileM * cm - 1) / (TileM * cm) * cm);
     return p;
   }
 
-  CUTLASS_DEVICE explicit OrderedTileScheduler(Params const& p) : Base(p), m_tiles_(p.m_tiles), order_(p.order) {}
+  CUTLASS_DEVICE explicit OrderedTileScheduler(Params const& p) : Base(p), perm_(p.perm) {}
 
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
@@ -64,12 +62,11 @@ class OrderedTileScheduler : public cutlass::gemm::kernel::detail::PersistentTil
 
  private:
   CUTLASS_DEVICE WorkTileInfo reorder(WorkTileInfo w) const {
-    if (w.is_valid()) w.M_idx = static_cast<int32_t>(ordered_tile_row(order_, w.M_idx, TileM, m_tiles_));
+    if (w.is_valid()) w.M_idx = perm_(w.M_idx);
     return w;
   }
 
-  int32_t m_tiles_;
-  TileRowOrder order_;
+  TileRowPermutation perm_;
 };
 
 }  // namespace tpgemm::gemm::sm90
