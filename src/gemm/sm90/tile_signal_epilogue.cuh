@@ -1,10 +1,11 @@
 // The fused GEMM+ReduceScatter's epilogue (NOTE [tile signal] in kernels.h): CUTLASS's TMA
-// warp-specialized epilogue, reused as is, plus, after its store() of each tile: the stores are
-// waited for (not just their reads of shared memory), then one thread raises the tile's flag to
-// the call's sequence number. The wait costs each tile the time of its last TMA store (the next
-// tile's loads keep running meanwhile; 4096 x 8192 x 2048: 0.217 ms against 0.196 without); the
-// flag lets the tile travel to its owner while the GEMM goes on. Included only by
-// src/gemm/sm90/signal_*.cu.
+// warp-specialized epilogue, reused as is, plus, after its store() of each tile: the warp that
+// issued the tile's TMA stores waits for them (not just for their reads of shared memory), then
+// one of its threads raises the tile's flag to the call's sequence number. The other consumer
+// warps go on to the next tile (a barrier of all of them cost more), and the sequence number is
+// read once per kernel: both waits sat between one tile's epilogue and the next tile's
+// mainloop, a few percent of a small-K GEMM (docs/perf.md). The flag lets the tile travel to its
+// owner while the GEMM goes on. Included only by src/gemm/sm90/signal_*.cu.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -41,25 +42,23 @@ struct TileSignalEpilogue : Base {
                             TileCoordMNKL coord, cute::Tensor<AccEngine, AccLayout> accumulators,
                             TiledMma tiled_mma, int thread_idx, typename Base::TensorStorage& smem,
                             int subtile_idx = -1) {
-    const TileSignal& s = *signal_;
-    if (s.flags == nullptr)
-      return Base::store(load_pipeline, load_state, store_pipeline, store_state, problem, tile, coord, accumulators,
-                         tiled_mma, thread_idx, smem, subtile_idx);
-    constexpr int kThreads = cute::size(TiledMma{});  // the consumer threads, as CUTLASS's epilogue counts them
+    // One inlined copy of CUTLASS's store (a second, for a null `flags`, measured slower).
     auto next = Base::store(load_pipeline, load_state, store_pipeline, store_state, problem, tile, coord, accumulators,
                             tiled_mma, thread_idx, smem, subtile_idx);
-    // Only the warp that issued the TMA stores has bulk groups to wait for; in the others this
-    // returns at once. Not the ".read" form CUTLASS uses: the writes themselves must be done.
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-    asm volatile("fence.proxy.async.global;" ::: "memory");  // async-proxy writes, then a generic release
-    // The first user barrier (hardware id 8: the unsigned overload adds CUTLASS's 8 reserved ones).
-    cutlass::arch::NamedBarrier::sync(kThreads, 0u);
-    if (thread_idx == 0) {
+    const TileSignal& s = *signal_;
+    // CUTLASS's epilogue issues every TMA store from the first consumer warp (`issue_tma_store`);
+    // the other warps have no bulk groups to wait for. Not the ".read" form CUTLASS uses: the
+    // writes themselves must be done.
+    if (s.flags != nullptr && thread_idx < cutlass::NumThreadsPerWarp) {
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+      asm volatile("fence.proxy.async.global;" ::: "memory");  // async-proxy writes, then a generic release
+      __syncwarp();
       const int64_t m = cute::get<0>(coord), n = cute::get<1>(coord), l = cute::get<3>(coord);
-      if (m < s.m_tiles && n < s.n_tiles) {  // CUTLASS's padding tiles past M or N store nothing
-        const uint64_t seq = *reinterpret_cast<const volatile uint64_t*>(s.seq);
+      if (thread_idx == 0 && m < s.m_tiles && n < s.n_tiles) {  // CUTLASS's padding tiles past M or N store nothing
+        // Set before the kernel (launch_begin_call) and fixed while it runs.
+        if (seq_ == 0) seq_ = *reinterpret_cast<const volatile uint64_t*>(s.seq);
         uint64_t* flag = s.flags + (l * s.m_tiles + m) * s.n_tiles + n;
-        asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flag), "l"(seq) : "memory");
+        asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(flag), "l"(seq_) : "memory");
       }
     }
     return next;
@@ -67,6 +66,7 @@ struct TileSignalEpilogue : Base {
 
  private:
   const TileSignal* signal_;
+  uint64_t seq_ = 0;  // the call's sequence number (never 0), once read
 };
 
 }  // namespace tpgemm::gemm::sm90
