@@ -52,7 +52,8 @@ all local GPUs.
   --op=LIST              ag_gemm, gemm_rs, gemm_ar, allreduce, gemm or all (comma-separated; default
                          all: every op but gemm). gemm: each GPU's local matmul alone (the M N K of
                          the shape set's ag and rs lines), cuBLASLt against every configuration of
-                         tpgemm's Hopper GEMM core and its rule's choice (sm90_auto); the ratio
+                         tpgemm's Hopper GEMM core, its rule's choice (sm90_auto) and the fused
+                         gemm_rs / gemm_ar kernel (coop_128x256_c2x1+tile_signal); the ratio
                          column is cuBLASLt's time over the row's
   --impl=LIST            baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, gemm_reducescatter,
                          allgather_gemm, fused, auto; for

@@ -26,6 +26,7 @@
 #include "gemm/sm90_config.h"
 #include "gemm/sm90_gemm.h"
 #include "ops/common/nccl_types.h"
+#include "ops/gemm_rs/tile_reduce.h"
 #include "plan/problem.h"
 #include "testing/problem_data.h"
 #include "bench/random_shapes.h"
@@ -402,22 +403,39 @@ class Runner {
     std::vector<std::string> names;
     for (const auto& info : gemm::sm90::configs()) names.emplace_back(info.name);
     names.emplace_back("sm90_auto");  // the rule's choice (or TPGEMM_SM90_CONFIG's)
-    for (const std::string& name : names) {
-      ResultRow row = base;
-      row.impl = name;
-      auto mm = make_or_report<gemm::Sm90Gemm>(row, shape, name == "sm90_auto" ? std::string_view() : name);
-      if (mm == nullptr) continue;
-      row.chosen = mm->config();
-      DeviceBuffer ws(mm->workspace_bytes());
-      const std::function<void()> fn = [&] { mm->run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
-      // The row's ratio is against cuBLASLt timed in alternation with it (time_interleaved_ms).
+    // A row's ratio is against cuBLASLt timed in alternation with it (time_interleaved_ms).
+    const auto time_core = [&](ResultRow& row, const gemm::Sm90Gemm& mm) {
+      row.chosen = mm.config();
+      DeviceBuffer ws(mm.workspace_bytes());
+      const std::function<void()> fn = [&] { mm.run(a.get(), b.get(), c.get(), d.get(), cfg_.alpha, cfg_.beta, ws.get(), st); };
       measure(row, fn, check(fn), [&] {
         const std::vector<double> t = timer_.time_interleaved_ms({lt_fn, fn});
         row.baseline_ms = t[0], row.ms = t[1];
       });
       print(table_row(row));
       rows_.push_back(row);
+    };
+    for (const std::string& name : names) {
+      ResultRow row = base;
+      row.impl = name;
+      auto mm = make_or_report<gemm::Sm90Gemm>(row, shape, name == "sm90_auto" ? std::string_view() : name);
+      if (mm != nullptr) time_core(row, *mm);
     }
+    // The fused GEMM+ReduceScatter's and GEMM+AllReduce's kernel (coop_128x256_c2x1 serving tile
+    // rows in order and raising a flag per tile, NOTE [tile signal]): what the fused ops' GEMM costs.
+    const int64_t m_tiles = (s.m + ops::kTileReduceM - 1) / ops::kTileReduceM;
+    const int64_t n_tiles = (s.n + ops::kTileReduceN - 1) / ops::kTileReduceN;
+    DeviceBuffer flags(static_cast<size_t>(l * m_tiles * n_tiles) * sizeof(uint64_t)), seq(sizeof(uint64_t));
+    TPGEMM_CUDA_CHECK(cudaMemsetAsync(flags.get(), 0, flags.bytes(), st));
+    TPGEMM_CUDA_CHECK(cudaMemsetAsync(seq.get(), 1, seq.bytes(), st));  // any call number but 0
+    gemm::sm90::TileSignal signal;
+    signal.flags = flags.as<uint64_t>();
+    signal.seq = seq.as<uint64_t>();
+    signal.m_tiles = m_tiles, signal.n_tiles = n_tiles;
+    ResultRow row = base;
+    row.impl = "coop_128x256_c2x1+tile_signal";
+    auto mm = make_or_report<gemm::Sm90Gemm>(row, shape, gemm::sm90::TileRowOrder{}, signal);
+    if (mm != nullptr) time_core(row, *mm);
   }
 
   // The baseline's two parts alone: the local GEMM (cuBLASLt) and the NCCL collective.
