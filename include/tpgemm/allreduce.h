@@ -26,7 +26,8 @@ class AllReducePlan {
   // (on one rank, NCCL does, and takes any count). The symmetric
   // algorithms stage in NCCL symmetric memory, one-shot 2 W x the largest message it takes in
   // this plan, two-shot about 4 x: the plan's own algorithm's is made with the plan, another's
-  // on the first call that takes it (or by prepare()).
+  // on the first call that takes it (or by prepare()). Made on the team's GPU; this, prepare()
+  // and run() leave the caller's current device as they found it.
   AllReducePlan(const Team& team, int64_t count, DType dtype,
                 AllReduceImpl impl = AllReduceImpl::kAuto);
   ~AllReducePlan();

@@ -21,7 +21,8 @@ class Plan {
   // Collective: every rank of the team must make the same plan at the same point. The
   // problem is validated on every rank and compared across ranks; if any rank finds it
   // invalid (or the ranks disagree), every rank throws the same tpgemm::Error. Allocates the
-  // workspace (symmetric memory for the overlapped implementations) and cuBLASLt plans.
+  // workspace (symmetric memory for the overlapped implementations) and cuBLASLt plans, on the
+  // team's GPU; this, prepare() and run() leave the caller's current device as they found it.
   Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options = {});
   ~Plan();
   Plan(Plan&&) noexcept;

@@ -217,7 +217,7 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
 Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
   const auto& t = team.state();
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
-  TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
+  const DeviceScope device(t->device);  // the plan's GPU while it is made; the caller's current one after
   PlanOptions asked = options;
   asked.tune = detail::resolve_tune(options.tune);
   // A failed team is this rank's verdict too: its peers learn it here instead of waiting.
@@ -286,7 +286,7 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
 void Plan::prepare(int64_t m) {
   detail::live(state_, "prepare()");
   detail::PlanState& s = *state_;
-  TPGEMM_CUDA_CHECK(cudaSetDevice(s.team->device));
+  const DeviceScope device(s.team->device);
   Status mine = s.team->failure();
   if (mine.ok()) mine = plan::check_call_m(s.problem, s.team->world, m);
   if (mine.ok() && detail::route_for(s, m) != nullptr) return;  // (every rank: the same ranges)

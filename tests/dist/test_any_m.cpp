@@ -105,5 +105,38 @@ TEST_P(Dist, CallsOfAnUnservableMFailOnEveryRank) {
             0);
 }
 
+// Making a plan and prepare() run on the team's GPU and give the caller's current device back,
+// as run() does: a caller whose current device is another GPU (here the next rank's) finds that
+// one current after each, and the plans then serve calls.
+TEST_P(Dist, PlansAndPrepareLeaveTheCallersDeviceCurrent) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              const int other = (team.device() + 1) % W;
+              const auto current = [] {
+                int d = -1;
+                TPGEMM_CUDA_CHECK(cudaGetDevice(&d));
+                return d;
+              };
+              TPGEMM_CUDA_CHECK(cudaSetDevice(other));
+              GemmProblem p;
+              p.op = Op::kGemmAr;
+              p.m = 512, p.n = 136, p.k = 200;
+              Plan plan(team, p, {});
+              RANK_EXPECT(current() == other, "after Plan(): device %d current, expected %d", current(), other);
+              plan.prepare(3);
+              RANK_EXPECT(current() == other, "after Plan::prepare(): device %d current, expected %d", current(), other);
+              AllReducePlan ar(team, 1 << 16, DType::kBF16);
+              RANK_EXPECT(current() == other, "after AllReducePlan(): device %d current, expected %d", current(), other);
+              ar.prepare(1000);
+              RANK_EXPECT(current() == other, "after AllReducePlan::prepare(): device %d current, expected %d", current(),
+                          other);
+              TPGEMM_CUDA_CHECK(cudaSetDevice(team.device()));
+              const auto c = testsupport::check_calls_of_m(team, p, {}, {3, p.m}, 91);
+              RANK_EXPECT(c.ok, "%s", describe_check(p, {}, c).c_str());
+            }),
+            0);
+}
+
 }  // namespace
 }  // namespace tpgemm

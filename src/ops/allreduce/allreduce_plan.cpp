@@ -125,7 +125,7 @@ void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
 AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllReduceImpl impl) {
   const auto& t = team.state();
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
-  TPGEMM_CUDA_CHECK(cudaSetDevice(t->device));
+  const DeviceScope device(t->device);  // the plan's GPU while it is made; the caller's current one after
   Status local = t->failure();
   if (local.ok()) local = detail::check_allreduce(*t, count, dtype, impl);
   const std::string descriptor = strfmt("allreduce count=%lld %s impl=%s", (long long)count,
@@ -157,7 +157,7 @@ void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
 void AllReducePlan::prepare(int64_t count) {
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "prepare() on a moved-from AllReducePlan");
   detail::AllReduceState& s = *state_;
-  TPGEMM_CUDA_CHECK(cudaSetDevice(s.team->device));
+  const DeviceScope device(s.team->device);
   const Status count_ok = detail::check_call_count(s, count);
   if (!count_ok.ok()) throw Error(count_ok);  // (a peer that goes on to make an algorithm waits, bounded, and names this rank)
   // (every rank: the same algorithms) A failed team's rank still joins the making, so that its
