@@ -159,5 +159,36 @@ TEST(TileOrder, InterleaveDealsEveryOwnersRowsInTurn) {
     }
 }
 
+// The kernel's lookup (TileRowPermutation, its divisions done once on the host) against the
+// order's definition evaluated directly in 64-bit arithmetic: rotation from the first tile row at
+// or after first_row, or the interleave of `ways` blocks; rows past the blocks and padding stay.
+TEST(TileOrder, ThePrecomputedPermutationIsTheOrdersDefinition) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int64_t tile_m = 128;
+    const int64_t m_tiles = 1 + static_cast<int64_t>(rng() % 600);
+    TileRowOrder o;
+    if (rng() % 2) {
+      o.ways = 2 + static_cast<int>(rng() % 7);
+      o.way_rows = static_cast<int64_t>(rng() % (m_tiles / o.ways + 1)) * tile_m;
+    } else {
+      o.first_row = static_cast<int64_t>(rng() % static_cast<uint32_t>(m_tiles * tile_m));
+    }
+    const TileRowPermutation perm = TileRowPermutation::make(o, tile_m, m_tiles);
+    for (int64_t served = 0; served < m_tiles + 4; ++served) {
+      int64_t expected = served;
+      if (served < m_tiles && o.ways > 1) {
+        const int64_t per_way = o.way_rows / tile_m;
+        if (served < o.ways * per_way) expected = served % o.ways * per_way + served / o.ways;
+      } else if (served < m_tiles) {
+        expected = (served + (o.first_row + tile_m - 1) / tile_m % m_tiles) % m_tiles;
+      }
+      ASSERT_EQ(perm(static_cast<int32_t>(served)), expected)
+          << "m_tiles=" << m_tiles << " ways=" << o.ways << " way_rows=" << o.way_rows << " first_row=" << o.first_row
+          << " served=" << served;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tpgemm::gemm::sm90
