@@ -74,7 +74,9 @@ void run_case(const Case& c, int watcher_blocks) {
   int sms = 0;
   TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   gemm::MatmulShape shape = gemm::packed_shape(c.m, c.n, c.k, 1, dt, BLayout::kNK);
-  shape.sm_count = sms - watcher_blocks;
+  // Two SMs per watcher block: a block can break up a pair of SMs the GEMM's clusters of two
+  // would take, and a GEMM CTA left without an SM would never raise the flags a watcher waits for.
+  shape.sm_count = sms - 2 * watcher_blocks;
   gemm::sm90::TileRowOrder order;
   if (c.ways > 1) order.ways = c.ways, order.way_rows = c.m / c.ways;
   gemm::sm90::TileSignal signal;
