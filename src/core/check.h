@@ -39,4 +39,22 @@
 // For launches: the launch error, if any (asynchronous faults surface at the next sync).
 #define TPGEMM_CHECK_LAUNCH() TPGEMM_CUDA_CHECK(cudaGetLastError())
 
+namespace tpgemm {
+
+// Whether `stream` is capturing a CUDA graph. A failed query (a bad stream) is returned, not
+// thrown: in a collective call it is this rank's verdict, which its peers must hear of.
+inline Status query_capturing(cudaStream_t stream, bool* capturing) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  *capturing = false;
+  try {
+    TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  } catch (const Error& e) {
+    return e.status();
+  }
+  *capturing = capture != cudaStreamCaptureStatusNone;
+  return Status::Ok();
+}
+
+}  // namespace tpgemm
+
 #include "core/assert.h"

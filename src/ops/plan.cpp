@@ -261,6 +261,7 @@ Route* route_for(PlanState& s, int64_t m) {
 // Makes the range of `m` (collective, after the ranks agreed on `mine`).
 Route& make_range(PlanState& s, int64_t m, const Status& mine) {
   TeamState& t = *s.team;
+  const DeviceScope device(t.device);  // it allocates on the plan's GPU, whatever the caller's current one
   const int64_t top = plan::range_top(s.problem, t.world, m);
   Status verdict = mine;
   if (verdict.ok() && s.asked.impl != Impl::kAuto && !plan::takes_any_m(s.asked.impl))
@@ -286,7 +287,6 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
 void Plan::prepare(int64_t m) {
   detail::live(state_, "prepare()");
   detail::PlanState& s = *state_;
-  const DeviceScope device(s.team->device);
   Status mine = s.team->failure();
   if (mine.ok()) mine = plan::check_call_m(s.problem, s.team->world, m);
   if (mine.ok() && detail::route_for(s, m) != nullptr) return;  // (every rank: the same ranges)
@@ -314,18 +314,13 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   // peers (with the same M) are about to: it tells them there, instead of leaving them waiting.
   detail::Route* route = m_ok.ok() ? detail::route_for(s, o.m) : &s.main;
   if (route == nullptr) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    try {  // (a bad stream is this rank's verdict, which its peers hear of in make_range)
-      TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    } catch (const Error& e) {
-      if (mine.ok()) mine = e.status();
-    }
-    if (capture != cudaStreamCaptureStatusNone)  // every rank alike: they made the same ranges
+    bool capturing = false;  // (a bad stream is this rank's verdict, which its peers hear of in make_range)
+    if (const Status q = query_capturing(stream, &capturing); mine.ok()) mine = q;
+    if (capturing)  // every rank alike: they made the same ranges
       throw Error(ErrorCode::kInvalidArgument,
                   strfmt("Plan::run with Operands::m=%lld under CUDA-graph capture: the implementation for its range "
                          "(M up to %lld) is not made yet, and making it allocates; call Plan::prepare(%lld) before "
                          "capturing", (long long)o.m, (long long)plan::range_top(s.problem, t.world, o.m), (long long)o.m));
-    const DeviceScope device(t.device);  // (it allocates on the plan's GPU, whatever the caller's current one)
     route = &detail::make_range(s, o.m, mine);  // collective, like the plan; agrees on `mine` first
   }
   // Checked collectively, a call runs directly, its prologue before the rendezvous; checked

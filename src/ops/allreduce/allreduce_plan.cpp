@@ -107,6 +107,7 @@ std::unique_ptr<ops::SymmCollective> build(const AllReduceState& s, AllReduceImp
 // made it.
 void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
   TeamState& t = *s.team;
+  const DeviceScope device(t.device);  // it allocates on the plan's GPU, whatever the caller's current one
   const AllReduceImpl algo = algorithm(s, count);
   // The ranks agree on the verdict and the algorithm first: through the host rendezvous where
   // they are all on this host (a peer in another call fails every rank at once, naming both).
@@ -157,7 +158,6 @@ void AllReducePlan::run(const void* in, void* out, cudaStream_t stream) {
 void AllReducePlan::prepare(int64_t count) {
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "prepare() on a moved-from AllReducePlan");
   detail::AllReduceState& s = *state_;
-  const DeviceScope device(s.team->device);
   const Status count_ok = detail::check_call_count(s, count);
   if (!count_ok.ok()) throw Error(count_ok);  // (a peer that goes on to make an algorithm waits, bounded, and names this rank)
   // (every rank: the same algorithms) A failed team's rank still joins the making, so that its
@@ -175,13 +175,8 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   if (mine.ok()) mine = count_ok;
   AllReduceImpl algo = count_ok.ok() ? detail::algorithm(s, count) : AllReduceImpl::kNccl;
   // Capture first, whatever the verdict, so that ranks which all capture describe their call alike.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  try {  // (a bad stream is this rank's verdict, which its peers hear of)
-    TPGEMM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  } catch (const Error& e) {
-    if (mine.ok()) mine = e.status();
-  }
-  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  bool capturing = false;
+  if (const Status q = query_capturing(stream, &capturing); mine.ok()) mine = q;
   if (mine.ok())
     mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(count) * dtype_size(s.dtype),
                                             /*vectors=*/algo != AllReduceImpl::kNccl);
@@ -199,7 +194,6 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
     t.agree_call(mine, "AllReducePlan::run", s.id);
   }
   if (make) {
-    const DeviceScope device(t.device);  // (it allocates on the plan's GPU, whatever the caller's current one)
     detail::make_algorithm(s, count, Status::Ok());  // collective, like the plan
   } else if (unmade) {  // (capturing)
     algo = detail::algorithm(s, s.count);
