@@ -8,18 +8,16 @@
 #include <vector>
 
 #include "comm/start_line.h"
+#include "comm/team_state.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "core/env.h"
 #include "ops/common/random_fill.h"
+#include "ops/timed_calls.h"
 
 namespace tpgemm::detail {
 namespace {
 
-// Timed replays per candidate: as many as its share of the budget allows, within these bounds;
-// each a graph of kMinPerGraph to kMaxPerGraph back-to-back calls, as many as last about kGraphMs.
-constexpr int kMinTimed = 3, kMaxTimed = 10, kMinPerGraph = 4, kMaxPerGraph = 20;
-constexpr double kGraphMs = 2.0;
 constexpr int64_t kDefaultBudgetMs = 500;  // for the timed calls of all candidates together
 // NOTE [runoff]: within 8% of the pick, at most four, a replay of each in turn, each replay as many
 // calls as last about kRunoffGraphMs (up to kMaxPerGraph), as many rounds as half the budget
@@ -63,90 +61,18 @@ TuneOperands make_operands(const GemmProblem& p, int world, int rank, bool gathe
   return t;
 }
 
-// Elapsed ms between two events recorded around `fn` on `stream` (the planner's own), waited
-// for within the team's host bound (the calls wait on the other ranks); after `line` where given
-// (NOTE [start line]).
-float elapsed_ms(const TeamState& t, cudaStream_t stream, const std::function<void()>& fn,
-                 const comm::StartLine* line = nullptr) {
-  const Event start = Event::create(/*timing=*/true), stop = Event::create(/*timing=*/true);
-  if (line) line->enqueue(stream);
-  return time_between(stream, start, stop, fn, [&] {
-    t.wait_for_peers(stream, "the planner's timed calls of a candidate (every rank runs them)");
-  });
-}
-
-// One candidate ready to time: its calls captured as a graph of `per_graph` back-to-back calls.
-// (The graph is declared last, so it goes before the buffers it uses.)
+// One candidate ready to time: its instance and its calls.
 struct Graphed {
   std::unique_ptr<OpImpl> impl;
-  CudaGraph graph;
-  int per_graph = 1;
+  TimedCalls calls;  // (after impl: its graph goes first)
 };
 
-// One call of the candidate, enqueued on `stream`.
-void call_once(Graphed& g, const Operands& o, cudaStream_t stream) {
-  g.impl->prologue(o, stream);
-  g.impl->run(o, stream);
-}
-
-// Captures `g.per_graph` calls and replays the graph once; g.impl must have run once (first-use
-// costs: cuBLASLt's kernels loading, matmul plans, peer mappings touched, none of which may
-// happen under capture). Captured, then agreed on before any timed replay: a rank whose capture
-// failed must not leave its peers replaying collective calls (and start-line barriers) alone.
-void capture_calls(TeamState& t, Graphed& g, const Operands& o, cudaStream_t stream) {
-  t.agree_local("capturing a candidate's calls", [&] {
-    g.graph = CudaGraph::capture(stream, [&] {
-      for (int i = 0; i < g.per_graph; ++i) call_once(g, o, stream);
-    });
-  });
-  g.graph.launch(stream);
-}
-
-// One timed replay from the start line, per call (ms).
-float replay_ms(const TeamState& t, const Graphed& g, const comm::StartLine& line, cudaStream_t stream) {
-  return elapsed_ms(t, stream, [&] { g.graph.launch(stream); }, &line) / static_cast<float>(g.per_graph);
-}
-
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Every rank's value of one float per candidate, the slowest rank's kept (-1 anywhere: -1): a
-// collective ends with its last rank.
-std::vector<float> slowest_rank(TeamState& t, const std::vector<float>& mine) {
-  std::vector<float> slowest = mine;
-  for (const auto& theirs : t.allgather(mine.data(), mine.size() * sizeof(float), "the planner's timings")) {
-    std::vector<float> v(mine.size());
-    std::memcpy(v.data(), theirs.data(), v.size() * sizeof(float));
-    for (size_t i = 0; i < v.size(); ++i) slowest[i] = v[i] < 0 || slowest[i] < 0 ? -1 : std::max(slowest[i], v[i]);
-  }
-  return slowest;
-}
-
-// The GPU time of one call (ms): the median over replays of a CUDA graph of back-to-back calls,
-// divided by the calls. A graph, so that the host's enqueue (as long as a call of a few
-// microseconds, and as jittery) is in no candidate's time: what a call costs the GPU, which is
-// what it costs a model that runs ahead of its GPUs or replays graphs. At least four calls per
-// replay, as long as about 2 ms together: the steady state of calls that follow each other, where
-// a rank that finished early starts its next call while a peer is still in the last one, not only
-// calls started together from the start line (timed alone, implementations that run a collective
-// kernel before or after the matmul measured up to 12% faster than in a row of 20). Every
-// implementation can be captured (the dist tests replay each from a graph). Sets g.per_graph.
-float time_calls(TeamState& t, Graphed& g, const Operands& o, const comm::StartLine& line, cudaStream_t stream,
-                 double budget_ms) {
-  call_once(g, o, stream);  // first use: not timed
-  // Every rank must make the same number of calls (each is collective): the counts follow from
-  // the agreed budget and the slowest rank's first timed call, the same numbers everywhere.
-  const double first =
-      slowest_rank(t, {std::max(elapsed_ms(t, stream, [&] { call_once(g, o, stream); }), 1e-3f)})[0];
-  // Enough calls per graph to outlast a replay's launch; enough replays to fill the budget.
-  g.per_graph = static_cast<int>(std::clamp<double>(std::ceil(kGraphMs / first), kMinPerGraph, kMaxPerGraph));
-  const int replays = static_cast<int>(std::clamp<double>(budget_ms / (first * g.per_graph), kMinTimed, kMaxTimed));
-  capture_calls(t, g, o, stream);
-  std::vector<float> ms;
-  for (int r = 0; r < replays; ++r) ms.push_back(replay_ms(t, g, line, stream));
-  return median(ms);
+// Graphed calls of `g.impl` on the tuner's operands `o` (which outlive them).
+void bind_calls(Graphed& g, const Operands& o) {
+  g.calls.call = [&g, &o](cudaStream_t stream) {
+    g.impl->prologue(o, stream);
+    g.impl->run(o, stream);
+  };
 }
 
 // NOTE [runoff]
@@ -181,18 +107,19 @@ int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProbl
     t.agree_local("building the runoff's candidates", [&] {
       for (size_t j = 0; j < close.size(); ++j) {
         g[j].impl = make_impl({team, p, candidates[close[j]]});
-        g[j].per_graph = calls[j];
+        bind_calls(g[j], o);
+        g[j].calls.per_graph = calls[j];
       }
     });
     t.barrier();
     t.agree_local("timing the runoff", [&] {
       for (Graphed& x : g) {
-        call_once(x, o, stream);  // first use, as in time_calls
-        capture_calls(t, x, o, stream);
+        x.calls.call(stream);  // first use, as in TimedCalls::time
+        x.calls.capture(t, stream);
       }
       std::vector<std::vector<float>> ms(g.size());
       for (int r = 0; r < rounds; ++r)
-        for (size_t j = 0; j < g.size(); ++j) ms[j].push_back(replay_ms(t, g[j], line, stream));
+        for (size_t j = 0; j < g.size(); ++j) ms[j].push_back(g[j].calls.replay_ms(t, line, stream));
       for (size_t j = 0; j < g.size(); ++j) mine[j] = median(ms[j]);
     });
   } catch (const Error&) {
@@ -247,15 +174,18 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     Graphed g;
     float mine = -1;  // this rank's median; -1: not built or failed (on some rank: every rank knows)
     try {
-      t.agree_local("building a candidate", [&] { g.impl = make_impl({team, p, c}); });
+      t.agree_local("building a candidate", [&] {
+        g.impl = make_impl({team, p, c});
+        bind_calls(g, operands.ops);
+      });
       t.barrier();  // start together: a rank's skew is not the candidate's time
       // Agreed on, so that a candidate failing on one rank is skipped by all alike.
-      t.agree_local("timing a candidate", [&] { mine = time_calls(t, g, operands.ops, line, stream.get(), budget); });
+      t.agree_local("timing a candidate", [&] { mine = g.calls.time(t, line, stream.get(), budget); });
     } catch (const Error&) {
       if (t.has_failed()) throw;  // the team failed (a wait for a peer ran out), not the candidate
       mine = -1;
     }
-    per_graph.push_back(g.per_graph);  // (g is freed at the end of the iteration, before the next is built)
+    per_graph.push_back(g.calls.per_graph);  // (g is freed at the end of the iteration, before the next is built)
     t.check();                         // NCCL's asynchronous errors too
     const float slowest = slowest_rank(t, {mine})[0];
     times.push_back(slowest);
