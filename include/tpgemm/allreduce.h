@@ -19,9 +19,13 @@ struct AllReduceState;
 class AllReducePlan {
  public:
   // Collective. Messages of up to `count` elements of `dtype` per rank. With kAuto each call runs
-  // the algorithm its own size calls for: one-shot up to 64 KB (1 MB at W = 2), two-shot up to
-  // 16 MB (256 MB at W = 2), NCCL above that, and for counts that are not a multiple of 8, on one
-  // rank (nothing to exchange), beyond 32 ranks and where not every rank is an NVLink peer.
+  // the algorithm that was fastest on this team at its size: making the plan times NCCL, one-shot
+  // and two-shot at the powers of two from 4 KiB up to the message (at most 64 MiB) that the team
+  // has not timed yet (a few ms per size, once per team; selection() lists the times). With
+  // tuning off (TPGEMM_TUNE=0) rules measured on H200 decide: one-shot up to 64 KB (1 MB at
+  // W = 2), two-shot up to 16 MB (256 MB at W = 2), NCCL above. NCCL runs counts that are not a
+  // multiple of 8, on one rank (nothing to exchange), beyond 32 ranks and where not every rank is
+  // an NVLink peer.
   // oneshot and twoshot take plan and call counts that are multiples of 8 only and run every call
   // (on one rank, NCCL does, and takes any count). The symmetric
   // algorithms stage in NCCL symmetric memory, one-shot 2 W x the largest message it takes in
@@ -55,6 +59,9 @@ class AllReducePlan {
   AllReduceImpl impl() const;
   AllReduceImpl impl(int64_t count) const;
   int64_t count() const;
+  // How auto chooses: tuned (every timed size's times in ms per call, slowest rank, and its
+  // winner; tuning_ms: this plan's share of the timing), the rules (fallback), or asked for.
+  const PlanSelection& selection() const;
 
  private:
   std::unique_ptr<detail::AllReduceState> state_;

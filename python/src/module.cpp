@@ -307,5 +307,12 @@ NB_MODULE(_C, m) {
       .def("impl_for", [](const AllReducePlan& p, int64_t count) { return std::string(to_string(p.impl(count))); },
            nb::arg("count"), "The algorithm a call of `count` elements runs.")
       .def_prop_ro("impl", [](const AllReducePlan& p) { return std::string(to_string(p.impl())); })
-      .def_prop_ro("count", &AllReducePlan::count);
+      .def_prop_ro("count", &AllReducePlan::count)
+      .def_prop_ro("selection",
+                   [](const AllReducePlan& p) {
+                     const PlanSelection& s = p.selection();
+                     return std::make_tuple(std::string(to_string(s.source)), s.detail, s.tuning_ms);
+                   },
+                   "(source, detail, tuning_ms): how auto routes calls by size (asked, tuned or fallback), "
+                   "with the times of every size timed on this team.");
 }

@@ -17,6 +17,7 @@
 #include "comm/device/wait_env.h"
 #include "comm/host_rendezvous.h"
 #include "comm/timeout.h"
+#include "plan/allreduce_timings.h"
 #include "tpgemm/error.h"
 #include "tpgemm/team.h"
 
@@ -88,6 +89,9 @@ struct TeamState {
   // Plans made on this team so far (failed ones too): every rank makes the same ones in the same
   // order, so a plan's number is the same on every rank, and names it in the per-call check.
   uint64_t plans_made = 0;
+  // The measured all-reduce's times (NOTE [measured all-reduce]): filled by the plans that time
+  // sizes, the same on every rank.
+  plan::AllReduceTimings allreduce_timings;
 
   void barrier() { agreement.barrier("a barrier of the team"); }
 

@@ -28,6 +28,8 @@ inline GemmProblem call_problem(const GemmProblem& p, const Operands& o) {
 // The environment settings that change a protocol between ranks, as " NAME=value" pairs (those
 // set): part of every plan's descriptor, so that ranks that differ fail alike (ops/plan.cpp).
 std::string protocol_settings();
+// PlanOptions::Tune::kDefault resolved: kOff where TPGEMM_TUNE=0, else kOn (other values as asked).
+PlanOptions::Tune resolve_tune(PlanOptions::Tune asked);
 
 class OpImpl {
  public:

@@ -96,13 +96,13 @@ std::string protocol_settings() {
   return out;
 }
 
-namespace {
-
 PlanOptions::Tune resolve_tune(PlanOptions::Tune asked) {
   if (asked != PlanOptions::Tune::kDefault) return asked;
   const auto v = env_string("TPGEMM_TUNE");
   return v && *v == "0" ? PlanOptions::Tune::kOff : PlanOptions::Tune::kOn;
 }
+
+namespace {
 
 void warn(const TeamState& t, const std::string& what) {
   if (t.rank == 0) std::fprintf(stderr, "tpgemm: warning: %s\n", what.c_str());

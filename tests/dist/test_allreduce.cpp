@@ -183,6 +183,55 @@ TEST_P(Dist, OneAutoAllReducePlanServesCallsOfAnySize) {
             0);
 }
 
+// NOTE [measured all-reduce]: an auto plan times every power of two up to its message, routes each
+// call by the table (the winner of the smallest timed size at or above it), and a later plan of the
+// team times nothing it has; with TPGEMM_TUNE=0 the rules decide.
+TEST_P(Dist, AutoAllReduceRoutesCallsByTheTeamsTimings) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              const Status s = testsupport::caught([&] {
+                const int64_t count = int64_t(1) << 20;  // 2 MiB of bf16: 4 KiB .. 2 MiB, 10 sizes
+                AllReducePlan plan(team, count, DType::kBF16, AllReduceImpl::kAuto);
+                const PlanSelection& sel = plan.selection();
+                RANK_EXPECT(sel.source == PlanSelection::Source::kTuned && sel.tuning_ms > 0, "selection: %s, %.1f ms",
+                            std::string(to_string(sel.source)).c_str(), sel.tuning_ms);
+                // "4096 B: nccl 0.0100 oneshot 0.0030 twoshot 0.0050 -> oneshot; 8192 B: ..."
+                int sizes = 0;
+                for (size_t begin = 0; begin < sel.detail.size(); ++sizes) {
+                  const size_t end = std::min(sel.detail.find("; ", begin), sel.detail.size());
+                  const std::string row = sel.detail.substr(begin, end - begin);
+                  begin = end + 2;
+                  const int64_t bytes = std::stoll(row);
+                  const std::string winner = row.substr(row.find("-> ") + 3);
+                  const std::string ran(to_string(plan.impl(bytes / 2)));
+                  RANK_EXPECT(ran == winner, "a call of %lld bytes runs %s, its size's winner is %s (%s)", (long long)bytes,
+                              ran.c_str(), winner.c_str(), sel.detail.c_str());
+                  // Calls between two sizes run the larger one's winner.
+                  if (bytes > 4096)
+                    RANK_EXPECT(plan.impl(bytes / 4 + 8) == plan.impl(bytes / 2), "%lld bytes + 16 against %lld bytes",
+                                (long long)(bytes / 2), (long long)bytes);
+                }
+                RANK_EXPECT(sizes == 10, "%d sizes timed, expected 10 (4 KiB to 2 MiB): %s", sizes, sel.detail.c_str());
+                // A second plan of the team: nothing left to time, the same table.
+                AllReducePlan again(team, count / 2, DType::kFP16, AllReduceImpl::kAuto);
+                RANK_EXPECT(again.selection().tuning_ms == 0 && sel.detail.find(again.selection().detail) == 0,
+                            "second plan: %.1f ms, %s", again.selection().tuning_ms, again.selection().detail.c_str());
+                // Rules with tuning off (every rank alike).
+                ::setenv("TPGEMM_TUNE", "0", 1);
+                const Status off = testsupport::caught([&] {
+                  AllReducePlan rules(team, count, DType::kBF16, AllReduceImpl::kAuto);
+                  RANK_EXPECT(rules.selection().source == PlanSelection::Source::kFallback, "TPGEMM_TUNE=0: %s",
+                              std::string(to_string(rules.selection().source)).c_str());
+                });
+                ::unsetenv("TPGEMM_TUNE");
+                if (!off.ok()) throw Error(off);
+              });
+              RANK_EXPECT(s.ok(), "measured all-reduce: %s", s.message.c_str());
+            }),
+            0);
+}
+
 // NOTE [dependent launch]: each call launches while the kernel before it ends, so one that read its
 // input (or its call counter, or the staging) before waiting for that kernel would read stale
 // data. Here each call's input is the output of the call before, with no other kernel between,

@@ -511,6 +511,11 @@ class Runner {
       auto plan = make_or_report<AllReducePlan>(row, team_, count, dt, impl);
       if (plan == nullptr) continue;
       row.chosen = std::string(to_string(plan->impl()));
+      if (impl == AllReduceImpl::kAuto) {
+        const PlanSelection& sel = plan->selection();
+        row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
+        row.tuning_ms = timer_.max_over_ranks(sel.tuning_ms);
+      }
       void* input = in.get();
       auto fill = [&] { testing::fill_random(input, dt, 1, 1, count, 0, 1, kSeedAllReduce + t_.rank, st); };
       auto fn = [&] { plan->run(input, out.get(), st); };

@@ -7,9 +7,11 @@
 
 #include "comm/team_state.h"
 #include "core/check.h"
+#include "ops/allreduce/allreduce_tuning.h"
 #include "ops/allreduce/symm_collective.h"
 #include "ops/common/nccl_types.h"
 #include "ops/op_impl.h"
+#include "plan/allreduce_timings.h"
 #include "plan/choose.h"
 
 namespace tpgemm {
@@ -21,6 +23,10 @@ struct AllReduceState {
   int64_t count = 0;
   DType dtype = DType::kBF16;
   AllReduceImpl asked = AllReduceImpl::kAuto;
+  // auto's choice by size: the team's timings as this plan was made (NOTE [measured all-reduce]);
+  // empty: the rules of plan/choose.cpp.
+  plan::AllReduceTimings timings;
+  PlanSelection selection;
   // The symmetric algorithms made so far, each with staging for the largest call it takes.
   std::map<AllReduceImpl, std::unique_ptr<ops::SymmCollective>> symm;
   std::array<const void*, 2> device_memory{};  // in, out as last found this GPU's (check_device_memory)
@@ -70,12 +76,22 @@ AllReduceImpl algorithm(const AllReduceState& s, int64_t count) {
   if (t.world == 1) return AllReduceImpl::kNccl;  // nothing to exchange
   if (s.asked != AllReduceImpl::kAuto) return s.asked;
   if (count % 8 != 0) return AllReduceImpl::kNccl;
-  return plan::choose_allreduce(count * static_cast<int64_t>(dtype_size(s.dtype)), {t.world, t.all_lsa});
+  const int64_t bytes = count * static_cast<int64_t>(dtype_size(s.dtype));
+  if (!s.timings.rows.empty()) return plan::route(s.timings, bytes);
+  return plan::choose_allreduce(bytes, {t.world, t.all_lsa});
 }
 int64_t largest_call(const AllReduceState& s, AllReduceImpl algo) {
   if (s.asked != AllReduceImpl::kAuto) return s.count;
-  const int64_t bytes = plan::allreduce_largest(algo, {s.team->world, s.team->all_lsa});
-  return std::min(s.count, bytes / static_cast<int64_t>(dtype_size(s.dtype))) / 8 * 8;
+  const int64_t es = static_cast<int64_t>(dtype_size(s.dtype));
+  const int64_t bytes = !s.timings.rows.empty() ? plan::largest_routed(s.timings, algo, s.count * es)
+                                                : plan::allreduce_largest(algo, {s.team->world, s.team->all_lsa});
+  return std::min(s.count, bytes / es) / 8 * 8;
+}
+
+// Whether auto times its algorithms on this team (NOTE [measured all-reduce]): more than one rank,
+// every one an NVLink peer within the symmetric kernels' reach, and tuning not switched off.
+bool measures(const TeamState& t, AllReduceImpl asked, bool tune) {
+  return asked == AllReduceImpl::kAuto && tune && t.world > 1 && t.all_lsa && t.world <= plan::kMaxSymmetricWorld;
 }
 
 Status check_call_count(const AllReduceState& s, int64_t count) {
@@ -129,8 +145,10 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   const DeviceScope device(t->device);  // the plan's GPU while it is made; the caller's current one after
   Status local = t->failure();
   if (local.ok()) local = detail::check_allreduce(*t, count, dtype, impl);
-  const std::string descriptor = strfmt("allreduce count=%lld %s impl=%s", (long long)count,
-                                        std::string(to_string(dtype)).c_str(), std::string(to_string(impl)).c_str()) +
+  const bool tune = detail::resolve_tune(PlanOptions::Tune::kDefault) == PlanOptions::Tune::kOn;
+  const std::string descriptor = strfmt("allreduce count=%lld %s impl=%s%s", (long long)count,
+                                        std::string(to_string(dtype)).c_str(), std::string(to_string(impl)).c_str(),
+                                        tune ? "" : " tune=off") +
                                  detail::protocol_settings();
   t->agree(local, descriptor, "the all-reduce plan");
   auto state = std::make_unique<detail::AllReduceState>();
@@ -139,6 +157,18 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   state->count = count;
   state->dtype = dtype;
   state->asked = impl;
+  const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
+  if (detail::measures(*t, impl, tune)) {
+    state->selection.tuning_ms = detail::measure_allreduce(t, dtype, bytes);  // collective; the same table everywhere
+    state->timings = t->allreduce_timings;
+    state->selection.source = PlanSelection::Source::kTuned;
+    state->selection.detail = plan::describe(state->timings, bytes);
+  } else if (impl == AllReduceImpl::kAuto) {
+    state->selection.source = PlanSelection::Source::kFallback;
+    state->selection.detail = t->world == 1 ? "one rank: nccl" : !tune ? "the rules (tuning off)" : "the rules (no symmetric kernels on this team)";
+  } else {
+    state->selection.detail = "asked for";
+  }
   const AllReduceImpl own = detail::algorithm(*state, count);  // the plan's own message's
   t->agree_local("building the all-reduce plan", [&] {  // NOTE [collective construction]
     if (own != AllReduceImpl::kNccl) state->symm[own] = detail::build(*state, own);
@@ -215,5 +245,9 @@ AllReduceImpl AllReducePlan::impl(int64_t count) const {
   return detail::algorithm(*state_, count);
 }
 int64_t AllReducePlan::count() const { return state_ ? state_->count : 0; }
+const PlanSelection& AllReducePlan::selection() const {
+  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "selection() on a moved-from AllReducePlan");
+  return state_->selection;
+}
 
 }  // namespace tpgemm
