@@ -20,12 +20,16 @@ class AllReducePlan {
  public:
   // Collective. Messages of up to `count` elements of `dtype` per rank. With kAuto each call runs
   // the algorithm that was fastest on this team at its size: making the plan times NCCL, one-shot
-  // and two-shot at the powers of two from 4 KiB up to the message (at most 64 MiB) that the team
-  // has not timed yet (a few ms per size, once per team; selection() lists the times). With
-  // tuning off (TPGEMM_TUNE=0) rules measured on H200 decide: one-shot up to 64 KB (1 MB at
-  // W = 2), two-shot up to 16 MB (256 MB at W = 2), NCCL above. NCCL runs counts that are not a
+  // and two-shot at the powers of two from 4 KiB up to the message rounded up to a power of two
+  // (at most 256 MiB; NCCL beyond) that the team has not timed yet, once per team and size (each
+  // algorithm made as a plan of that size, then graph replays of its calls, at most 20 ms of them;
+  // selection() lists the times; NOTE [measured all-reduce]). With tuning off (TPGEMM_TUNE=0, or
+  // `tune` below) rules measured on H200 decide: one-shot up to 64 KB (1 MB at W = 2), two-shot up
+  // to 16 MB (256 MB at W = 2), NCCL above. NCCL runs counts that are not a
   // multiple of 8, on one rank (nothing to exchange), beyond 32 ranks and where not every rank is
-  // an NVLink peer.
+  // an NVLink peer. `tune`: kOff takes the rules whatever TPGEMM_TUNE says (their choice by size
+  // is the same in every process, where timings within noise of each other may not be: each
+  // algorithm sums in a fixed order, but not in the same one); kDefault follows TPGEMM_TUNE.
   // oneshot and twoshot take plan and call counts that are multiples of 8 only and run every call
   // (on one rank, NCCL does, and takes any count). The symmetric
   // algorithms stage in NCCL symmetric memory, one-shot 2 W x the largest message it takes in
@@ -33,7 +37,8 @@ class AllReducePlan {
   // on the first call that takes it (or by prepare()). Made on the team's GPU; this, prepare()
   // and run() leave the caller's current device as they found it.
   AllReducePlan(const Team& team, int64_t count, DType dtype,
-                AllReduceImpl impl = AllReduceImpl::kAuto);
+                AllReduceImpl impl = AllReduceImpl::kAuto,
+                PlanOptions::Tune tune = PlanOptions::Tune::kDefault);
   ~AllReducePlan();
   AllReducePlan(AllReducePlan&&) noexcept;
   AllReducePlan& operator=(AllReducePlan&&) noexcept;

@@ -286,14 +286,16 @@ NB_MODULE(_C, m) {
   nb::class_<AllReducePlan>(m, "AllReducePlan")
       .def(
           "__init__",
-          [](AllReducePlan* self, const Team& team, int64_t count, const std::string& dtype, const std::string& impl) {
+          [](AllReducePlan* self, const Team& team, int64_t count, const std::string& dtype, const std::string& impl,
+             bool tune) {
             const DType dt = dtype_arg(dtype);
             const AllReduceImpl ai = parsed(parse_allreduce_impl(impl), "impl", impl, "auto, nccl, oneshot or twoshot");
             nb::gil_scoped_release release;
-            new (self) AllReducePlan(team, count, dt, ai);
+            new (self) AllReducePlan(team, count, dt, ai, tune ? PlanOptions::Tune::kDefault : PlanOptions::Tune::kOff);
           },
-          nb::arg("team"), nb::arg("count"), nb::arg("dtype") = "bf16", nb::arg("impl") = "auto",
-          "Collective: `count` elements per rank (see tpgemm/allreduce.h).")
+          nb::arg("team"), nb::arg("count"), nb::arg("dtype") = "bf16", nb::arg("impl") = "auto", nb::arg("tune") = true,
+          "Collective: `count` elements per rank (see tpgemm/allreduce.h). tune=False: auto takes the rules "
+          "(the same choice in every process); True: it times the algorithms unless TPGEMM_TUNE=0.")
       .def(
           "run",
           [](AllReducePlan& self, uintptr_t in, uintptr_t out, uintptr_t stream, std::optional<int64_t> count) {

@@ -214,11 +214,14 @@ def allreduce_plan(group, count, dtype):
         raise Unsupported(f"all_reduce of {count} elements with impl={impl}: the symmetric kernels take multiples "
                           "of 8 elements")
     top = _doubling_at_least(8, count)
-    key = (top, dtype, impl)
+    # Deterministic: the rules' choice by size, the same in every process (timings within noise of
+    # each other may pick another algorithm, which sums in another order, in the next run).
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    key = (top, dtype, impl, deterministic)
     p = e.allreduce.get(key)
     if p is None:
         _no_capture(f"creating the all-reduce plan for up to {top} elements of {dtype}")
-        p = _C.AllReducePlan(e.team, top, dtype, impl)
+        p = _C.AllReducePlan(e.team, top, dtype, impl, tune=not deterministic)
         e.allreduce[key] = p
     if not _capturing():
         p.prepare(count)

@@ -69,9 +69,9 @@ struct Graphed {
 
 // Graphed calls of `g.impl` on the tuner's operands `o` (which outlive them).
 void bind_calls(Graphed& g, const Operands& o) {
-  g.calls.call = [&g, &o](cudaStream_t stream) {
-    g.impl->prologue(o, stream);
-    g.impl->run(o, stream);
+  g.calls.call = [impl = g.impl.get(), &o](cudaStream_t stream) {
+    impl->prologue(o, stream);
+    impl->run(o, stream);
   };
 }
 

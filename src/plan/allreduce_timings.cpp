@@ -1,7 +1,6 @@
 #include "plan/allreduce_timings.h"
 
 #include <algorithm>
-#include <iterator>
 
 #include "core/format.h"
 
@@ -23,9 +22,13 @@ std::vector<int64_t> sizes_to_time(const AllReduceTimings& t, int64_t message_by
 }
 
 namespace {
-bool lost_or_untimed(const AllReduceTimings& t, int i, int64_t bytes) {
+// Not timed at `bytes`, or slower than NCCL there (a loss to the other symmetric algorithm does not
+// count: one-shot wins the smallest sizes, two-shot the ones after).
+bool behind_nccl(const AllReduceTimings& t, int i, int64_t bytes) {
   const auto it = t.rows.find(bytes);
-  return it == t.rows.end() || it->second.ms[i] < 0 || it->second.winner != kAllReduceCandidates[i];
+  if (it == t.rows.end() || it->second.ms[i] < 0) return true;
+  const float nccl = it->second.ms[candidate_index(AllReduceImpl::kNccl)];
+  return nccl >= 0 && it->second.ms[i] >= nccl;
 }
 }  // namespace
 
@@ -33,7 +36,7 @@ bool worth_timing(const AllReduceTimings& t, AllReduceImpl impl, int64_t bytes) 
   const int i = candidate_index(impl);
   if (impl == AllReduceImpl::kNccl || i < 0) return i >= 0;
   if (bytes / 4 < kSmallestTimedBytes) return true;  // not two sizes below yet
-  return !(lost_or_untimed(t, i, bytes / 2) && lost_or_untimed(t, i, bytes / 4));
+  return !(behind_nccl(t, i, bytes / 2) && behind_nccl(t, i, bytes / 4));
 }
 
 AllReduceImpl winner_of(const float (&ms)[kNumAllReduceCandidates]) {
@@ -53,16 +56,15 @@ AllReduceImpl winner_of(const float (&ms)[kNumAllReduceCandidates]) {
 
 AllReduceImpl route(const AllReduceTimings& t, int64_t bytes) {
   const auto it = t.rows.lower_bound(bytes);
-  return it != t.rows.end() ? it->second.winner : t.rows.rbegin()->second.winner;
+  return it != t.rows.end() ? it->second.winner : AllReduceImpl::kNccl;
 }
 
 int64_t largest_routed(const AllReduceTimings& t, AllReduceImpl impl, int64_t up_to_bytes) {
-  // Calls in (previous size, size] run the size's winner; past the last size, the last winner.
+  // Calls in (previous size, size] run the size's winner; past the last size, NCCL.
   int64_t largest = 0, below = 0;
-  for (auto it = t.rows.begin(); it != t.rows.end() && below < up_to_bytes; below = it->first, ++it) {
-    const bool last = std::next(it) == t.rows.end();
-    if (it->second.winner == impl) largest = last ? up_to_bytes : std::min(it->first, up_to_bytes);
-  }
+  for (auto it = t.rows.begin(); it != t.rows.end() && below < up_to_bytes; below = it->first, ++it)
+    if (it->second.winner == impl) largest = std::min(it->first, up_to_bytes);
+  if (impl == AllReduceImpl::kNccl && (t.rows.empty() || t.rows.rbegin()->first < up_to_bytes)) largest = up_to_bytes;
   return largest;
 }
 

@@ -198,7 +198,7 @@ TEST_P(Dist, AutoAllReduceRoutesCallsByTheTeamsTimings) {
                             std::string(to_string(sel.source)).c_str(), sel.tuning_ms);
                 // "4096 B: nccl 0.0100 oneshot 0.0030 twoshot 0.0050 -> oneshot; 8192 B: ..."
                 int sizes = 0;
-                for (size_t begin = 0; begin < sel.detail.size(); ++sizes) {
+                for (size_t begin = 0; sel.source == PlanSelection::Source::kTuned && begin < sel.detail.size(); ++sizes) {
                   const size_t end = std::min(sel.detail.find("; ", begin), sel.detail.size());
                   const std::string row = sel.detail.substr(begin, end - begin);
                   begin = end + 2;

@@ -33,7 +33,7 @@ TEST(AllReduceTimings, SizesArePowersOfTwoUpToTheMessageNotYetTimed) {
   // At most kLargestTimedBytes, however large the message.
   const std::vector<int64_t> all = sizes_to_time({}, int64_t(1) << 40);
   EXPECT_EQ(all.back(), kLargestTimedBytes);
-  EXPECT_EQ(all.size(), 15u);  // 4 KiB .. 64 MiB
+  EXPECT_EQ(all.size(), 17u);  // 4 KiB .. 256 MiB
 }
 
 TEST(AllReduceTimings, WinnerTiesKeepNcclWithinTwoPercentAndOneShotWithinOne) {
@@ -46,23 +46,32 @@ TEST(AllReduceTimings, WinnerTiesKeepNcclWithinTwoPercentAndOneShotWithinOne) {
   EXPECT_EQ(winner_of(row(-1, -1, -1).ms), kNccl);          // nothing timed: NCCL
 }
 
-TEST(AllReduceTimings, AnAlgorithmThatLostTwoSizesInARowIsNotTimedFurther) {
+TEST(AllReduceTimings, AnAlgorithmBehindNcclTwoSizesInARowIsNotTimedFurther) {
   AllReduceTimings t;
   EXPECT_TRUE(worth_timing(t, kOne, 4096));
   EXPECT_TRUE(worth_timing(t, kOne, 8192));  // fewer than two sizes below
-  t.rows[4096] = row(3, 1, 2);               // one-shot wins
-  t.rows[8192] = row(3, 2, 1);               // two-shot wins
-  EXPECT_TRUE(worth_timing(t, kOne, 16384)); // lost once
+  // One-shot wins the smallest sizes: two-shot, behind it but ahead of NCCL, stays in.
+  t.rows[4096] = row(3, 1, 2);
+  t.rows[8192] = row(3, 1, 2);
   EXPECT_TRUE(worth_timing(t, kTwo, 16384));
-  t.rows[16384] = row(3, 2, 1);
-  EXPECT_FALSE(worth_timing(t, kOne, 32768)); // lost at 8 and 16 KiB
-  EXPECT_TRUE(worth_timing(t, kTwo, 32768));
-  t.rows[32768] = row(3, -1, 1);              // one-shot not timed
-  EXPECT_FALSE(worth_timing(t, kOne, 65536)); // stays out
-  t.rows[65536] = row(1, -1, 2);              // NCCL wins
-  t.rows[131072] = row(1, -1, 2);
-  EXPECT_FALSE(worth_timing(t, kTwo, 262144));
-  EXPECT_TRUE(worth_timing(t, kNccl, 262144));  // NCCL always
+  t.rows[16384] = row(3, 2, 1);                // two-shot's turn
+  t.rows[32768] = row(3, 3.5f, 1);             // one-shot behind NCCL once
+  EXPECT_TRUE(worth_timing(t, kOne, 65536));
+  t.rows[65536] = row(3, 4, 1);                // and twice
+  EXPECT_FALSE(worth_timing(t, kOne, 131072));
+  EXPECT_TRUE(worth_timing(t, kTwo, 131072));
+  t.rows[131072] = row(3, -1, 1);              // one-shot not timed
+  EXPECT_FALSE(worth_timing(t, kOne, 262144)); // stays out
+  t.rows[262144] = row(1, -1, 2);              // NCCL ahead of two-shot
+  EXPECT_TRUE(worth_timing(t, kTwo, 524288));
+  t.rows[524288] = row(1, -1, 1);              // a tie counts as behind
+  EXPECT_FALSE(worth_timing(t, kTwo, 1048576));
+  EXPECT_TRUE(worth_timing(t, kNccl, 1048576));  // NCCL always
+  // Where NCCL was not timed (it failed), nothing is behind it.
+  AllReduceTimings f;
+  f.rows[4096] = row(-1, 2, 3);
+  f.rows[8192] = row(-1, 2, 3);
+  EXPECT_TRUE(worth_timing(f, kTwo, 16384));
 }
 
 TEST(AllReduceTimings, RoutesACallToTheSmallestTimedSizeAtOrAboveIt) {
@@ -74,12 +83,20 @@ TEST(AllReduceTimings, RoutesACallToTheSmallestTimedSizeAtOrAboveIt) {
   EXPECT_EQ(route(t, 4096), kOne);
   EXPECT_EQ(route(t, 4097), kTwo);
   EXPECT_EQ(route(t, 16384), kNccl);
-  EXPECT_EQ(route(t, int64_t(1) << 30), kNccl);  // past the table: its last winner
+  EXPECT_EQ(route(t, int64_t(1) << 30), kNccl);  // past the table
   EXPECT_EQ(largest_routed(t, kOne, int64_t(1) << 30), 4096);
   EXPECT_EQ(largest_routed(t, kOne, 1000), 1000);  // at most the plan's message
   EXPECT_EQ(largest_routed(t, kTwo, int64_t(1) << 30), 8192);
   EXPECT_EQ(largest_routed(t, kTwo, 4096), 0);     // no call of the plan reaches it
   EXPECT_EQ(largest_routed(t, kNccl, int64_t(1) << 30), int64_t(1) << 30);
+  EXPECT_EQ(largest_routed(t, kNccl, 8192), 0);
+  // Past the table NCCL, whatever the last size's winner: the symmetric kernels' staging stops there.
+  t.rows[32768] = row(2, 3, 1);
+  EXPECT_EQ(route(t, 32768), kTwo);
+  EXPECT_EQ(route(t, 32769), kNccl);
+  EXPECT_EQ(largest_routed(t, kTwo, int64_t(1) << 30), 32768);
+  EXPECT_EQ(largest_routed(t, kNccl, 20000), 16384);
+  EXPECT_EQ(largest_routed(t, kNccl, 40000), 40000);
 }
 
 // Every call a plan routes to an algorithm fits the staging made for that algorithm's largest call,

@@ -514,7 +514,7 @@ class Runner {
       if (impl == AllReduceImpl::kAuto) {
         const PlanSelection& sel = plan->selection();
         row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
-        row.tuning_ms = timer_.max_over_ranks(sel.tuning_ms);
+        row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? timer_.max_over_ranks(sel.tuning_ms) : -1;
       }
       void* input = in.get();
       auto fill = [&] { testing::fill_random(input, dt, 1, 1, count, 0, 1, kSeedAllReduce + t_.rank, st); };

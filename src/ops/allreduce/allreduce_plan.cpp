@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <map>
 
 #include "comm/team_state.h"
@@ -139,13 +140,14 @@ void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
 }  // namespace
 }  // namespace detail
 
-AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllReduceImpl impl) {
+AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllReduceImpl impl,
+                             PlanOptions::Tune tuning) {
   const auto& t = team.state();
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   const DeviceScope device(t->device);  // the plan's GPU while it is made; the caller's current one after
   Status local = t->failure();
   if (local.ok()) local = detail::check_allreduce(*t, count, dtype, impl);
-  const bool tune = detail::resolve_tune(PlanOptions::Tune::kDefault) == PlanOptions::Tune::kOn;
+  const bool tune = detail::resolve_tune(tuning) == PlanOptions::Tune::kOn;
   const std::string descriptor = strfmt("allreduce count=%lld %s impl=%s%s", (long long)count,
                                         std::string(to_string(dtype)).c_str(), std::string(to_string(impl)).c_str(),
                                         tune ? "" : " tune=off") +
@@ -157,17 +159,28 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   state->count = count;
   state->dtype = dtype;
   state->asked = impl;
-  const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
-  if (detail::measures(*t, impl, tune)) {
-    state->selection.tuning_ms = detail::measure_allreduce(t, dtype, bytes);  // collective; the same table everywhere
-    state->timings = t->allreduce_timings;
-    state->selection.source = PlanSelection::Source::kTuned;
-    state->selection.detail = plan::describe(state->timings, bytes);
-  } else if (impl == AllReduceImpl::kAuto) {
-    state->selection.source = PlanSelection::Source::kFallback;
-    state->selection.detail = t->world == 1 ? "one rank: nccl" : !tune ? "the rules (tuning off)" : "the rules (no symmetric kernels on this team)";
+  PlanSelection& sel = state->selection;
+  if (impl != AllReduceImpl::kAuto) {
+    sel.detail = "AllReducePlan's impl";
+  } else if (!detail::measures(*t, impl, tune)) {
+    sel.source = PlanSelection::Source::kFallback;
+    sel.detail = t->world == 1 ? "one rank: nccl"
+                 : !tune       ? "the rules of plan/choose.cpp: tuning off (tune, TPGEMM_TUNE)"
+                               : "the rules of plan/choose.cpp: no symmetric kernels on this team";
   } else {
-    state->selection.detail = "asked for";
+    const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
+    try {
+      sel.tuning_ms = detail::measure_allreduce(t, dtype, bytes);  // collective; the same table everywhere
+      state->timings = t->allreduce_timings;
+      sel.source = PlanSelection::Source::kTuned;
+      sel.detail = plan::describe(state->timings, bytes);
+    } catch (const Error& e) {
+      // Every step of the timing is agreed on, so every rank is here alike: the rules decide.
+      if (t->has_failed()) throw;
+      sel.source = PlanSelection::Source::kFallback;
+      sel.detail = std::string("the rules of plan/choose.cpp: timing failed: ") + e.what();
+      if (t->rank == 0) std::fprintf(stderr, "tpgemm: warning: the all-reduce's %s\n", sel.detail.c_str());
+    }
   }
   const AllReduceImpl own = detail::algorithm(*state, count);  // the plan's own message's
   t->agree_local("building the all-reduce plan", [&] {  // NOTE [collective construction]

@@ -15,8 +15,8 @@
 namespace tpgemm::detail {
 namespace {
 
-// Timed calls per candidate and size: a few ms at most (a replay of about 2 ms, three to ten of
-// them): the sizes that matter, small ones, take well under 1 ms each.
+// Timed calls per candidate and size, at most (TimedCalls::time: three to ten replays of up to 20
+// calls): small sizes take well under 1 ms of calls, the largest about this.
 constexpr double kBudgetMs = 20.0;
 
 int64_t staging_bytes(AllReduceImpl algo, int64_t count, DType dtype, int world) {
