@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/env.h"
 #include "gemm/sm90_config.h"
+#include "gemm/sm90_measured.h"
 
 namespace tpgemm::gemm {
 namespace sm90 {
@@ -27,11 +28,12 @@ int pick_config(const MatmulShape& s, std::string_view asked, int sm_count) {
   if (name.empty()) {
     if (const auto env = env_string("TPGEMM_SM90_CONFIG")) name = *env, origin = "TPGEMM_SM90_CONFIG";
   }
-  if (name.empty()) return sm90::choose_config(s.m, s.n, s.k, s.batch, sm_count);
+  if (name.empty()) return measured_config(s, sm90::choose_config(s.m, s.n, s.k, s.batch, sm_count));
+  if (name == "rule") return sm90::choose_config(s.m, s.n, s.k, s.batch, sm_count);
   const auto i = sm90::find_config(name);
   if (!i)
-    throw Error(ErrorCode::kInvalidArgument, strfmt("sm90 GEMM core: %s='%s': expected one of %s", origin, name.c_str(),
-                                                    sm90::config_names().c_str()));
+    throw Error(ErrorCode::kInvalidArgument, strfmt("sm90 GEMM core: %s='%s': expected one of %s, or rule", origin,
+                                                    name.c_str(), sm90::config_names().c_str()));
   return *i;
 }
 

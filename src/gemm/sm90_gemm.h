@@ -24,8 +24,10 @@ class Sm90Gemm {
   static Status device_supported(int device);
 
   Sm90Gemm() = default;
-  // On the current device. `config_name`: a name from sm90::configs(); empty: the environment
-  // variable TPGEMM_SM90_CONFIG if set (for calibration), else the rule. TPGEMM_SM90_SWIZZLE
+  // On the current device. `config_name`: a name from sm90::configs(), or "rule" (the rule of
+  // sm90_config.cpp); empty: the environment variable TPGEMM_SM90_CONFIG if set (for calibration),
+  // else the configuration measured fastest for the shape on this GPU (NOTE [measured core
+  // config], gemm/sm90_measured.h; the rule with TPGEMM_TUNE=0). TPGEMM_SM90_SWIZZLE
   // (1, 2, 4, 8) sets the tile scheduler's swizzle. Throws Error(Unsupported / InvalidArgument).
   explicit Sm90Gemm(const MatmulShape& shape, std::string_view config_name = {});
   // The fused AllGather+GEMM's kernel (NOTE [chunk wait] in gemm/sm90/kernels.h): A's rows

@@ -156,14 +156,25 @@ std::vector<std::string> config_names() {
 INSTANTIATE_TEST_SUITE_P(Configs, Sm90GemmConfig, ::testing::ValuesIn(config_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
-TEST(Sm90Gemm, RuleAndEnvironmentPickAConfigAndBadInputIsRefused) {
+TEST(Sm90Gemm, MeasuredRuleAndEnvironmentPickAConfigAndBadInputIsRefused) {
   TPGEMM_REQUIRE_GPUS(1);
   TPGEMM_CUDA_CHECK(cudaSetDevice(0));
   const gemm::MatmulShape s = gemm::packed_shape(2048, 3584, 8192, 1, DType::kBF16, BLayout::kNK);
   unsetenv("TPGEMM_SM90_CONFIG");
   int sms = 0;
   TPGEMM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  EXPECT_STREQ(gemm::Sm90Gemm(s).config(), gemm::sm90::configs()[gemm::sm90::choose_config(2048, 3584, 8192, 1, sms)].name);
+  const std::string rule = gemm::sm90::configs()[gemm::sm90::choose_config(2048, 3584, 8192, 1, sms)].name;
+  EXPECT_EQ(gemm::Sm90Gemm(s, "rule").config(), rule);
+  // Measured (NOTE [measured core config]): one of the configurations, the same for the shape's
+  // next plan; the rule's with tuning off.
+  const std::string measured = gemm::Sm90Gemm(s).config();
+  EXPECT_TRUE(gemm::sm90::find_config(measured).has_value()) << measured;
+  EXPECT_EQ(gemm::Sm90Gemm(s).config(), measured);
+  gemm::MatmulShape other = gemm::packed_shape(1024, 3584, 2048, 1, DType::kBF16, BLayout::kNK);
+  setenv("TPGEMM_TUNE", "0", 1);
+  EXPECT_EQ(gemm::Sm90Gemm(other).config(),
+            std::string(gemm::sm90::configs()[gemm::sm90::choose_config(1024, 3584, 2048, 1, sms)].name));
+  unsetenv("TPGEMM_TUNE");
   setenv("TPGEMM_SM90_CONFIG", "pingpong_128x128_c1x2", 1);
   EXPECT_STREQ(gemm::Sm90Gemm(s).config(), "pingpong_128x128_c1x2");
   setenv("TPGEMM_SM90_CONFIG", "fastest", 1);

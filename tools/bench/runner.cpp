@@ -402,7 +402,8 @@ class Runner {
     }
     std::vector<std::string> names;
     for (const auto& info : gemm::sm90::configs()) names.emplace_back(info.name);
-    names.emplace_back("sm90_auto");  // the rule's choice (or TPGEMM_SM90_CONFIG's)
+    names.emplace_back("sm90_rule");  // the rule of sm90_config.cpp
+    names.emplace_back("sm90_auto");  // the core's own choice: measured (NOTE [measured core config]), or TPGEMM_SM90_CONFIG's
     // A row's ratio is against cuBLASLt timed in alternation with it (time_interleaved_ms).
     const auto time_core = [&](ResultRow& row, const gemm::Sm90Gemm& mm) {
       row.chosen = mm.config();
@@ -418,7 +419,8 @@ class Runner {
     for (const std::string& name : names) {
       ResultRow row = base;
       row.impl = name;
-      auto mm = make_or_report<gemm::Sm90Gemm>(row, shape, name == "sm90_auto" ? std::string_view() : name);
+      const std::string_view asked = name == "sm90_auto" ? std::string_view() : name == "sm90_rule" ? "rule" : name;
+      auto mm = make_or_report<gemm::Sm90Gemm>(row, shape, asked);
       if (mm != nullptr) time_core(row, *mm);
     }
     // The fused GEMM+ReduceScatter's and GEMM+AllReduce's kernel (coop_128x256_c2x1 serving tile

@@ -1,0 +1,114 @@
+#include "gemm/sm90_measured.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/check.h"
+#include "core/cuda_raii.h"
+#include "core/env.h"
+#include "gemm/sm90_config.h"
+#include "gemm/sm90_gemm.h"
+#include "ops/common/random_fill.h"
+
+namespace tpgemm::gemm {
+namespace {
+
+constexpr int kRounds = 3;
+constexpr double kRoundMs = 1.0;  // calls of one configuration per round: about this long
+constexpr int kMaxCalls = 20;
+constexpr double kRuleTie = 0.99;  // another configuration must be 1% faster than the rule's
+
+// Elements a strided operand spans: `rows` rows of stride `ld`, `batch` entries `stride` apart.
+int64_t span(int64_t batch, int64_t stride, int64_t rows, int64_t ld) { return (batch - 1) * stride + rows * ld; }
+
+struct Timed {
+  std::unique_ptr<Sm90Gemm> gemm;
+  DeviceBuffer workspace;
+  int config = 0;
+  std::vector<float> ms;  // per call, one per round
+};
+
+int time_configs(const MatmulShape& s, int rule) {
+  const size_t es = dtype_size(s.dtype);
+  const int64_t b_rows = s.b_layout == BLayout::kNK ? s.n : s.k;
+  const int64_t na = span(s.batch, s.stride_a, s.m, s.lda), nb = span(s.batch, s.stride_b, b_rows, s.ldb);
+  const int64_t nd = span(s.batch, s.stride_d, s.m, s.ldd), nc = s.has_c ? span(s.batch, s.stride_c, s.m, s.ldc) : 0;
+  size_t free_bytes = 0, total = 0;
+  TPGEMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+  if (static_cast<size_t>(na + nb + nc + nd) * es > free_bytes / 4) return rule;
+  const Stream stream = Stream::create();
+  const cudaStream_t st = stream.get();
+  DeviceBuffer a(static_cast<size_t>(na) * es), b(static_cast<size_t>(nb) * es), c(static_cast<size_t>(nc) * es),
+      d(static_cast<size_t>(nd) * es);
+  // Random operands: a tensor core multiplying constants draws less power, and the configurations
+  // differ in how hard they run it.
+  ops::fill_random(a.get(), s.dtype, 1, 1, na, 0, 1, 0x5e90a, st);
+  ops::fill_random(b.get(), s.dtype, 1, 1, nb, 0, 1, 0x5e90b, st);
+  if (s.has_c) ops::fill_random(c.get(), s.dtype, 1, 1, nc, 0, 1, 0x5e90c, st);
+  std::vector<Timed> cands;
+  for (int i = 0; i < static_cast<int>(sm90::configs().size()); ++i) {
+    Timed t;
+    try {
+      t.gemm = std::make_unique<Sm90Gemm>(s, sm90::configs()[i].name);
+    } catch (const Error&) {
+      continue;  // this configuration cannot run the shape
+    }
+    t.workspace = DeviceBuffer(t.gemm->workspace_bytes());
+    t.config = i;
+    cands.push_back(std::move(t));
+  }
+  if (cands.size() < 2) return cands.empty() ? rule : cands[0].config;
+  const Event start = Event::create(/*timing=*/true), stop = Event::create(/*timing=*/true);
+  const auto calls = [&](Timed& t, int n) {
+    return time_between(st, start, stop, [&] {
+      for (int i = 0; i < n; ++i) t.gemm->run(a.get(), b.get(), c.get(), d.get(), 1.0f, 1.0f, t.workspace.get(), st);
+    }) / static_cast<float>(n);
+  };
+  for (Timed& t : cands) calls(t, 1);  // first use: not timed
+  const float first = calls(cands[0], 1);
+  const int n = static_cast<int>(std::clamp<double>(std::ceil(kRoundMs / std::max(first, 1e-3f)), 1, kMaxCalls));
+  for (int r = 0; r < kRounds; ++r)
+    for (Timed& t : cands) t.ms.push_back(calls(t, n));
+  int best = -1;
+  float best_ms = 0, rule_ms = -1;
+  for (Timed& t : cands) {
+    std::sort(t.ms.begin(), t.ms.end());
+    const float m = t.ms[t.ms.size() / 2];
+    if (t.config == rule) rule_ms = m;
+    if (best < 0 || m < best_ms) best = t.config, best_ms = m;
+  }
+  return rule_ms > 0 && best_ms >= kRuleTie * rule_ms ? rule : best;
+}
+
+}  // namespace
+
+int measured_config(const MatmulShape& s, int rule) {
+  if (const auto v = env_string("TPGEMM_TUNE"); v && *v == "0") return rule;
+  int device = 0;
+  TPGEMM_CUDA_CHECK(cudaGetDevice(&device));
+  const auto key = std::make_tuple(device, s.sm_count, s.m, s.n, s.k, s.batch, static_cast<int>(s.dtype),
+                                   static_cast<int>(s.b_layout), s.has_c, s.lda, s.ldb, s.ldd);
+  static std::mutex mutex;
+  static std::map<decltype(key), int> chosen;  // per process
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = chosen.find(key); it != chosen.end()) return it->second;
+  }
+  int pick = rule;
+  try {
+    pick = time_configs(s, rule);
+  } catch (const Error&) {
+    (void)cudaGetLastError();  // the timing's failure is not the caller's: the rule decides
+    pick = rule;
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  return chosen.emplace(key, pick).first->second;
+}
+
+}  // namespace tpgemm::gemm
