@@ -419,7 +419,9 @@ class Runner {
     for (const std::string& name : names) {
       ResultRow row = base;
       row.impl = name;
-      const std::string_view asked = name == "sm90_auto" ? std::string_view() : name == "sm90_rule" ? "rule" : name;
+      const std::string_view asked = name == "sm90_auto"   ? std::string_view()
+                                     : name == "sm90_rule" ? std::string_view("rule")
+                                                           : std::string_view(name);
       auto mm = make_or_report<gemm::Sm90Gemm>(row, shape, asked);
       if (mm != nullptr) time_core(row, *mm);
     }
