@@ -33,4 +33,9 @@ std::optional<int64_t> env_int(const char* name, int64_t lo, int64_t hi) {
   return v;
 }
 
+bool tuning_switched_off() {
+  const auto v = env_string("TPGEMM_TUNE");
+  return v && *v == "0";
+}
+
 }  // namespace tpgemm

@@ -89,7 +89,7 @@ int time_configs(const MatmulShape& s, int rule) {
 }  // namespace
 
 int measured_config(const MatmulShape& s, int rule) {
-  if (const auto v = env_string("TPGEMM_TUNE"); v && *v == "0") return rule;
+  if (tuning_switched_off()) return rule;
   int device = 0;
   TPGEMM_CUDA_CHECK(cudaGetDevice(&device));
   const auto key = std::make_tuple(device, s.sm_count, s.m, s.n, s.k, s.batch, static_cast<int>(s.dtype),

@@ -98,8 +98,7 @@ std::string protocol_settings() {
 
 PlanOptions::Tune resolve_tune(PlanOptions::Tune asked) {
   if (asked != PlanOptions::Tune::kDefault) return asked;
-  const auto v = env_string("TPGEMM_TUNE");
-  return v && *v == "0" ? PlanOptions::Tune::kOff : PlanOptions::Tune::kOn;
+  return tuning_switched_off() ? PlanOptions::Tune::kOff : PlanOptions::Tune::kOn;
 }
 
 namespace {
