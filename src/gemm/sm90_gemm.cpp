@@ -22,14 +22,14 @@ namespace {
 const sm90::KernelTable* const kTables[] = {&sm90::kCoop128x256C2x1, &sm90::kCoop256x128C1x2,
                                             &sm90::kPingpong128x128C1x2, &sm90::kStreamK128x256C2x1};
 
-int pick_config(const MatmulShape& s, std::string_view asked, int sm_count) {
+int pick_config(const MatmulShape& s, std::string_view asked, int sm_count, bool measure) {
   std::string name(asked);
   const char* origin = "config";
   if (name.empty()) {
     if (const auto env = env_string("TPGEMM_SM90_CONFIG")) name = *env, origin = "TPGEMM_SM90_CONFIG";
   }
-  if (name.empty()) return measured_config(s, sm90::choose_config(s.m, s.n, s.k, s.batch, sm_count));
-  if (name == "rule") return sm90::choose_config(s.m, s.n, s.k, s.batch, sm_count);
+  if (name.empty() && measure) return measured_config(s, sm90::choose_config(s.m, s.n, s.k, s.batch, sm_count));
+  if (name.empty() || name == "rule") return sm90::choose_config(s.m, s.n, s.k, s.batch, sm_count);
   const auto i = sm90::find_config(name);
   if (!i)
     throw Error(ErrorCode::kInvalidArgument, strfmt("sm90 GEMM core: %s='%s': expected one of %s, or rule", origin,
@@ -56,9 +56,9 @@ Status Sm90Gemm::device_supported(int device) {
                  device, major, minor)};
 }
 
-Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name) {
+Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name, bool measure) {
   set_up(s);
-  config_ = pick_config(s, config_name, base_.sm_count);
+  config_ = pick_config(s, config_name, base_.sm_count, measure);
   kernel_ = &kTables[config_]->fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
   TPGEMM_ASSERT(kernel_->run != nullptr);
   base_.swizzle = static_cast<int>(env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(1));

@@ -29,7 +29,8 @@ class Sm90Gemm {
   // else the configuration measured fastest for the shape on this GPU (NOTE [measured core
   // config], gemm/sm90_measured.h; the rule with TPGEMM_TUNE=0). TPGEMM_SM90_SWIZZLE
   // (1, 2, 4, 8) sets the tile scheduler's swizzle. Throws Error(Unsupported / InvalidArgument).
-  explicit Sm90Gemm(const MatmulShape& shape, std::string_view config_name = {});
+  // `measure` false: an empty name means TPGEMM_SM90_CONFIG if set, else the rule.
+  explicit Sm90Gemm(const MatmulShape& shape, std::string_view config_name = {}, bool measure = true);
   // The fused AllGather+GEMM's kernel (NOTE [chunk wait] in gemm/sm90/kernels.h): A's rows
   // arrive while it runs, as `wait` describes; configuration coop_128x256_c2x1, rastered along
   // N from this rank's own rows. `wait` is fixed for the plan's life (its flags are the plan's).

@@ -5,8 +5,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -31,17 +33,19 @@ struct Timed {
   std::unique_ptr<Sm90Gemm> gemm;
   DeviceBuffer workspace;
   int config = 0;
+  CudaGraph calls;        // (after what it uses: freed first)
   std::vector<float> ms;  // per call, one per round
 };
 
-int time_configs(const MatmulShape& s, int rule) {
+// The fastest configuration for `s`, timed; nullopt where the timing could not run (memory).
+std::optional<int> time_configs(const MatmulShape& s, int rule) {
   const size_t es = dtype_size(s.dtype);
   const int64_t b_rows = s.b_layout == BLayout::kNK ? s.n : s.k;
   const int64_t na = span(s.batch, s.stride_a, s.m, s.lda), nb = span(s.batch, s.stride_b, b_rows, s.ldb);
   const int64_t nd = span(s.batch, s.stride_d, s.m, s.ldd), nc = s.has_c ? span(s.batch, s.stride_c, s.m, s.ldc) : 0;
   size_t free_bytes = 0, total = 0;
   TPGEMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-  if (static_cast<size_t>(na + nb + nc + nd) * es > free_bytes / 4) return rule;
+  if (static_cast<size_t>(na + nb + nc + nd) * es > free_bytes / 4) return std::nullopt;
   const Stream stream = Stream::create();
   const cudaStream_t st = stream.get();
   DeviceBuffer a(static_cast<size_t>(na) * es), b(static_cast<size_t>(nb) * es), c(static_cast<size_t>(nc) * es),
@@ -65,16 +69,18 @@ int time_configs(const MatmulShape& s, int rule) {
   }
   if (cands.size() < 2) return cands.empty() ? rule : cands[0].config;
   const Event start = Event::create(/*timing=*/true), stop = Event::create(/*timing=*/true);
-  const auto calls = [&](Timed& t, int n) {
-    return time_between(st, start, stop, [&] {
-      for (int i = 0; i < n; ++i) t.gemm->run(a.get(), b.get(), c.get(), d.get(), 1.0f, 1.0f, t.workspace.get(), st);
-    }) / static_cast<float>(n);
+  const auto enqueue = [&](Timed& t, int n) {
+    for (int i = 0; i < n; ++i) t.gemm->run(a.get(), b.get(), c.get(), d.get(), 1.0f, 1.0f, t.workspace.get(), st);
   };
-  for (Timed& t : cands) calls(t, 1);  // first use: not timed
-  const float first = calls(cands[0], 1);
+  for (Timed& t : cands) time_between(st, start, stop, [&] { enqueue(t, 1); });  // first use: not timed
+  const float first = time_between(st, start, stop, [&] { enqueue(cands[0], 1); });
   const int n = static_cast<int>(std::clamp<double>(std::ceil(kRoundMs / std::max(first, 1e-3f)), 1, kMaxCalls));
+  // Each round replays a graph of n calls: the GPU's time, not the host's (CUTLASS builds each
+  // call's parameters on the host, as long as a small matmul).
+  for (Timed& t : cands) t.calls = CudaGraph::capture(st, [&] { enqueue(t, n); });
   for (int r = 0; r < kRounds; ++r)
-    for (Timed& t : cands) t.ms.push_back(calls(t, n));
+    for (Timed& t : cands)
+      t.ms.push_back(time_between(st, start, stop, [&] { t.calls.launch(st); }) / static_cast<float>(n));
   int best = -1;
   float best_ms = 0, rule_ms = -1;
   for (Timed& t : cands) {
@@ -95,20 +101,20 @@ int measured_config(const MatmulShape& s, int rule) {
   const auto key = std::make_tuple(device, s.sm_count, s.m, s.n, s.k, s.batch, static_cast<int>(s.dtype),
                                    static_cast<int>(s.b_layout), s.has_c, s.lda, s.ldb, s.ldd);
   static std::mutex mutex;
-  static std::map<decltype(key), int> chosen;  // per process
+  static std::map<std::remove_const_t<decltype(key)>, int> chosen;  // per process
   {
     const std::lock_guard<std::mutex> lock(mutex);
     if (const auto it = chosen.find(key); it != chosen.end()) return it->second;
   }
-  int pick = rule;
+  std::optional<int> pick;
   try {
     pick = time_configs(s, rule);
   } catch (const Error&) {
-    (void)cudaGetLastError();  // the timing's failure is not the caller's: the rule decides
-    pick = rule;
+    (void)cudaGetLastError();  // the timing's failure (memory, say) is not the caller's: the rule decides
   }
+  if (!pick) return rule;  // not kept: a later plan of the shape may find the memory to time it
   const std::lock_guard<std::mutex> lock(mutex);
-  return chosen.emplace(key, pick).first->second;
+  return chosen.emplace(key, *pick).first->second;
 }
 
 }  // namespace tpgemm::gemm

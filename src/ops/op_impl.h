@@ -16,6 +16,10 @@ struct ImplContext {
   std::shared_ptr<TeamState> team;
   GemmProblem problem;
   plan::Choice choice;
+  // Whether tpgemm's GEMM core may time its configurations for its matmuls (NOTE [measured core
+  // config]); false with tuning off or a deterministic plan: the core's rule, the same
+  // configuration in every process.
+  bool measure_core = true;
 };
 
 // The problem of one call: the plan's with the call's M (Operands::m, which Plan::run always sets).

@@ -130,6 +130,10 @@ std::optional<plan::Choice> cached_choice(TeamState& t, const std::string& key, 
   return std::nullopt;
 }
 
+// NOTE [measured core config]: a deterministic plan keeps the core's configurations the same in
+// every process (the rule), as `tune = kOff` does.
+bool measures_core(const PlanOptions& o) { return o.tune == PlanOptions::Tune::kOn && !o.deterministic; }
+
 // Makes the route of problem `p` (the plan's, or one range's: `any_m`). Collective; every rank
 // passes the same arguments (they were agreed on).
 Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const PlanOptions& o, bool any_m) {
@@ -153,7 +157,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     std::string not_tuned = cands.size() <= 1 ? "one candidate" : "tuning off (PlanOptions::tune, TPGEMM_TUNE)";
     if (!hit && tune) {
       try {
-        Measured m = measure(team, p, cands, o.return_gathered_a);
+        Measured m = measure(team, p, cands, o.return_gathered_a, measures_core(o));
         r.choice = m.choice;  // built below, afresh (NOTE [measured planner])
         r.selection = {PlanSelection::Source::kTuned, m.table, m.tuning_ms};
         if (t.rank == 0) {
@@ -180,7 +184,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   // collective steps, so a failure inside make_impl is either every rank's or caught here by
   // the one rank it happened on; either way all ranks meet in this last agree, which also
   // means every rank's workspace is ready before any call can touch it.
-  t.agree_local("building the plan", [&] { r.impl = make_impl({team, p, r.choice}); });
+  t.agree_local("building the plan", [&] { r.impl = make_impl({team, p, r.choice, measures_core(o)}); });
   return r;
 }
 

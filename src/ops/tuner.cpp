@@ -86,7 +86,7 @@ void bind_calls(Graphed& g, const Operands& o) {
 // budget allows (kMinRounds to kMaxRounds): each one's median, slowest rank, decides among them
 // with the same tie rules (plan::fastest). Where they cannot all be built at once (memory), the
 // first timing stands.
-int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProblem& p,
+int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProblem& p, bool measure_core,
            const std::vector<plan::Choice>& candidates, const std::vector<double>& times, const std::vector<int>& per_graph,
            double budget_ms, const Operands& o, const comm::StartLine& line, cudaStream_t stream, std::string& table) {
   const int first = plan::fastest(candidates, times);
@@ -106,7 +106,7 @@ int runoff(TeamState& t, const std::shared_ptr<TeamState>& team, const GemmProbl
   try {
     t.agree_local("building the runoff's candidates", [&] {
       for (size_t j = 0; j < close.size(); ++j) {
-        g[j].impl = make_impl({team, p, candidates[close[j]]});
+        g[j].impl = make_impl({team, p, candidates[close[j]], measure_core});
         bind_calls(g[j], o);
         g[j].calls.per_graph = calls[j];
       }
@@ -151,7 +151,7 @@ std::string describe(const plan::Choice& c) {
 }
 
 Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const std::vector<plan::Choice>& candidates,
-                 bool gathered_a) {
+                 bool gathered_a, bool measure_core) {
   TeamState& t = *team;
   const auto start = std::chrono::steady_clock::now();
   // Rank 0's budget, for the counts of collective calls that follow from it.
@@ -175,7 +175,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     float mine = -1;  // this rank's median; -1: not built or failed (on some rank: every rank knows)
     try {
       t.agree_local("building a candidate", [&] {
-        g.impl = make_impl({team, p, c});
+        g.impl = make_impl({team, p, c, measure_core});
         bind_calls(g, operands.ops);
       });
       t.barrier();  // start together: a rank's skew is not the candidate's time
@@ -193,7 +193,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   }
   if (plan::fastest(candidates, times) < 0) throw Error(ErrorCode::kUnsupported, "the planner could build none of its candidates");
   for (size_t i = 0; i < rows.size(); ++i) best.table += (i ? ", " : "") + rows[i];
-  const int winner = runoff(t, team, p, candidates, times, per_graph, total_budget, operands.ops, line, stream.get(),
+  const int winner = runoff(t, team, p, measure_core, candidates, times, per_graph, total_budget, operands.ops, line, stream.get(),
                             best.table);
   best.choice = candidates[static_cast<size_t>(winner)];
   best.tuning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -43,8 +43,9 @@ struct Measured {
 
 // Collective: every rank passes the same problem and candidates. Throws only when the team has
 // failed (or no candidate could be built: Unsupported).
+// `measure_core`: ImplContext::measure_core of every candidate built.
 Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const std::vector<plan::Choice>& candidates,
-                 bool gathered_a);
+                 bool gathered_a, bool measure_core);
 
 // Builds one implementation (collective; NOTE [collective construction]).
 std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx);

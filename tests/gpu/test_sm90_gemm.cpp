@@ -170,11 +170,25 @@ TEST(Sm90Gemm, MeasuredRuleAndEnvironmentPickAConfigAndBadInputIsRefused) {
   const std::string measured = gemm::Sm90Gemm(s).config();
   EXPECT_TRUE(gemm::sm90::find_config(measured).has_value()) << measured;
   EXPECT_EQ(gemm::Sm90Gemm(s).config(), measured);
-  gemm::MatmulShape other = gemm::packed_shape(1024, 3584, 2048, 1, DType::kBF16, BLayout::kNK);
+  const gemm::MatmulShape other = gemm::packed_shape(1024, 3584, 2048, 1, DType::kBF16, BLayout::kNK);
+  const std::string other_rule = gemm::sm90::configs()[gemm::sm90::choose_config(1024, 3584, 2048, 1, sms)].name;
+  EXPECT_EQ(gemm::Sm90Gemm(other, {}, /*measure=*/false).config(), other_rule);
   setenv("TPGEMM_TUNE", "0", 1);
-  EXPECT_EQ(gemm::Sm90Gemm(other).config(),
-            std::string(gemm::sm90::configs()[gemm::sm90::choose_config(1024, 3584, 2048, 1, sms)].name));
+  EXPECT_EQ(gemm::Sm90Gemm(other).config(), other_rule);
   unsetenv("TPGEMM_TUNE");
+  // Measured on every case shape (batched and cut ones among them): the configuration it picks
+  // computes D.
+  Stream stream = Stream::create();
+  for (const Shape& sh : kShapes)
+    for (bool with_c : {false, true}) {
+      const Case x(sh, DType::kBF16, BLayout::kKN, with_c, stream.get());
+      const gemm::Sm90Gemm mm(x.shape);
+      const DeviceBuffer ws(mm.workspace_bytes());
+      testing::Diff diff;
+      run_checked(mm, x, x.c_arg(), ws, stream.get(), &diff);
+      EXPECT_TRUE(diff.passes(testing::default_eps(DType::kBF16))) << describe(x.shape, mm.config()) << ": rel_err "
+                                                                   << diff.rel_err;
+    }
   setenv("TPGEMM_SM90_CONFIG", "pingpong_128x128_c1x2", 1);
   EXPECT_STREQ(gemm::Sm90Gemm(s).config(), "pingpong_128x128_c1x2");
   setenv("TPGEMM_SM90_CONFIG", "fastest", 1);

@@ -75,7 +75,7 @@ class AgGemmFused final : public OpImpl {
     }
     t.agree_local("planning the GEMM", [&] {
       // W = 1: nothing to gather, the GEMM core alone (its rule may pick stream-K: a workspace).
-      gemm_ = W == 1 ? gemm::Sm90Gemm(shape_) : gemm::Sm90Gemm(shape_, chunk_wait());
+      gemm_ = W == 1 ? gemm::Sm90Gemm(shape_, {}, ctx.measure_core) : gemm::Sm90Gemm(shape_, chunk_wait());
       if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());
     });
   }

@@ -26,7 +26,7 @@ class GatherThenGemm final : public LadderRung {
     team_->agree_local("planning gather_then_gemm's GEMM", [&] {
       gemm::MatmulShape s = gemm::packed_shape(p_.m, p_.n, p_.k, p_.l, p_.dtype, p_.b_layout);
       s.has_c = p_.has_c;
-      gemm_ = gemm::Sm90Gemm(s);
+      gemm_ = gemm::Sm90Gemm(s, {}, ctx.measure_core);
       if (gemm_.workspace_bytes() > 0) workspace_ = DeviceBuffer(gemm_.workspace_bytes());
     });
   }

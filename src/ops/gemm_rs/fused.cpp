@@ -85,7 +85,7 @@ class FusedTileReduce final : public OpImpl {
     }
     t.agree_local("planning the GEMM", [&] {
       if (W == 1) {
-        gemm_ = gemm::Sm90Gemm(shape_);
+        gemm_ = gemm::Sm90Gemm(shape_, {}, ctx.measure_core);
       } else {
         gemm::sm90::TileRowOrder order;  // gemm_ar: the plain order (NOTE [tile all-reduce])
         if (!all_reduce()) {

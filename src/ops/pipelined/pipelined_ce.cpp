@@ -6,6 +6,8 @@
 // copy-engine writes behind their copies; the SM work besides the matmuls is small: one-block
 // barrier and flag-wait kernels, a one-thread kernel per ready flag, the reduction, and the add-C
 // pass.
+#include <algorithm>
+
 #include "comm/signal_pad.h"
 #include "comm/symmetric.h"
 #include "comm/timeout.h"
@@ -37,6 +39,7 @@ class PipelinedCE final : public OpImpl {
         p_(ctx.problem),
         q_(p_.shard_dim == ShardDim::kN ? plan::transposed(p_) : p_),
         choice_(ctx.choice),
+        measure_core_(ctx.measure_core),
         a_es_(static_cast<int64_t>(dtype_size(p_.dtype))),
         d_es_(static_cast<int64_t>(dtype_size(d_dtype(p_)))),
         matmuls_(ctx.team->lt) {
@@ -69,14 +72,15 @@ class PipelinedCE final : public OpImpl {
       for (int e = 0; e < schedule_.num_events; ++e) events_.push_back(Event::create());
       // The scales first: they refuse block scales on rows cuBLASLt's matmul would not take.
       scales_ = PipelinedScales(p_, t.world, t.rank, schedule_);
-      workspace_ = DeviceBuffer(gemm::LtMatmul::kWorkspaceBytes);
+      size_t workspace = gemm::LtMatmul::kWorkspaceBytes;  // cuBLASLt's; the core's stream-K may need more
       for (const Step& s : schedule_.steps)
         if (s.kind == StepKind::kGemm) {  // plan every matmul now, not in run()
           if (choice_.matmul == Matmul::kSm90)
-            core_for(s);
+            workspace = std::max(workspace, core_for(s).workspace_bytes());
           else
             matmul_for(s);
         }
+      workspace_ = DeviceBuffer(workspace);  // one, shared by the matmuls (one stream runs them)
     });
     // Symmetric buffers, in the same order on every rank.
     for (int b = static_cast<int>(plan::kFirstOwnBuf); b < plan::kNumBufs; ++b)
@@ -312,8 +316,9 @@ class PipelinedCE final : public OpImpl {
                   strfmt("matmul=sm90: the Hopper GEMM core cannot run the matmul of %lld x %lld x %lld: %s; use "
                          "matmul=cublaslt",
                          (long long)shape.m, (long long)shape.n, (long long)shape.k, why.c_str()));
-    cores_.push_back(std::make_unique<gemm::Sm90Gemm>(shape));
-    TPGEMM_ASSERT(cores_.back()->workspace_bytes() <= gemm::LtMatmul::kWorkspaceBytes);  // shares workspace_
+    cores_.push_back(std::make_unique<gemm::Sm90Gemm>(shape, std::string_view(), measure_core_));
+    // Made with the plan only, which sizes workspace_ for every core (run() finds them all made).
+    TPGEMM_ASSERT(workspace_.bytes() == 0 || cores_.back()->workspace_bytes() <= workspace_.bytes());
     return *cores_.back();
   }
 
@@ -403,6 +408,7 @@ class PipelinedCE final : public OpImpl {
   GemmProblem p_;
   GemmProblem q_;  // the problem the schedule runs: p_, or along N its transpose (NOTE [shard along N])
   plan::Choice choice_;
+  bool measure_core_;  // ImplContext::measure_core
   int64_t a_es_, d_es_;  // bytes per element of A and B, and of C and D
   plan::Schedule schedule_;
   comm::SymmetricBuffer symmetric_[plan::kNumBufs];
