@@ -126,6 +126,20 @@ int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count) 
   return best_sk >= 0 && cost_sk < kStreamKMargin * cost ? best_sk : best;
 }
 
+int fastest_config(std::vector<TimedConfig> timed, int rule) {
+  constexpr double kRuleTie = 0.99;  // another configuration must be 1% faster than the rule's
+  int best = -1;
+  float best_ms = 0, rule_ms = -1;
+  for (TimedConfig& t : timed) {
+    if (t.ms.empty()) continue;
+    std::sort(t.ms.begin(), t.ms.end());
+    const float m = t.ms[t.ms.size() / 2];
+    if (t.config == rule) rule_ms = m;
+    if (best < 0 || m < best_ms) best = t.config, best_ms = m;
+  }
+  return rule_ms > 0 && best_ms >= kRuleTie * rule_ms ? rule : best;
+}
+
 bool fused_tiles_one_wave(int64_t m, int64_t n, int64_t batch, int sm_count) {
   return ceil_div(m, 256) * 2 * ceil_div(n, 256) * batch <= sm_count;  // clusters of two tiles along M
 }

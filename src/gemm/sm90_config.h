@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gemm/lt_matmul.h"
 #include "tpgemm/error.h"
@@ -48,6 +49,14 @@ int chunk_wait_swizzle(int64_t m, int64_t n, int64_t rows_per_rank);
 // stages, lets the tiles multiply what has arrived (NOTE [chunk wait]); in the fused reductions,
 // every tile lands at about the same time and nothing is left to send beside the GEMM.
 bool fused_tiles_one_wave(int64_t m, int64_t n, int64_t batch, int sm_count);
+// The measured choice (NOTE [measured core config]): among configurations timed in rounds (each
+// one's per-call times, one per round), the one of the lowest median; `rule` keeps it if within
+// 1% (or it is the only one timed). -1 where none was.
+struct TimedConfig {
+  int config = 0;
+  std::vector<float> ms;
+};
+int fastest_config(std::vector<TimedConfig> timed, int rule);
 // Its cost model: the busiest CTA's time in k-blocks of a 128x256 tile.
 double estimated_cost(const ConfigInfo& c, int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count);
 

@@ -24,7 +24,6 @@ namespace {
 constexpr int kRounds = 3;
 constexpr double kRoundMs = 1.0;  // calls of one configuration per round: about this long
 constexpr int kMaxCalls = 20;
-constexpr double kRuleTie = 0.99;  // another configuration must be 1% faster than the rule's
 
 // Elements a strided operand spans: `rows` rows of stride `ld`, `batch` entries `stride` apart.
 int64_t span(int64_t batch, int64_t stride, int64_t rows, int64_t ld) { return (batch - 1) * stride + rows * ld; }
@@ -81,15 +80,9 @@ std::optional<int> time_configs(const MatmulShape& s, int rule) {
   for (int r = 0; r < kRounds; ++r)
     for (Timed& t : cands)
       t.ms.push_back(time_between(st, start, stop, [&] { t.calls.launch(st); }) / static_cast<float>(n));
-  int best = -1;
-  float best_ms = 0, rule_ms = -1;
-  for (Timed& t : cands) {
-    std::sort(t.ms.begin(), t.ms.end());
-    const float m = t.ms[t.ms.size() / 2];
-    if (t.config == rule) rule_ms = m;
-    if (best < 0 || m < best_ms) best = t.config, best_ms = m;
-  }
-  return rule_ms > 0 && best_ms >= kRuleTie * rule_ms ? rule : best;
+  std::vector<sm90::TimedConfig> timed;
+  for (const Timed& t : cands) timed.push_back({t.config, t.ms});
+  return sm90::fastest_config(std::move(timed), rule);
 }
 
 }  // namespace

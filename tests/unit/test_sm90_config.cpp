@@ -115,6 +115,18 @@ TEST(Sm90Config, RulePicksTheMeasuredConfigurationsOnTheBenchmarkShapes) {
 
 // The fused kernel's swizzle on the shared AllGather+GEMM shapes (W=4 and 2): never one that
 // pads the tile grid, never more clusters along M than one rank's block holds.
+// NOTE [measured core config]: the lowest median wins; the rule's configuration keeps a tie
+// within 1%; one slow round does not move the pick.
+TEST(Sm90Config, MeasuredChoiceTakesTheLowestMedianAndKeepsTheRuleWithinOnePercent) {
+  using T = TimedConfig;
+  EXPECT_EQ(fastest_config({T{0, {1.00f, 1.00f, 1.00f}}, T{2, {0.90f, 0.91f, 0.95f}}}, 0), 2);
+  EXPECT_EQ(fastest_config({T{0, {1.00f, 1.00f, 1.00f}}, T{2, {0.995f, 0.995f, 0.995f}}}, 0), 0);  // a tie: the rule
+  EXPECT_EQ(fastest_config({T{0, {1.00f, 1.00f, 1.00f}}, T{2, {0.995f, 0.995f, 0.995f}}}, 1), 2);  // rule not timed
+  EXPECT_EQ(fastest_config({T{0, {1.00f, 1.00f, 1.00f}}, T{3, {0.80f, 5.0f, 0.81f}}}, 0), 3);  // a slow round
+  EXPECT_EQ(fastest_config({T{0, {1.0f, 1.5f, 1.6f}}, T{1, {1.2f, 1.2f, 1.2f}}}, 1), 1);  // medians, not minima
+  EXPECT_EQ(fastest_config({}, 2), -1);
+}
+
 TEST(Sm90Config, ChunkWaitSwizzleNeverPadsTheTileGrid) {
   EXPECT_EQ(chunk_wait_swizzle(16384, 3584, 4096), 2);  // 14 tile columns
   EXPECT_EQ(chunk_wait_swizzle(2048, 3584, 512), 2);
