@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "tpgemm/tpgemm.h"
 
@@ -88,6 +89,11 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
   a.o.return_gathered_a = return_gathered_a;
   a.o.deterministic = deterministic;
   return a;
+}
+
+// A plan's selection() for Python: (source, detail, tuning_ms).
+std::tuple<std::string, std::string, double> selection_tuple(const PlanSelection& s) {
+  return {std::string(to_string(s.source)), s.detail, s.tuning_ms};
 }
 
 nb::dict options_dict(const PlanOptions& o) {
@@ -254,11 +260,7 @@ NB_MODULE(_C, m) {
           "(16-byte aligned; row-wise: a vector each).")
       .def("prepare", &Plan::prepare, nb::arg("m"), nb::call_guard<nb::gil_scoped_release>(),
            "Collective: makes the implementation the calls of `m` rows run, outside any CUDA-graph capture.")
-      .def_prop_ro("selection",
-                   [](const Plan& p) {
-                     const PlanSelection& s = p.selection();
-                     return std::make_tuple(std::string(to_string(s.source)), s.detail, s.tuning_ms);
-                   },
+      .def_prop_ro("selection", [](const Plan& p) { return selection_tuple(p.selection()); },
                    "(source, detail, tuning_ms): how auto chose (asked, tuned, cached or fallback).")
       .def_prop_ro("impl", [](const Plan& p) { return std::string(to_string(p.impl())); })
       .def_prop_ro("options", [](const Plan& p) { return options_dict(p.options()); })
@@ -310,11 +312,7 @@ NB_MODULE(_C, m) {
            nb::arg("count"), "The algorithm a call of `count` elements runs.")
       .def_prop_ro("impl", [](const AllReducePlan& p) { return std::string(to_string(p.impl())); })
       .def_prop_ro("count", &AllReducePlan::count)
-      .def_prop_ro("selection",
-                   [](const AllReducePlan& p) {
-                     const PlanSelection& s = p.selection();
-                     return std::make_tuple(std::string(to_string(s.source)), s.detail, s.tuning_ms);
-                   },
+      .def_prop_ro("selection", [](const AllReducePlan& p) { return selection_tuple(p.selection()); },
                    "(source, detail, tuning_ms): how auto routes calls by size (asked, tuned or fallback), "
                    "with the times of every size timed on this team.");
 }

@@ -198,8 +198,11 @@ class Runner {
     row.chunks = resolved.chunks_per_rank;
     row.comm_sms = resolved.comm_sms;
     if (resolved.matmul != Matmul::kAuto) row.matmul = std::string(to_string(resolved.matmul));
-    if (!with_selection) return;
-    const PlanSelection& sel = plan.selection();
+    if (with_selection) record_selection(row, plan.selection());
+  }
+  // How a plan's auto chose, and the slowest rank's tuning time (collective: -1 unless tuned, which
+  // every rank's plan is alike).
+  void record_selection(ResultRow& row, const PlanSelection& sel) {
     row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
     row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? timer_.max_over_ranks(sel.tuning_ms) : -1;
   }
@@ -515,11 +518,7 @@ class Runner {
       auto plan = make_or_report<AllReducePlan>(row, team_, count, dt, impl);
       if (plan == nullptr) continue;
       row.chosen = std::string(to_string(plan->impl()));
-      if (impl == AllReduceImpl::kAuto) {
-        const PlanSelection& sel = plan->selection();
-        row.selection = std::string(to_string(sel.source)) + ": " + sel.detail;
-        row.tuning_ms = sel.source == PlanSelection::Source::kTuned ? timer_.max_over_ranks(sel.tuning_ms) : -1;
-      }
+      if (impl == AllReduceImpl::kAuto) record_selection(row, plan->selection());
       void* input = in.get();
       auto fill = [&] { testing::fill_random(input, dt, 1, 1, count, 0, 1, kSeedAllReduce + t_.rank, st); };
       auto fn = [&] { plan->run(input, out.get(), st); };
