@@ -66,4 +66,19 @@ float TimedCalls::time(TeamState& t, const comm::StartLine& line, cudaStream_t s
   return median(ms);
 }
 
+float time_candidate(TeamState& t, const std::function<void()>& build, TimedCalls& calls, const comm::StartLine& line,
+                     cudaStream_t stream, double budget_ms) {
+  float mine = -1;  // this rank's median; -1: not built or failed (on some rank: every rank knows)
+  try {
+    build();
+    t.barrier();  // start together: a rank's skew is not the candidate's time
+    t.agree_local("timing a candidate", [&] { mine = calls.time(t, line, stream, budget_ms); });
+  } catch (const Error&) {
+    if (t.has_failed()) throw;  // the team failed, not the candidate
+    mine = -1;
+  }
+  t.check();  // NCCL's asynchronous errors too
+  return slowest_rank(t, {mine})[0];
+}
+
 }  // namespace tpgemm::detail

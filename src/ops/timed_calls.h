@@ -52,4 +52,12 @@ struct TimedCalls {
   float time(TeamState& t, const comm::StartLine& line, cudaStream_t stream, double budget_ms);
 };
 
+// One candidate's time per call (ms), its slowest rank's: `build` makes the candidate and sets
+// calls.call (each of its steps agreed on, so that one failing on any rank skips the candidate on
+// every rank alike), then the ranks start together and calls.time() runs under one agreement.
+// -1 where the candidate could not be built or run on some rank; throws only when the team has
+// failed (a wait for a peer ran out). Collective.
+float time_candidate(TeamState& t, const std::function<void()>& build, TimedCalls& calls, const comm::StartLine& line,
+                     cudaStream_t stream, double budget_ms);
+
 }  // namespace tpgemm::detail

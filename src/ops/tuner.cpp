@@ -172,22 +172,14 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   std::vector<std::string> rows;
   for (const plan::Choice& c : candidates) {
     Graphed g;
-    float mine = -1;  // this rank's median; -1: not built or failed (on some rank: every rank knows)
-    try {
+    const auto build = [&] {
       t.agree_local("building a candidate", [&] {
         g.impl = make_impl({team, p, c, measure_core});
         bind_calls(g, operands.ops);
       });
-      t.barrier();  // start together: a rank's skew is not the candidate's time
-      // Agreed on, so that a candidate failing on one rank is skipped by all alike.
-      t.agree_local("timing a candidate", [&] { mine = g.calls.time(t, line, stream.get(), budget); });
-    } catch (const Error&) {
-      if (t.has_failed()) throw;  // the team failed (a wait for a peer ran out), not the candidate
-      mine = -1;
-    }
+    };
+    const float slowest = time_candidate(t, build, g.calls, line, stream.get(), budget);
     per_graph.push_back(g.calls.per_graph);  // (g is freed at the end of the iteration, before the next is built)
-    t.check();                         // NCCL's asynchronous errors too
-    const float slowest = slowest_rank(t, {mine})[0];
     times.push_back(slowest);
     rows.push_back(describe(c) + (slowest < 0 ? std::string(" -") : strfmt(" %.4f", slowest)));
   }

@@ -91,8 +91,8 @@ int64_t largest_call(const AllReduceState& s, AllReduceImpl algo) {
 
 // Whether auto times its algorithms on this team (NOTE [measured all-reduce]): more than one rank,
 // every one an NVLink peer within the symmetric kernels' reach, and tuning not switched off.
-bool measures(const TeamState& t, AllReduceImpl asked, bool tune) {
-  return asked == AllReduceImpl::kAuto && tune && t.world > 1 && t.all_lsa && t.world <= plan::kMaxSymmetricWorld;
+bool measures(const TeamState& t, bool tune) {
+  return tune && t.world > 1 && t.all_lsa && t.world <= plan::kMaxSymmetricWorld;
 }
 
 Status check_call_count(const AllReduceState& s, int64_t count) {
@@ -162,7 +162,7 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   PlanSelection& sel = state->selection;
   if (impl != AllReduceImpl::kAuto) {
     sel.detail = "AllReducePlan's impl";
-  } else if (!detail::measures(*t, impl, tune)) {
+  } else if (!detail::measures(*t, tune)) {
     sel.source = PlanSelection::Source::kFallback;
     sel.detail = t->world == 1 ? "one rank: nccl"
                  : !tune       ? "the rules of plan/choose.cpp: tuning off (tune, TPGEMM_TUNE)"

@@ -25,43 +25,31 @@ int64_t staging_bytes(AllReduceImpl algo, int64_t count, DType dtype, int world)
   return elems * static_cast<int64_t>(dtype_size(dtype));
 }
 
-// One candidate's time at one size (ms per call, this rank's median; the caller takes the slowest
-// rank's), -1 where it could not be built or run on this rank or a peer.
-float time_candidate(const std::shared_ptr<TeamState>& team, AllReduceImpl algo, int64_t count, DType dtype,
-                     const void* in, void* out, const comm::StartLine& line, cudaStream_t stream) {
+// Makes candidate `algo` for calls of `count` elements into `symm` (NCCL needs none) and sets
+// calls.call; each step agreed on (time_candidate).
+void build_candidate(const std::shared_ptr<TeamState>& team, AllReduceImpl algo, int64_t count, DType dtype,
+                     const void* in, void* out, std::unique_ptr<ops::SymmCollective>& symm, TimedCalls& calls) {
   TeamState& t = *team;
-  float mine = -1;
-  try {
-    std::unique_ptr<ops::SymmCollective> symm;
-    TimedCalls calls;  // (after symm: its graph goes first)
-    if (algo != AllReduceImpl::kNccl) {
-      // Staging that would crowd the GPU is not worth a timing (agreed on before any rank makes it).
-      t.agree_local("checking memory for an all-reduce candidate", [&] {
-        size_t free_bytes = 0, total = 0;
-        TPGEMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
-        const int64_t need = staging_bytes(algo, count, dtype, t.world);
-        if (need > static_cast<int64_t>(free_bytes / 4))
-          throw Error(ErrorCode::kUnsupported, strfmt("%s's staging of %lld bytes: more than a quarter of the %zu free",
-                                                      std::string(to_string(algo)).c_str(), (long long)need, free_bytes));
-      });
-      t.agree_local("building an all-reduce candidate", [&] {  // NOTE [collective construction]
-        symm = std::make_unique<ops::SymmCollective>(
-            team, count, dtype, algo == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
-      });
-      calls.call = [&](cudaStream_t s) { symm->run(in, out, nullptr, 0.0f, s, count); };
-    } else {
-      calls.call = [&](cudaStream_t s) {
-        TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(count), ops::nccl_type(dtype), ncclSum, t.comm, s));
-      };
-    }
-    t.barrier();  // start together: a rank's skew is not the candidate's time
-    t.agree_local("timing an all-reduce candidate", [&] { mine = calls.time(t, line, stream, kBudgetMs); });
-  } catch (const Error&) {
-    if (t.has_failed()) throw;  // the team failed (a wait for a peer ran out), not the candidate
-    mine = -1;
+  if (algo == AllReduceImpl::kNccl) {
+    calls.call = [&t, in, out, count, dtype](cudaStream_t s) {
+      TPGEMM_NCCL_CHECK(ncclAllReduce(in, out, static_cast<size_t>(count), ops::nccl_type(dtype), ncclSum, t.comm, s));
+    };
+    return;
   }
-  t.check();  // NCCL's asynchronous errors too
-  return mine;
+  // Staging that would crowd the GPU is not worth a timing (agreed on before any rank makes it).
+  t.agree_local("checking memory for an all-reduce candidate", [&] {
+    size_t free_bytes = 0, total = 0;
+    TPGEMM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    const int64_t need = staging_bytes(algo, count, dtype, t.world);
+    if (need > static_cast<int64_t>(free_bytes / 4))
+      throw Error(ErrorCode::kUnsupported, strfmt("%s's staging of %lld bytes: more than a quarter of the %zu free",
+                                                  std::string(to_string(algo)).c_str(), (long long)need, free_bytes));
+  });
+  t.agree_local("building an all-reduce candidate", [&] {  // NOTE [collective construction]
+    symm = std::make_unique<ops::SymmCollective>(
+        team, count, dtype, algo == AllReduceImpl::kTwoShot ? ops::SymmAlgo::kTwoShot : ops::SymmAlgo::kOneShot);
+  });
+  calls.call = [c = symm.get(), in, out, count](cudaStream_t s) { c->run(in, out, nullptr, 0.0f, s, count); };
 }
 
 }  // namespace
@@ -90,9 +78,12 @@ double measure_allreduce(const std::shared_ptr<TeamState>& team, DType dtype, in
     for (int i = 0; i < plan::kNumAllReduceCandidates; ++i) {
       const AllReduceImpl algo = plan::kAllReduceCandidates[i];
       if (!plan::worth_timing(table, algo, bytes)) continue;  // (the same table on every rank)
-      const float mine = time_candidate(team, algo, bytes / static_cast<int64_t>(es), dtype, in.get(), out.get(), line,
-                                        stream.get());
-      row.ms[i] = slowest_rank(t, {mine})[0];
+      std::unique_ptr<ops::SymmCollective> symm;
+      TimedCalls calls;  // (after symm: its graph goes first)
+      const auto build = [&] {
+        build_candidate(team, algo, bytes / static_cast<int64_t>(es), dtype, in.get(), out.get(), symm, calls);
+      };
+      row.ms[i] = time_candidate(t, build, calls, line, stream.get(), kBudgetMs);
     }
     row.winner = plan::winner_of(row.ms);
     table.rows[bytes] = row;
