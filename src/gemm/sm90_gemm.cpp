@@ -62,6 +62,7 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name, bool meas
   kernel_ = &kTables[config_]->fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
   TPGEMM_ASSERT(kernel_->run != nullptr);
   base_.swizzle = static_cast<int>(env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(1));
+  base_.raster = static_cast<int>(env_int("TPGEMM_SM90_RASTER", 0, 2).value_or(0));
   finish();
 }
 

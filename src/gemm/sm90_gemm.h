@@ -28,7 +28,8 @@ class Sm90Gemm {
   // sm90_config.cpp); empty: the environment variable TPGEMM_SM90_CONFIG if set (for calibration),
   // else the configuration measured fastest for the shape on this GPU (NOTE [measured core
   // config], gemm/sm90_measured.h; the rule with TPGEMM_TUNE=0). TPGEMM_SM90_SWIZZLE
-  // (1, 2, 4, 8) sets the tile scheduler's swizzle. Throws Error(Unsupported / InvalidArgument).
+  // (1, 2, 4, 8) sets the tile scheduler's swizzle, TPGEMM_SM90_RASTER its order (0 CUTLASS's
+  // heuristic, 1 along M, 2 along N). Throws Error(Unsupported / InvalidArgument).
   // `measure` false: an empty name means TPGEMM_SM90_CONFIG if set, else the rule.
   explicit Sm90Gemm(const MatmulShape& shape, std::string_view config_name = {}, bool measure = true);
   // The fused AllGather+GEMM's kernel (NOTE [chunk wait] in gemm/sm90/kernels.h): A's rows

@@ -7,6 +7,8 @@
 #include "core/check.h"
 #include "core/cuda_raii.h"
 #include "gemm/lt_matmul.h"
+#include "ops/allreduce/allreduce_tuning.h"
+#include "plan/allreduce_timings.h"
 #include "plan/problem.h"
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
@@ -188,6 +190,34 @@ TEST(TeamOfOne, AllReduceOfAnyCountIsItsInput) {
   const Status odd = testsupport::caught([&] { AllReducePlan named(solo(), cap, DType::kBF16, AllReduceImpl::kOneShot); });
   EXPECT_EQ(odd.code, ErrorCode::kUnsupported);
   EXPECT_NE(odd.message.find("multiple of 8"), std::string::npos) << odd.message;
+}
+
+// The measured all-reduce's timing (NOTE [measured all-reduce]) run on a GPU, on a team of one of
+// its own (a plan of one rank does not time: nothing to exchange): every power of two from 4 KiB
+// to the message gets a row with NCCL's time and the symmetric kernels' where not pruned, and a
+// second plan of the same message finds nothing left to time.
+TEST(TeamOfOne, AllReduceTimingFillsTheTeamsTable) {
+  TPGEMM_REQUIRE_GPUS(1);
+  ncclUniqueId id;
+  TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
+  const Team team = Team::from_unique_id(id, 0, 1, 0);
+  const int64_t message = int64_t(3) << 19;  // 1.5 MiB: timed up to 2 MiB
+  const double ms = detail::measure_allreduce(team.state(), DType::kBF16, message);
+  EXPECT_GT(ms, 0.0);
+  const plan::AllReduceTimings& table = team.state()->allreduce_timings;
+  ASSERT_EQ(table.rows.size(), 10u) << plan::describe(table, int64_t(2) << 20);  // 4 KiB .. 2 MiB
+  int64_t bytes = plan::kSmallestTimedBytes;
+  for (const auto& [size, row] : table.rows) {
+    EXPECT_EQ(size, bytes);
+    EXPECT_GT(row.ms[0], 0.0f) << "NCCL at " << size << " bytes: " << plan::describe(table, size);
+    for (int i = 1; i < plan::kNumAllReduceCandidates; ++i)
+      if (plan::worth_timing(table, plan::kAllReduceCandidates[i], size) || size == plan::kSmallestTimedBytes) {
+        EXPECT_GT(row.ms[i], 0.0f) << to_string(plan::kAllReduceCandidates[i]) << " at " << size << " bytes: "
+                                   << plan::describe(table, size);
+      }
+    bytes *= 2;
+  }
+  EXPECT_EQ(detail::measure_allreduce(team.state(), DType::kFP16, message), 0.0) << "timed again";
 }
 
 TEST(TeamOfOne, UnsupportedShapesAreRejectedWithTheReason) {
