@@ -157,7 +157,13 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     std::string not_tuned = cands.size() <= 1 ? "one candidate" : "tuning off (PlanOptions::tune, TPGEMM_TUNE)";
     if (!hit && tune) {
       try {
-        Measured m = measure(team, p, cands, o.return_gathered_a, measures_core(o));
+        // One agreement around all of it: an error on one rank alone (NCCL's asynchronous one
+        // that t.check() finds, a bad TPGEMM_TUNE_BUDGET_MS) meets its peers' next step there and
+        // stops them too (NOTE [agreement]), so no rank goes on to the rules while the others
+        // still time.
+        Measured m;
+        t.agree_local("tuning the plan",
+                      [&] { m = measure(team, p, cands, o.return_gathered_a, measures_core(o)); });
         r.choice = m.choice;  // built below, afresh (NOTE [measured planner])
         r.selection = {PlanSelection::Source::kTuned, m.table, m.tuning_ms};
         if (t.rank == 0) {
@@ -166,7 +172,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
           for (const std::string& w : warnings) warn(t, w);
         }
       } catch (const Error& e) {
-        // Every step of measure() is agreed on, so every rank is here alike: the rules decide.
+        // Agreed on (above), so every rank is here alike: the rules decide.
         if (t.has_failed()) throw;
         not_tuned = std::string("tuning failed: ") + e.what();
         warn(t, not_tuned + "; the planner's rules decide");

@@ -140,6 +140,39 @@ TEST(Agreement, ARankFailingBetweenNestedStepsStopsEveryRankAndLeavesThemInStep)
   }
 }
 
+// The measured planners' pattern (ops/plan.cpp, AllReducePlan): the timing runs under one
+// agree_local, and a failure there makes every rank fall back to the rules and go on to build the
+// plan together. Rank 1 fails alone between two of the timing's exchanges (NCCL's asynchronous
+// error that its check finds, say) while its peers wait in the next one: every rank must come
+// out of the timing with the agreed error, then all build in step.
+TEST(Agreement, AFailedTimingOnOneRankSendsEveryRankToTheRulesInStep) {
+  for (int fail_at = 0; fail_at < 2; ++fail_at) {
+    std::vector<int> fell_back(3, 0);
+    const auto result = on_ranks(3, [&](int rank, Agreement& a) {
+      a.agree_local("making the plan", [&] {
+        try {
+          a.agree_local("tuning the plan", [&] {
+            const double budget = 1000;
+            a.allgather(&budget, sizeof(budget), "the planner's budget");
+            for (int candidate = 0; candidate < 2; ++candidate) {
+              if (rank == 1 && candidate == fail_at) throw Error(ErrorCode::kNcclError, "asynchronous error on rank 1");
+              const float ms = 0.5f;
+              a.allgather(&ms, sizeof(ms), "the planner's timings");
+            }
+          });
+        } catch (const AgreedError&) {
+          fell_back[rank] = 1;  // the rules decide, on every rank alike
+        }
+        a.agree_local("building the plan", [&] { a.barrier("a symmetric allocation"); });
+      });
+    });
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_TRUE(result[r].ok()) << "failure at candidate " << fail_at << ", rank " << r << ": " << result[r].message;
+      EXPECT_EQ(fell_back[r], 1) << "failure at candidate " << fail_at << ", rank " << r;
+    }
+  }
+}
+
 TEST(Agreement, AnExceptionOfAnotherKindIsAgreedOnAsInternal) {
   const auto result = on_ranks(2, [](int rank, Agreement& a) {
     a.agree_local("allocating host memory", [&] {

@@ -170,12 +170,15 @@ AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllRe
   } else {
     const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
     try {
-      sel.tuning_ms = detail::measure_allreduce(t, dtype, bytes);  // collective; the same table everywhere
+      // Collective, the same table everywhere; under one agreement, as the GEMM planner's (a
+      // failure on one rank alone stops every rank's timing: NOTE [agreement]).
+      t->agree_local("timing the all-reduce's algorithms",
+                     [&] { sel.tuning_ms = detail::measure_allreduce(t, dtype, bytes); });
       state->timings = t->allreduce_timings;
       sel.source = PlanSelection::Source::kTuned;
       sel.detail = plan::describe(state->timings, bytes);
     } catch (const Error& e) {
-      // Every step of the timing is agreed on, so every rank is here alike: the rules decide.
+      // Agreed on (above), so every rank is here alike: the rules decide.
       if (t->has_failed()) throw;
       sel.source = PlanSelection::Source::kFallback;
       sel.detail = std::string("the rules of plan/choose.cpp: timing failed: ") + e.what();
