@@ -2,13 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -91,13 +88,22 @@ int measured_config(const MatmulShape& s, int rule) {
   if (tuning_switched_off()) return rule;
   int device = 0;
   TPGEMM_CUDA_CHECK(cudaGetDevice(&device));
-  const auto key = std::make_tuple(device, s.sm_count, s.m, s.n, s.k, s.batch, static_cast<int>(s.dtype),
-                                   static_cast<int>(s.b_layout), s.has_c, s.lda, s.ldb, s.ldd);
+  // By device and the whole shape (every stride, type and flag): a process makes few shapes.
+  struct Kept {
+    int device;
+    MatmulShape shape;
+    int config;
+  };
   static std::mutex mutex;
-  static std::map<std::remove_const_t<decltype(key)>, int> chosen;  // per process
+  static std::vector<Kept> chosen;  // per process
+  const auto find = [&]() -> const Kept* {
+    for (const Kept& k : chosen)
+      if (k.device == device && k.shape == s) return &k;
+    return nullptr;
+  };
   {
     const std::lock_guard<std::mutex> lock(mutex);
-    if (const auto it = chosen.find(key); it != chosen.end()) return it->second;
+    if (const Kept* k = find()) return k->config;
   }
   std::optional<int> pick;
   try {
@@ -107,7 +113,9 @@ int measured_config(const MatmulShape& s, int rule) {
   }
   if (!pick) return rule;  // not kept: a later plan of the shape may find the memory to time it
   const std::lock_guard<std::mutex> lock(mutex);
-  return chosen.emplace(key, *pick).first->second;
+  if (const Kept* k = find()) return k->config;  // another thread timed it meanwhile
+  chosen.push_back({device, s, *pick});
+  return *pick;
 }
 
 }  // namespace tpgemm::gemm

@@ -13,9 +13,9 @@ namespace tpgemm::gemm {
 // So each configuration that can run the shape is timed on random operands of the shape, on a
 // stream of its own, in rounds (each configuration in turn, a CUDA graph of calls lasting about
 // 1 ms: the GPU's time, not the host's), the median round kept; the fastest wins, and the rule's
-// choice keeps a tie within 1%. The choice is kept for the process, by device, SM count and shape
-// (dimensions, dtype, B's layout, C, row strides): the first plan of a shape pays for it (its
-// operands' allocation and a few ms of calls), later ones reuse it. The rule decides where tuning
+// choice keeps a tie within 1%. The choice is kept for the process, by device and the whole
+// MatmulShape (dimensions, types, layouts, C, strides, SM count): the first plan of a shape pays
+// for it (its operands' allocation and a few ms of calls), later ones reuse it. The rule decides where tuning
 // is off (TPGEMM_TUNE=0; the plans of PlanOptions::tune = kOff and of deterministic ones ask for
 // it too, so that every process runs the same configuration: stream-K sums a tile's K range in
 // pieces, not bit for bit as the others do) and, without being kept, where the timing cannot run
