@@ -1,14 +1,19 @@
 #include "comm/host_rendezvous.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "core/format.h"
@@ -25,6 +30,12 @@ struct alignas(64) RankSlot {
   char what[2][48];
   char message[2][244];
   char gave_up[244];  // why this rank gave up on a call: written before it decides the call kAbort
+  // NOTE [peer whereabouts]: this rank's process (its pid, checked only from the same pid
+  // namespace), and the wait it is in (since: steady-clock ms, system-wide; 0 in none) or was last.
+  int32_t pid;
+  uint64_t pid_namespace;
+  std::atomic<int64_t> waiting_since_ms;
+  char waiting_for[160];
 };
 struct HostRendezvous::Segment {
   uint64_t magic;
@@ -41,9 +52,32 @@ struct HostRendezvous::Segment {
 };
 
 namespace {
-constexpr uint64_t kMagic = 0x7470676d72647632ull;  // "tpgmrdv2"
+constexpr uint64_t kMagic = 0x7470676d72647633ull;  // "tpgmrdv3"
 constexpr uint64_t kGo = 1, kAbort = 2;
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics need lock-free 64-bit atomics");
+
+int64_t steady_now_ms() {  // CLOCK_MONOTONIC: one clock for every process of the machine
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Whether process `pid` (of this pid namespace) has exited: gone, or a zombie its parent has not
+// reaped yet.
+bool exited(int32_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  char state = 0;
+  std::ifstream stat(strfmt("/proc/%d/stat", pid));
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');  // "pid (comm) S ...": comm may hold spaces and parentheses
+  if (paren != std::string::npos && paren + 2 < line.size()) state = line[paren + 2];
+  return state == 'Z' || state == 'X';
+}
+
+uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
 }  // namespace
 
 HostRendezvous::HostRendezvous(const std::string& name, int rank, int world, bool create)
@@ -71,6 +105,41 @@ HostRendezvous::HostRendezvous(const std::string& name, int rank, int world, boo
     std::atomic_thread_fence(std::memory_order_release);
     seg_->magic = kMagic;
   }
+  RankSlot& me = seg_->slots[rank];
+  me.pid = static_cast<int32_t>(::getpid());
+  me.pid_namespace = pid_namespace();
+}
+
+void HostRendezvous::begin_wait(const char* what) {
+  RankSlot& me = seg_->slots[rank_];
+  std::snprintf(me.waiting_for, sizeof(me.waiting_for), "%s", what);
+  me.waiting_since_ms.store(std::max<int64_t>(steady_now_ms(), 1), std::memory_order_release);
+}
+
+void HostRendezvous::end_wait() { seg_->slots[rank_].waiting_since_ms.store(0, std::memory_order_release); }
+
+std::string HostRendezvous::whereabouts() const {
+  const int64_t now = steady_now_ms();
+  const uint64_t my_namespace = pid_namespace();
+  std::string out;
+  for (int q = 0; q < world_; ++q) {
+    if (q == rank_) continue;
+    const RankSlot& s = seg_->slots[q];
+    const int64_t since = s.waiting_since_ms.load(std::memory_order_acquire);
+    const std::string what(s.waiting_for, strnlen(s.waiting_for, sizeof(s.waiting_for)));  // a diagnostic: racy is fine
+    std::string where;
+    if (s.pid == 0)
+      where = strfmt("rank %d never opened the team's segment", q);
+    else if (s.pid_namespace == my_namespace && exited(s.pid))
+      where = strfmt("rank %d (pid %d) has exited", q, s.pid);
+    else if (since > 0)
+      where = strfmt("rank %d (pid %d) has waited %lld ms for %s", q, s.pid, (long long)(now - since), what.c_str());
+    else
+      where = strfmt("rank %d (pid %d) is in no wait for its peers%s", q, s.pid,
+                     what.empty() ? "" : (" (its last: for " + what + ")").c_str());
+    out += (out.empty() ? "" : "; ") + where;
+  }
+  return out;
 }
 
 HostRendezvous::~HostRendezvous() {
@@ -126,19 +195,24 @@ void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, i
   me.arrived.store(call, std::memory_order_release);
 
   const auto t0 = std::chrono::steady_clock::now();
+  struct EndWait {  // however this call ends, it is in no wait any more (NOTE [peer whereabouts])
+    HostRendezvous* r;
+    ~EndWait() { r->end_wait(); }
+  } end_wait_on_exit{this};
   int by = -1;
   for (int q = 0; q < world_; ++q) {
     int spins = 0;
     while (seg_->slots[q].arrived.load(std::memory_order_acquire) < call) {
       if (++spins < 1000) continue;
+      if (spins == 1000) begin_wait(strfmt("collective call #%llu (%s)", (unsigned long long)call, what).c_str());
       if (seg_->failed.load(std::memory_order_acquire) != 0) throw abandoned();
       const auto waited = std::chrono::steady_clock::now() - t0;
       if (waited > std::chrono::milliseconds(timeout_ms)) {
         const std::string why =
             strfmt("rank %d waited %lld ms for rank %d to reach collective call #%llu (%s); rank %d is still at call "
-                   "#%llu. Every rank must make the same tpgemm calls in the same order.",
+                   "#%llu. Every rank must make the same tpgemm calls in the same order. Where the others are: %s.",
                    rank_, (long long)timeout_ms, q, (unsigned long long)call, what, q,
-                   (unsigned long long)seg_->slots[q].arrived.load());
+                   (unsigned long long)seg_->slots[q].arrived.load(), whereabouts().c_str());
         std::snprintf(me.gave_up, sizeof(me.gave_up), "%s", why.c_str());
         if (decide(seg_->decided, call, rank_, kAbort, &by) == kGo) break;  // rank q came just in time
         if (by != rank_) throw follow_abort(by);

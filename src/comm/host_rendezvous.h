@@ -41,6 +41,19 @@ class HostRendezvous {
   // rank does not arrive within timeout_ms (and PeerFailure on every rank that comes later).
   void agree(const Status& mine, const char* what, uint64_t tag, int64_t timeout_ms);
 
+  // NOTE [peer whereabouts]
+  // A rank that gives up waiting for its peers on the host (an agreement's exchange and the
+  // planner's timed calls, TeamState::wait_for_peers; a call's rendezvous, agree above) says which
+  // peer held it up and what that peer was doing: every rank posts here its process and the wait
+  // for its peers it is in (what, since when), and the one that gives up reads the others'. A peer
+  // whose process has exited, one waiting for something else (it made another call), and one in
+  // no wait (still busy, or stopped outside tpgemm) each read differently.
+  void begin_wait(const char* what);
+  void end_wait();
+  // "rank 1 (pid 4242) has waited 300012 ms for <what>; rank 2 (pid 4243) has exited": every rank
+  // but this one.
+  std::string whereabouts() const;
+
   static std::string unique_name();  // "/tpgemm-<pid>-<random>"
 
  private:

@@ -250,19 +250,25 @@ void TeamState::zero_now(void* p, size_t bytes) const {
 void TeamState::wait_for_peers(cudaStream_t stream, const char* what) const {
   const auto start = std::chrono::steady_clock::now();
   cudaError_t e = cudaErrorNotReady;
-  if (poll_until(start + std::chrono::milliseconds(host_timeout_ms), [&] {
-        e = cudaStreamQuery(stream);
-        return e != cudaErrorNotReady;
-      })) {
+  if (rendezvous != nullptr) rendezvous->begin_wait(what);  // NOTE [peer whereabouts]
+  const bool done = poll_until(start + std::chrono::milliseconds(host_timeout_ms), [&] {
+    e = cudaStreamQuery(stream);
+    return e != cudaErrorNotReady;
+  });
+  const std::string where = rendezvous == nullptr ? std::string("the ranks span several hosts: no word of them here")
+                            : done                ? std::string()
+                                                  : rendezvous->whereabouts();
+  if (rendezvous != nullptr) rendezvous->end_wait();
+  if (done) {
     TPGEMM_CUDA_CHECK(e);
     return;
   }
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
   const Status why{ErrorCode::kTimeout,
                    strfmt("rank %d waited %lld ms for %s: a peer never joined (it crashed, stopped early, or made a "
-                          "different tpgemm call). TPGEMM_HOST_TIMEOUT_MS bounds this wait. This team is now unusable: "
-                          "destroy it and create a new one.",
-                          rank, (long long)waited.count(), what)};
+                          "different tpgemm call). Where the others are: %s. TPGEMM_HOST_TIMEOUT_MS bounds this wait. "
+                          "This team is now unusable: destroy it and create a new one.",
+                          rank, (long long)waited.count(), what, where.c_str())};
   mark_failed(why);  // the stream's collective work never ends (NOTE [failed team])
   throw Error(why);
 }

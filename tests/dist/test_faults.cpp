@@ -174,7 +174,8 @@ TEST(Faults, ARankKilledBeforeTheTeamIsMadeEndsTheSurvivorsInit) {
   EXPECT_LT(s.total_ms, (kHostTimeoutMs + kMarginS * 1000.0)) << describe(s);
 }
 
-// (b) Rank 1 dies before a plan's set-up exchange: rank 0's exchange times out (the host bound).
+// (b) Rank 1 dies before a plan's set-up exchange: rank 0's exchange times out (the host bound),
+// saying that rank 1's process has exited (NOTE [peer whereabouts]).
 TEST(Faults, ARankKilledWhileAPlanIsBuiltEndsTheSurvivorsPlan) {
   TPGEMM_REQUIRE_GPUS(2);
   const Survivor s = run_case(false, [](const Team& team, bool victim) {
@@ -185,6 +186,8 @@ TEST(Faults, ARankKilledWhileAPlanIsBuiltEndsTheSurvivorsPlan) {
   });
   std::printf("fault (b) plan build: %s\n", describe(s).c_str());
   EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout && s.message.find("set-up data") != std::string::npos)
+      << describe(s);
+  EXPECT_TRUE(s.message.find("rank 1 (pid ") != std::string::npos && s.message.find("has exited") != std::string::npos)
       << describe(s);
   EXPECT_LT(s.total_ms, kHostTimeoutMs + kMarginS * 1000.0) << describe(s);
 }

@@ -55,6 +55,41 @@ TEST(HostRendezvous, OneBadRankMakesEveryRankThrowInTheSameCall) {
             0);
 }
 
+// NOTE [peer whereabouts]: what a rank that gives up reads of its peers. Rank 1 waits for its
+// peers (posted), rank 2's process has exited, rank 3 is busy elsewhere after a wait of its own.
+TEST(HostRendezvous, WhereaboutsNameEachPeersWaitOrExit) {
+  EXPECT_EQ(with_rendezvous(4, [](int rank, HostRendezvous& r) {
+              r.agree(Status::Ok(), "start", 1, 5000);
+              if (rank == 2) return 0;  // exits
+              if (rank == 1) r.begin_wait("the planner's timed calls");
+              if (rank == 3) {
+                r.begin_wait("a barrier of the team");
+                r.end_wait();
+              }
+              if (rank != 0) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // while rank 0 looks
+                return 0;
+              }
+              std::string w;
+              for (int i = 0; i < 100; ++i) {  // until rank 2's exit shows
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                w = r.whereabouts();
+                if (w.find("has exited") != std::string::npos && w.find("rank 3") != std::string::npos &&
+                    w.find("its last") != std::string::npos)
+                  break;
+              }
+              const auto has = [&](const char* s) { return w.find(s) != std::string::npos; };
+              std::fprintf(stderr, "rank 0 reads: %s\n", w.c_str());
+              if (!has("rank 1 (pid ") || !has("has waited") || !has("for the planner's timed calls")) return 11;
+              if (!has("rank 2 (pid ") || !has("has exited")) return 12;
+              if (!has("rank 3 (pid ") || !has("is in no wait for its peers (its last: for a barrier of the team)"))
+                return 13;
+              if (has("rank 0")) return 14;  // the others only
+              return 0;
+            }),
+            0);
+}
+
 TEST(HostRendezvous, AnAbsentRankIsATimeoutNamingIt) {
   EXPECT_EQ(with_rendezvous(3, [](int rank, HostRendezvous& r) {
               if (rank == 1) {
