@@ -1,5 +1,6 @@
-"""Runs dist_check.py (the torch layer on several GPUs) under torchrun at W=2 and, where there
-are enough GPUs, 4; skipped without GPUs, saying so."""
+"""Runs dist_check.py (the torch layer on GPUs) under torchrun at W=1, 2 and 4, each where there
+are enough GPUs (one GPU runs a team of one: every op and module end to end, nothing exchanged);
+skipped without GPUs, saying so."""
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [1, 2, 4])
 def test_torch_layer_on_gpus(world):
     if GPUS < world:
         pytest.skip(f"needs {world} GPUs, {GPUS} visible")
