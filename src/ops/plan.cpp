@@ -91,7 +91,8 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
 // rows the fused kernel reads where): every rank must run with the same ones.
 std::string protocol_settings() {
   std::string out;
-  for (const char* name : {"TPGEMM_SYMM_THREADS", "TPGEMM_TILE_GROUP", "TPGEMM_FUSED_AG_OWN_IN_PLACE", "TPGEMM_DECODE_TWO_SHOT"})
+  for (const char* name : {"TPGEMM_SYMM_THREADS", "TPGEMM_TILE_GROUP", "TPGEMM_FUSED_AG_OWN_IN_PLACE", "TPGEMM_DECODE_TWO_SHOT",
+                           "TPGEMM_PIPELINED_DIRECT"})
     if (const auto v = env_string(name)) out += strfmt(" %s=%s", name, v->c_str());
   return out;
 }

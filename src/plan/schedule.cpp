@@ -103,13 +103,14 @@ class Builder {
     s_.steps.push_back(x);
   }
   void signal(int peer, Flag f, int round) { signal(Stream::kCopy, peer, f, round); }
-  void signal(Stream st, int peer, Flag f, int round) {
+  void signal(Stream st, int peer, Flag f, int round, bool from_sms = false) {
     Step x;
     x.kind = StepKind::kSignal;
     x.stream = st;
     x.peer = peer;
     x.flag = f;
     x.round = round;
+    x.from_sms = from_sms;
     s_.steps.push_back(x);
   }
   void wait_signal(Stream st, int peer, Flag f, int round) {
@@ -242,7 +243,10 @@ Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
 // the own partial comes last and lands in place; then one kernel sums the W slots in fp32 in
 // slot order (bitwise repeatable) and adds beta * C.
 // gemm_ar adds, per round, the all-gather of the reduced rows (pulled by every peer).
-Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
+//
+// With direct stores (NOTE [direct stores]) each round multiplies the own rows first, into the
+// own slot, then each peer's straight into that peer's slot, raising its flag from the SMs.
+Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks, bool direct) {
   const bool ar = p.op == Op::kGemmAr;
   const int rounds = ar ? chunks : 1;
   const int pieces = ar ? 1 : chunks;  // transfers per destination per round
@@ -258,6 +262,30 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks) {
   }
   bool first = true;
   for (int j = 0; j < rounds; ++j) {
+    if (direct && W > 1) {
+      const RowBlock mine = rank_block(p.m, W, r);
+      const RowBlock own = split_block(p, mine, rounds, j);
+      b.gemm(region(Buf::kUserA, r, 0, mine.begin + own.begin, own.rows), region(Buf::kRecv, r, r, own.begin, own.rows),
+             false, beside_sync(first, j));
+      first = false;
+      if (j == 0) b.wait_event(Stream::kCompute, epoch_bumped);  // peers' slots are free, the flags' values set
+      for (int s = 1; s < W; ++s) {
+        const int dest = (r + s) % W;
+        const RowBlock blk = rank_block(p.m, W, dest);
+        const RowBlock sub = split_block(p, blk, rounds, j);
+        for (int c = 0; c < pieces; ++c) {
+          const RowBlock piece = split_block(p, {blk.begin + sub.begin, sub.rows}, pieces, c);
+          const int64_t local = sub.begin + piece.begin;
+          b.gemm(region(Buf::kUserA, r, 0, blk.begin + local, piece.rows), region(Buf::kRecv, dest, r, local, piece.rows),
+                 false, false);
+        }
+        b.signal(Stream::kCompute, dest, Flag::kArrive, j, /*from_sms=*/true);
+      }
+      b.reduce(region(Buf::kRecv, r, 0, own.begin, own.rows),
+               region(Buf::kUserD, r, 0, ar ? mine.begin + own.begin : own.begin, own.rows), j, ar);
+      if (ar) gather_reduced(b, p, W, r, Stream::kGather, Stream::kGather, rounds, j);
+      continue;
+    }
     for (int s = 1; s < W; ++s) {
       const int dest = (r + s) % W;
       const RowBlock blk = rank_block(p.m, W, dest);
@@ -379,13 +407,14 @@ bool pipelined_pieces_fit(const GemmProblem& p, int world, int chunks, int64_t u
   return true;
 }
 
-Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c) {
+Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c, bool direct_stores) {
   TPGEMM_ASSERT(world >= 1 && rank >= 0 && rank < world && chunks >= 1);
+  TPGEMM_ASSERT(!(partial_as_c && direct_stores) && (!direct_stores || direct_stores_fit(p, world)));
   if (partial_as_c) {
     TPGEMM_ASSERT(partial_as_c_fits(p, world) && chunks >= 2);
     return build_ring(p, world, rank, chunks);
   }
-  return p.op == Op::kAgGemm ? build_ag(p, world, rank, chunks) : build_rs_ar(p, world, rank, chunks);
+  return p.op == Op::kAgGemm ? build_ag(p, world, rank, chunks) : build_rs_ar(p, world, rank, chunks, direct_stores);
 }
 
 }  // namespace tpgemm::plan

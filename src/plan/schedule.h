@@ -88,6 +88,8 @@ struct Step {
   Region addend;            //        (NOTE [partial as C])
   bool carveout = false;    // kGemm: a synchronisation kernel may run beside it; leave SMs free
   bool to_reduced = false;  // kReduce: also store the result in kReduced (same rows)
+  bool from_sms = false;    // kSignal: raised by a kernel after the stores before it on its stream
+                            //          (a matmul's into a peer: NOTE [direct stores]), not by the copy engine
   int peer = -1;            // kSignal: the rank whose flag is raised; kWaitSignal: the rank waited for
   Flag flag = Flag::kArrive;
   int round = 0;            // kSignal / kWaitSignal / kReduce: sequence number of this round
@@ -126,7 +128,20 @@ struct Schedule {
 // Each step rounds the sum so far to D's type: W roundings in all, of growing sums, where the
 // slot reduction rounds each of the W partials and then their fp32 sum once. The order of the
 // sum is fixed, so results repeat bitwise.
-Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c = false);
+//
+// NOTE [direct stores]
+// gemm_rs and gemm_ar along M, `direct_stores` (TPGEMM_PIPELINED_DIRECT=1, not yet a choice of
+// the planner): each matmul of a peer's rows writes its partial straight into that peer's receive
+// slot over NVLink, from the matmul's own stores, and a flag raised from the SMs behind it says
+// so; nothing is staged locally and no copy engine moves it. The own rows come first, into the
+// own slot, beside barrier 0; the matmuls into peers wait for barrier 0 (a peer may still be
+// reducing the previous call's slots). The reduction is build_rs_ar's.
+Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c = false,
+                         bool direct_stores = false);
+// Whether `p` takes NOTE [direct stores]: gemm_rs or gemm_ar on two or more ranks, along M.
+inline bool direct_stores_fit(const GemmProblem& p, int world) {
+  return p.op != Op::kAgGemm && world >= 2 && p.shard_dim == ShardDim::kM;
+}
 // Whether the caller's problem (before any transposition along N) takes that schedule when cut
 // into 2 or more chunks: gemm_rs or gemm_ar on two or more ranks, along M, without C.
 inline bool partial_as_c_fits(const GemmProblem& p, int world) {

@@ -60,7 +60,11 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
       case StepKind::kGemm:
         if (!region_in_bounds(x.src, p, s.world, &rows) || !region_in_bounds(x.dst, p, s.world, &rows))
           return fail(i, "region out of bounds");
-        if (x.src.rank != s.rank || x.dst.rank != s.rank) return fail(i, "a matmul touches another rank's memory");
+        if (x.src.rank != s.rank) return fail(i, "a matmul reads another rank's memory");
+        // NOTE [direct stores]: a matmul may write a peer's symmetric rows, once barrier 0 says
+        // the peer is done with them.
+        if (x.dst.rank != s.rank && (!is_symmetric(x.dst.buf) || !after_b0[st]))
+          return fail(i, "a matmul writes another rank's memory that is not symmetric, or before barrier 0");
         if (x.src.rows != x.dst.rows || x.src.rows == 0) return fail(i, "matmul rows of A and D differ or are empty");
         if (x.stream != Stream::kCompute) return fail(i, "matmul off the compute stream");
         if (x.has_addend && (!region_in_bounds(x.addend, p, s.world, &rows) || x.addend.buf != Buf::kRecv ||
@@ -86,7 +90,9 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
         if (x.peer < 0 || x.peer >= s.world || x.peer == s.rank) return fail(i, "flag of an invalid peer");
         if (x.round < 0 || x.round >= s.rounds) return fail(i, "round out of range");
         if (!after_b0[st]) return fail(i, "flag step not ordered after barrier 0 (the epoch is bumped there)");
-        if (x.stream == Stream::kCompute) return fail(i, "flag step on the compute stream");
+        // (on the compute stream only a flag raised behind a matmul's own stores into a peer)
+        if (x.stream == Stream::kCompute && !(x.kind == StepKind::kSignal && x.from_sms))
+          return fail(i, "flag step on the compute stream");
         break;
       case StepKind::kAddC:
         if (!region_in_bounds(x.dst, p, s.world, &rows) || x.dst.buf != Buf::kUserD || !p.has_c || x.stream != Stream::kCompute)
@@ -120,7 +126,8 @@ std::string describe(const Step& x) {
                     x.has_addend ? (" + " + reg(x.addend)).c_str() : "");
     case StepKind::kCopy: return strfmt("%s: copy %s -> %s", st, reg(x.src).c_str(), reg(x.dst).c_str());
     case StepKind::kBarrier: return strfmt("%s: barrier %d", st, x.index);
-    case StepKind::kSignal: return strfmt("%s: signal %s round %d to rank %d", st, fl, x.round, x.peer);
+    case StepKind::kSignal:
+      return strfmt("%s: signal %s round %d to rank %d%s", st, fl, x.round, x.peer, x.from_sms ? " (from the SMs)" : "");
     case StepKind::kWaitSignal: return strfmt("%s: wait %s round %d from rank %d", st, fl, x.round, x.peer);
     case StepKind::kReduce: return strfmt("%s: reduce %s -> %s round %d", st, reg(x.src).c_str(), reg(x.dst).c_str(), x.round);
     case StepKind::kAddC: return strfmt("%s: D %s += beta * C", st, reg(x.dst).c_str());

@@ -131,6 +131,34 @@ TEST_P(Dist, PipelinedOnTheHopperCoreMatchesTheReference) {
             0);
 }
 
+// NOTE [direct stores] (TPGEMM_PIPELINED_DIRECT=1): the matmuls store the peers' partials into
+// their receive slots themselves, on cuBLASLt and on the Hopper core; 1 to 3 chunks, batched and
+// with C (variant 1), three calls each, one case replayed from a CUDA graph.
+TEST_P(Dist, PipelinedWithDirectStoresMatchesTheReference) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              ::setenv("TPGEMM_PIPELINED_DIRECT", "1", 1);
+              uint64_t seed = 1100;
+              for (Op op : {Op::kGemmRs, Op::kGemmAr})
+                for (Matmul mm : {Matmul::kCublasLt, Matmul::kSm90})
+                  for (int chunks : {1, 2, 3}) {
+                    const int variant = chunks == 2 ? 1 : 0;
+                    const GemmProblem p = problem(op, W, DType::kBF16, chunks == 3 ? BLayout::kKN : BLayout::kNK, variant);
+                    PlanOptions o;
+                    o.impl = Impl::kPipelinedCE;
+                    o.chunks_per_rank = chunks;
+                    o.matmul = mm;
+                    const bool graph = chunks == 3 && mm == Matmul::kSm90;
+                    const auto c = check_plan(team, p, o, 3, seed += 10, graph);
+                    RANK_EXPECT(c.ok, "TPGEMM_PIPELINED_DIRECT=1 %s%s", describe_check(p, o, c).c_str(),
+                                graph ? " (graph)" : "");
+                  }
+              ::unsetenv("TPGEMM_PIPELINED_DIRECT");
+            }),
+            0);
+}
+
 // Along N (CUTLASS's RotatingB all-gather and TilingB reduce-scatter): B's columns gathered, or
 // D's columns scattered, in both B layouts, with and without batch and C, directly and from a
 // CUDA graph. M is not a multiple of W (nothing is split along M) nor of any tile.

@@ -37,8 +37,52 @@ TEST(Schedule, StaticChecksPassForEveryOpWorldAndChunking) {
             const plan::Schedule s = plan::build_pipelined(p, w, r, chunks);
             const Status st = plan::check_schedule(s, p);
             EXPECT_TRUE(st.ok()) << name(p, w, chunks) << ": " << st.message;
+            if (!plan::direct_stores_fit(p, w)) continue;
+            const Status direct = plan::check_schedule(plan::build_pipelined(p, w, r, chunks, false, true), p);
+            EXPECT_TRUE(direct.ok()) << name(p, w, chunks) << " (direct stores): " << direct.message;
           }
         }
+}
+
+// NOTE [direct stores]: the matmuls write their peers' receive slots themselves; every rank's
+// schedule, simulated with random delays over several calls, computes the product, and a peer's
+// slot is written only after barrier 0 (checked statically: a copy of the schedule that stores
+// before it fails the check).
+TEST(Schedule, DirectStoresPassTheStaticChecksAndTheSimulation) {
+  int seed = 1;
+  for (Op op : {Op::kGemmRs, Op::kGemmAr})
+    for (int w : {2, 3, 4, 8})
+      for (int chunks : {1, 2, 3})
+        for (bool with_c : {false, true}) {
+          const int64_t m = op == Op::kGemmAr ? int64_t(w) * 4 + w - 1 : int64_t(w) * 4;
+          const GemmProblem p = make(op, m, seed % 2 ? 2 : 1, with_c, seed % 2 ? BLayout::kKN : BLayout::kNK);
+          sim::SimOptions o;
+          o.seed = static_cast<uint64_t>(seed++);
+          o.calls = 3;
+          o.max_delay_us = 40;
+          EXPECT_EQ(sim::simulate_pipelined(p, w, chunks, o, /*direct_stores=*/true), "") << name(p, w, chunks);
+        }
+  const GemmProblem p = make(Op::kGemmRs, 8);
+  plan::Schedule s = plan::build_pipelined(p, 2, 0, 1, false, true);
+  for (auto it = s.steps.begin(); it != s.steps.end(); ++it)
+    if (it->kind == plan::StepKind::kWaitEvent && it->stream == plan::Stream::kCompute) {
+      s.steps.erase(it);  // the compute stream's wait for barrier 0
+      break;
+    }
+  const Status st = plan::check_schedule(s, p);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message.find("before barrier 0"), std::string::npos) << st.message;
+}
+
+// Without barrier 0's wait, a fast rank's next call stores into a slot its slow peer still reads.
+TEST(SimulationCanFail, DirectStoresWithoutTheReuseBarrierOverwriteASlotStillBeingRead) {
+  const GemmProblem p = make(Op::kGemmRs, 8);
+  sim::SimOptions o;
+  o.slow_matmul_rank = 1;
+  o.barrier0_waits = false;
+  o.calls = 3;
+  const std::string err = sim::simulate_pipelined(p, 4, 1, o, /*direct_stores=*/true);
+  EXPECT_NE(err.find("overwrites recv@"), std::string::npos) << err;
 }
 
 TEST(Schedule, StaticCheckCatchesAWaitOnAnEventNotYetRecorded) {

@@ -13,6 +13,7 @@
 #include "comm/timeout.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/env.h"
 #include "core/format.h"
 #include "gemm/lt_matmul.h"
 #include "gemm/sm90_gemm.h"
@@ -50,8 +51,10 @@ class PipelinedCE final : public OpImpl {
     // collective and fail on every rank alike.
     bool used[plan::kNumBufs] = {};
     t.agree_local("building the pipelined schedule and its local workspace", [&] {
-      const bool partial_as_c = plan::partial_as_c_fits(p_, t.world) && choice_.chunks >= 2;  // NOTE [partial as C]
-      schedule_ = plan::build_pipelined(q_, t.world, t.rank, choice_.chunks, partial_as_c);
+      // NOTE [direct stores]: asked for by the environment (every rank alike: protocol_settings).
+      const bool direct = env_int("TPGEMM_PIPELINED_DIRECT", 0, 1).value_or(0) == 1 && plan::direct_stores_fit(p_, t.world);
+      const bool partial_as_c = !direct && plan::partial_as_c_fits(p_, t.world) && choice_.chunks >= 2;  // NOTE [partial as C]
+      schedule_ = plan::build_pipelined(q_, t.world, t.rank, choice_.chunks, partial_as_c, direct);
       throw_if_error(plan::check_schedule(schedule_, q_));
       bool gather = false;
       for (const Step& s : schedule_.steps) {
@@ -129,8 +132,9 @@ class PipelinedCE final : public OpImpl {
         case StepKind::kCopy: copy(s, st); break;
         case StepKind::kBarrier: pad_.barrier(s.index, st); break;
         case StepKind::kSignal:
-          // (plan::Flag: ready flags from the SMs, arrival flags behind their copies.)
-          if (s.flag == plan::Flag::kReady)
+          // (plan::Flag: ready flags from the SMs, arrival flags behind their copies, or behind a
+          // matmul's own stores into the peer: NOTE [direct stores].)
+          if (s.flag == plan::Flag::kReady || s.from_sms)
             pad_.raise(static_cast<int>(s.flag), s.peer, s.round, st);
           else
             pad_.signal(static_cast<int>(s.flag), s.peer, s.round, st);

@@ -346,9 +346,9 @@ std::string simulate(const GemmProblem& p, const std::vector<plan::Schedule>& pe
   return Sim(p, per_rank, opt).run();
 }
 
-std::string simulate_pipelined(const GemmProblem& p, int world, int chunks, const SimOptions& opt) {
+std::string simulate_pipelined(const GemmProblem& p, int world, int chunks, const SimOptions& opt, bool direct_stores) {
   std::vector<plan::Schedule> s;
-  for (int r = 0; r < world; ++r) s.push_back(plan::build_pipelined(p, world, r, chunks));
+  for (int r = 0; r < world; ++r) s.push_back(plan::build_pipelined(p, world, r, chunks, false, direct_stores));
   return simulate(p, s, opt);
 }
 

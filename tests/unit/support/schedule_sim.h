@@ -34,6 +34,8 @@ struct SimOptions {
 // "" when every call of every rank ran without a hazard and produced the right D; else the
 // first problem found.
 std::string simulate(const GemmProblem& p, const std::vector<plan::Schedule>& per_rank, const SimOptions& opt);
-std::string simulate_pipelined(const GemmProblem& p, int world, int chunks, const SimOptions& opt);
+// build_pipelined's schedules of every rank (`direct_stores`: NOTE [direct stores]).
+std::string simulate_pipelined(const GemmProblem& p, int world, int chunks, const SimOptions& opt,
+                               bool direct_stores = false);
 
 }  // namespace tpgemm::sim
