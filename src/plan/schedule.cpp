@@ -247,6 +247,7 @@ Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
 // With direct stores (NOTE [direct stores]) each round multiplies the own rows first, into the
 // own slot, then each peer's straight into that peer's slot, raising its flag from the SMs.
 Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks, bool direct) {
+  direct = direct && W > 1;
   const bool ar = p.op == Op::kGemmAr;
   const int rounds = ar ? chunks : 1;
   const int pieces = ar ? 1 : chunks;  // transfers per destination per round
@@ -260,56 +261,51 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks, bool direct
     b.barrier();  // 0: every rank has finished reading its receive slots (and reduced rows) of the previous call
     epoch_bumped = b.record(Stream::kCopy);
   }
+  // Rows of rank `dest`'s block this rank multiplies in round j, piece by piece: fn(rows within
+  // dest's block, rows within A, how many).
+  const auto for_pieces = [&](int dest, int j, const auto& fn) {
+    const RowBlock blk = rank_block(p.m, W, dest);
+    const RowBlock sub = split_block(p, blk, rounds, j);
+    for (int c = 0; c < pieces; ++c) {
+      const RowBlock piece = split_block(p, {blk.begin + sub.begin, sub.rows}, pieces, c);
+      fn(sub.begin + piece.begin, blk.begin + sub.begin + piece.begin, piece.rows);
+    }
+  };
   bool first = true;
   for (int j = 0; j < rounds; ++j) {
-    if (direct && W > 1) {
-      const RowBlock mine = rank_block(p.m, W, r);
-      const RowBlock own = split_block(p, mine, rounds, j);
+    const RowBlock mine = rank_block(p.m, W, r);
+    const RowBlock own = split_block(p, mine, rounds, j);
+    const auto own_gemm = [&] {
       b.gemm(region(Buf::kUserA, r, 0, mine.begin + own.begin, own.rows), region(Buf::kRecv, r, r, own.begin, own.rows),
              false, beside_sync(first, j));
       first = false;
+    };
+    if (direct) {
+      own_gemm();
       if (j == 0) b.wait_event(Stream::kCompute, epoch_bumped);  // peers' slots are free, the flags' values set
-      for (int s = 1; s < W; ++s) {
-        const int dest = (r + s) % W;
-        const RowBlock blk = rank_block(p.m, W, dest);
-        const RowBlock sub = split_block(p, blk, rounds, j);
-        for (int c = 0; c < pieces; ++c) {
-          const RowBlock piece = split_block(p, {blk.begin + sub.begin, sub.rows}, pieces, c);
-          const int64_t local = sub.begin + piece.begin;
-          b.gemm(region(Buf::kUserA, r, 0, blk.begin + local, piece.rows), region(Buf::kRecv, dest, r, local, piece.rows),
-                 false, false);
-        }
-        b.signal(Stream::kCompute, dest, Flag::kArrive, j, /*from_sms=*/true);
-      }
-      b.reduce(region(Buf::kRecv, r, 0, own.begin, own.rows),
-               region(Buf::kUserD, r, 0, ar ? mine.begin + own.begin : own.begin, own.rows), j, ar);
-      if (ar) gather_reduced(b, p, W, r, Stream::kGather, Stream::kGather, rounds, j);
-      continue;
     }
     for (int s = 1; s < W; ++s) {
       const int dest = (r + s) % W;
-      const RowBlock blk = rank_block(p.m, W, dest);
-      const RowBlock sub = split_block(p, blk, rounds, j);
-      for (int c = 0; c < pieces; ++c) {
-        const RowBlock piece = split_block(p, {blk.begin + sub.begin, sub.rows}, pieces, c);
-        const int64_t local = sub.begin + piece.begin;  // rows within dest's block
-        const int64_t global = blk.begin + local;
-        b.gemm(region(Buf::kUserA, r, 0, global, piece.rows), region(Buf::kStage, r, 0, global, piece.rows), false,
+      for_pieces(dest, j, [&](int64_t local, int64_t global, int64_t rows) {
+        if (direct) {
+          b.gemm(region(Buf::kUserA, r, 0, global, rows), region(Buf::kRecv, dest, r, local, rows), false, false);
+          return;
+        }
+        b.gemm(region(Buf::kUserA, r, 0, global, rows), region(Buf::kStage, r, 0, global, rows), false,
                beside_sync(first, j));
         first = false;
         b.join(Stream::kCompute, Stream::kCopy);
-        b.copy(region(Buf::kStage, r, 0, global, piece.rows), region(Buf::kRecv, dest, r, local, piece.rows));
-      }
-      b.signal(dest, Flag::kArrive, j);
+        b.copy(region(Buf::kStage, r, 0, global, rows), region(Buf::kRecv, dest, r, local, rows));
+      });
+      if (direct) b.signal(Stream::kCompute, dest, Flag::kArrive, j, /*from_sms=*/true);
+      else b.signal(dest, Flag::kArrive, j);
     }
-    const RowBlock mine = rank_block(p.m, W, r);
-    const RowBlock sub = split_block(p, mine, rounds, j);
-    b.gemm(region(Buf::kUserA, r, 0, mine.begin + sub.begin, sub.rows), region(Buf::kRecv, r, r, sub.begin, sub.rows),
-           false, beside_sync(first, j));
-    first = false;
-    const int64_t d_row0 = ar ? mine.begin + sub.begin : sub.begin;
-    if (j == 0 && W > 1) b.wait_event(Stream::kCompute, epoch_bumped);
-    b.reduce(region(Buf::kRecv, r, 0, sub.begin, sub.rows), region(Buf::kUserD, r, 0, d_row0, sub.rows), j, ar);
+    if (!direct) {
+      own_gemm();
+      if (j == 0 && W > 1) b.wait_event(Stream::kCompute, epoch_bumped);
+    }
+    b.reduce(region(Buf::kRecv, r, 0, own.begin, own.rows),
+             region(Buf::kUserD, r, 0, ar ? mine.begin + own.begin : own.begin, own.rows), j, ar);
     if (!ar || W == 1) continue;
     gather_reduced(b, p, W, r, Stream::kGather, Stream::kGather, rounds, j);
   }
