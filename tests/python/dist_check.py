@@ -304,6 +304,44 @@ def check_against_torch(g, W):
                 torch.ops.symm_mem.fused_matmul_reduce_scatter(A2, w.t(), "sum", 0, g))
         check(e < 1e-2, f"rs {m}x{n}x{k} vs symm_mem: {e:.2e}")
     log("against torch.ops.symm_mem: done")
+    check_serving_async_tp(g, W)
+
+
+def check_serving_async_tp(g, W):
+    """tpgemm.ops.serve_async_tp(): torch.ops.symm_mem's fused ops, called or put in by torch's
+    compiler (micro-pipeline TP, W > 1), run tpgemm's kernels: each new shape makes a tpgemm plan."""
+    import torch._inductor.config as inductor_config
+    from torch.distributed._functional_collectives import all_gather_tensor
+
+    def plans():
+        return len([key for key in T._entry(g).plans if key[-1] != "exact"])
+
+    tpgemm.ops.serve_async_tp()
+    try:
+        A, w = randn(96, 1536), randn(2560, 1536)  # (a shape of its own: a new plan)
+        before = plans()
+        G, (D,) = torch.ops.symm_mem.fused_all_gather_matmul(A, [w.t()], 0, g)
+        ours = ops.fused_all_gather_matmul(A, [w.t()], 0, g)
+        check(plans() == before + 1 and torch.equal(G, ours[0]) and torch.equal(D, ours[1][0]),
+              f"served ag: {plans() - before} plan(s) made, expected 1; the same bits as torch.ops.tpgemm's")
+        A2 = randn(384, 1536)
+        before = plans()
+        e = rel(torch.ops.symm_mem.fused_matmul_reduce_scatter(A2, w.t(), "sum", 0, g),
+                ops.fused_matmul_reduce_scatter(A2, w.t(), "sum", 0, g))
+        check(plans() == before + 1 and e < 1e-2, f"served rs: {plans() - before} plan(s) made, rel err {e:.2e}")
+        if W > 1:  # torch's compiler puts the fused op in for all_gather -> matmul
+            A3, w3 = randn(640 // W, 1024), randn(3072, 1024)
+            before = plans()
+            with inductor_config.patch({"_micro_pipeline_tp": True}):
+                f = torch.compile(lambda x, b: torch.matmul(all_gather_tensor(x, 0, g), b), fullgraph=True)
+                y = f(A3, w3.t())
+            want = gather(A3[None]).reshape(-1, 1024).float() @ w3.float().t()
+            check(plans() == before + 1 and rel(y, want) < BF16_TOL,
+                  f"compiled all_gather -> matmul under micro-pipeline TP: {plans() - before} tpgemm plan(s) made "
+                  f"(expected 1), rel err {rel(y, want):.2e}")
+    finally:
+        tpgemm.ops.serve_async_tp(False)
+    log("torch's async-TP served by tpgemm: done")
 
 
 def make_block(H, F, sp, dtype=torch.bfloat16):

@@ -54,6 +54,26 @@ def test_values_on_one_rank_equal_the_matmul(group_name):
     torch.testing.assert_close(ops.matmul_all_reduce(A, B, "avg", group_name), A @ B)
 
 
+def test_serve_async_tp_routes_torch_symm_mem_ops_and_gives_them_back(group_name):
+    import torch.distributed._symmetric_memory  # noqa: F401  (defines torch.ops.symm_mem)
+    A, B = torch.randn(6, 16), torch.randn(16, 8)
+    with pytest.raises(NotImplementedError):  # torch's ops have CUDA kernels only
+        torch.ops.symm_mem.fused_all_gather_matmul(A, [B], 0, group_name)
+    tpgemm.ops.serve_async_tp()
+    tpgemm.ops.serve_async_tp()  # (a second call changes nothing)
+    try:
+        assert tpgemm.ops.serving_async_tp()
+        G, (D,) = torch.ops.symm_mem.fused_all_gather_matmul(A, [B], 0, group_name)
+        torch.testing.assert_close(G, A)
+        torch.testing.assert_close(D, A @ B)
+        torch.testing.assert_close(torch.ops.symm_mem.fused_matmul_reduce_scatter(A, B, "sum", 0, group_name), A @ B)
+    finally:
+        tpgemm.ops.serve_async_tp(False)
+    assert not tpgemm.ops.serving_async_tp()
+    with pytest.raises(NotImplementedError):
+        torch.ops.symm_mem.fused_all_gather_matmul(A, [B], 0, group_name)
+
+
 def _fp8(*shape):
     return (torch.randn(*shape) * 0.5).to(torch.float8_e4m3fn)
 
