@@ -147,7 +147,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   } else {
     const std::vector<plan::Choice> cands = plan::candidates(p, topo, o, any_m);
     const std::string key =
-        plan::tune_key({t.device_name, t.nccl_version, topo}, p, o.return_gathered_a, any_m, o.deterministic);
+        plan::tune_key({t.device_name, t.nccl_version, topo, protocol_settings()}, p, o.return_gathered_a, any_m, o.deterministic);
     const plan::TuneCache cache(plan::TuneCache::default_path());
     const bool tune = o.tune == PlanOptions::Tune::kOn && cands.size() > 1;
     std::optional<plan::Choice> hit = tune ? cached_choice(t, key, cands, cache) : std::nullopt;

@@ -250,7 +250,9 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks, bool direct
   direct = direct && W > 1;
   const bool ar = p.op == Op::kGemmAr;
   const int rounds = ar ? chunks : 1;
-  const int pieces = ar ? 1 : chunks;  // transfers per destination per round
+  // Transfers per destination per round; with direct stores a matmul per peer (its pieces would
+  // share one flag: more launches, nothing sent sooner).
+  const int pieces = ar || direct ? 1 : chunks;
   Builder b(p, W, r, rounds);
   // The first matmul runs beside barrier 0; in later rounds of gemm_ar, beside the waits for
   // peers' reduced rows of the round before.

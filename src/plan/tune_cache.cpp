@@ -50,7 +50,8 @@ std::string tune_key(const TuneContext& ctx, const GemmProblem& p, bool gathered
   return strfmt("%s sms=%d W=%d lsa=%d nccl=%d tpgemm=%s | %s alpha=%g beta=%g c=%d gathered_a=%d any_m=%d",
                 device.c_str(), ctx.topo.num_sms, ctx.topo.world, ctx.topo.all_lsa_peers ? 1 : 0, ctx.nccl_version,
                 TPGEMM_VERSION_STRING, describe(p).c_str(), p.alpha, p.beta, p.has_c ? 1 : 0, gathered_a ? 1 : 0, any_m ? 1 : 0) +
-         (deterministic ? " deterministic=1" : "");  // (its candidates are fewer; older keys stay valid)
+         (deterministic ? " deterministic=1" : "") +  // (its candidates are fewer; older keys stay valid)
+         (ctx.settings.empty() ? std::string() : " settings:" + ctx.settings);  // (a schedule of their own)
 }
 
 std::string TuneCache::default_path() {

@@ -18,6 +18,9 @@ struct TuneContext {
   std::string device;  // cudaDeviceProp::name
   int nccl_version = 0;
   Topology topo;
+  // The environment settings that change an implementation's protocol or schedule
+  // (detail::protocol_settings(): " NAME=value" pairs, empty where none is set).
+  std::string settings;
 };
 std::string tune_key(const TuneContext& ctx, const GemmProblem& p, bool gathered_a, bool any_m, bool deterministic = false);
 

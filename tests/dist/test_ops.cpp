@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -310,15 +312,22 @@ TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
               constexpr int kCalls = 4;
-              const std::pair<Op, Impl> cases[] = {
+              struct Case {
+                Op op;
+                Impl impl;
+                bool direct = false;  // NOTE [direct stores], rank 1's host late before each call
+              };
+              const Case cases[] = {
                   {Op::kAgGemm, Impl::kAllGatherGemm}, {Op::kAgGemm, Impl::kPipelinedCE}, {Op::kAgGemm, Impl::kFused},
                   {Op::kGemmRs, Impl::kGemmReduceScatter}, {Op::kGemmRs, Impl::kPipelinedCE}, {Op::kGemmRs, Impl::kFused},
                   {Op::kGemmAr, Impl::kGemmOneShot}, {Op::kGemmAr, Impl::kGemmTwoShot}, {Op::kGemmAr, Impl::kPipelinedCE},
-                  {Op::kGemmAr, Impl::kFused}};
-              for (const auto& [op, impl] : cases) {
+                  {Op::kGemmAr, Impl::kFused}, {Op::kGemmRs, Impl::kPipelinedCE, true},
+                  {Op::kGemmAr, Impl::kPipelinedCE, true}};
+              for (const auto& [op, impl, direct] : cases) {
                 const GemmProblem p = problem(op, W, DType::kBF16, BLayout::kNK, 1, impl);
                 PlanOptions o;
                 o.impl = impl;
+                if (direct) ::setenv("TPGEMM_PIPELINED_DIRECT", "1", 1);
                 const Status s = testsupport::caught([&] {
                   Stream stream = Stream::create();
                   const cudaStream_t st = stream.get();
@@ -331,19 +340,24 @@ TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
                   }
                   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                   team.barrier();
-                  for (int call = 0; call < kCalls; ++call) plan.run(data[call]->operands(), st);
+                  for (int call = 0; call < kCalls; ++call) {
+                    if (direct && team.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                    plan.run(data[call]->operands(), st);
+                  }
                   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
                   team.check();
                   for (int call = 0; call < kCalls; ++call) {
                     const DeviceBuffer want = testing::expected_d(p, W, team.rank(), 3000 + call, testing::RefEngine::kNaive,
                                                                   team.state()->lt, st);
                     const testing::Diff d = testing::compare_d(data[call]->d.get(), want, p, W, st);
-                    RANK_EXPECT(d.passes(testing::default_eps(p)), "%s %s call %d: rel_err %.2e, %lld non-finite",
-                                describe(p).c_str(), std::string(to_string(impl)).c_str(), call, d.rel_err,
-                                (long long)d.nonfinite);
+                    RANK_EXPECT(d.passes(testing::default_eps(p)), "%s %s%s call %d: rel_err %.2e, %lld non-finite",
+                                describe(p).c_str(), std::string(to_string(impl)).c_str(), direct ? " direct" : "", call,
+                                d.rel_err, (long long)d.nonfinite);
                   }
                 });
-                RANK_EXPECT(s.ok(), "%s %s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(), s.message.c_str());
+                ::unsetenv("TPGEMM_PIPELINED_DIRECT");
+                RANK_EXPECT(s.ok(), "%s %s%s: %s", describe(p).c_str(), std::string(to_string(impl)).c_str(),
+                            direct ? " direct" : "", s.message.c_str());
               }
             }),
             0);

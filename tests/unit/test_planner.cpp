@@ -366,6 +366,9 @@ TEST(TuneKey, NamesEverythingTheTimeDependsOn) {
   GemmProblem fp32_d = p;
   fp32_d.out_dtype = DType::kFP32;
   EXPECT_NE(tune_key(ctx, fp32_d, false, false), k);
+  TuneContext direct = ctx;  // a setting that changes a schedule (NOTE [direct stores])
+  direct.settings = " TPGEMM_PIPELINED_DIRECT=1";
+  EXPECT_NE(tune_key(direct, p, false, false).find("TPGEMM_PIPELINED_DIRECT=1"), std::string::npos);
 }
 
 TEST(RandomShapes, AreValidAndReproducible) {

@@ -52,7 +52,7 @@ class PipelinedCE final : public OpImpl {
     bool used[plan::kNumBufs] = {};
     t.agree_local("building the pipelined schedule and its local workspace", [&] {
       // NOTE [direct stores]: asked for by the environment (every rank alike: protocol_settings).
-      const bool direct = env_int("TPGEMM_PIPELINED_DIRECT", 0, 1).value_or(0) == 1 && plan::direct_stores_fit(p_, t.world);
+      const bool direct = plan::direct_stores_fit(p_, t.world) && env_int("TPGEMM_PIPELINED_DIRECT", 0, 1).value_or(0) == 1;
       const bool partial_as_c = !direct && plan::partial_as_c_fits(p_, t.world) && choice_.chunks >= 2;  // NOTE [partial as C]
       schedule_ = plan::build_pipelined(q_, t.world, t.rank, choice_.chunks, partial_as_c, direct);
       throw_if_error(plan::check_schedule(schedule_, q_));
