@@ -25,6 +25,8 @@ Variants (fwd, fwdbwd)
   nccl_compiled    functional collectives + matmul under torch.compile(fullgraph=True): the baseline
   torch_symm       torch.ops.symm_mem.fused_all_gather_matmul / fused_matmul_reduce_scatter (fwd)
   torch_async_tp   nccl_compiled with torch._inductor.config._micro_pipeline_tp (torch's async-TP pass)
+  tpgemm_async_tp  torch_async_tp with its fused ops run by tpgemm (tpgemm.ops.serve_async_tp): what a
+                   model compiled with torch's async-TP gets from tpgemm without a change to its code
   tpgemm_eager     fwd: torch.ops.tpgemm's drop-ins for the two symm_mem ops; fwdbwd: tpgemm.nn modules
   tpgemm_compiled  the tpgemm.nn block under torch.compile(fullgraph=True)
   tpgemm_graph     tpgemm_eager's forward captured in a CUDA graph, replays timed (fwd)
@@ -73,12 +75,13 @@ MODELS = {  # name: (H, F, Q)
     "llama3-405b": (16384, 53248, 20480),
 }
 VARIANTS = {
-    "fwd": ("nccl_eager", "nccl_compiled", "torch_symm", "torch_async_tp",
+    "fwd": ("nccl_eager", "nccl_compiled", "torch_symm", "torch_async_tp", "tpgemm_async_tp",
             "tpgemm_eager", "tpgemm_compiled", "tpgemm_graph", "no_comm_compiled"),
-    "fwdbwd": ("nccl_eager", "nccl_compiled", "torch_async_tp", "tpgemm_eager", "tpgemm_compiled", "no_comm_compiled"),
+    "fwdbwd": ("nccl_eager", "nccl_compiled", "torch_async_tp", "tpgemm_async_tp", "tpgemm_eager", "tpgemm_compiled",
+               "no_comm_compiled"),
     "decode": ("nccl_eager", "nccl_graph", "tpgemm_eager", "tpgemm_graph"),
 }
-COMPILED = {"nccl_compiled", "torch_async_tp", "tpgemm_compiled", "no_comm_compiled"}
+COMPILED = {"nccl_compiled", "torch_async_tp", "tpgemm_async_tp", "tpgemm_compiled", "no_comm_compiled"}
 BASELINE = {"fwd": "nccl_compiled", "fwdbwd": "nccl_compiled", "decode": "nccl_graph"}
 HOST_CALLS = 200  # few enough that the launch queue never fills: the host never waits for the GPU
 HOST_M = 256      # small, so the GPU keeps up and the host time is the call's own cost
@@ -182,6 +185,23 @@ def graphed(fn):
     return step
 
 
+def served_calls():
+    """Calls of torch's async-TP ops that tpgemm took so far (0 before tpgemm.ops is loaded)."""
+    ops = sys.modules.get("tpgemm.ops")
+    return 0 if ops is None else ops.async_tp_calls_served()
+
+
+@contextlib.contextmanager
+def serving_async_tp():
+    """torch.ops.symm_mem's fused ops run by tpgemm while inside (tpgemm.ops.serve_async_tp)."""
+    import tpgemm.ops
+    tpgemm.ops.serve_async_tp()
+    try:
+        yield
+    finally:
+        tpgemm.ops.serve_async_tp(False)
+
+
 def measure(b, base, name, make, ref, flops, batch=1):
     """Times one variant of one row. Any failure (OOM included) becomes the row's error, not the run's."""
     row = dict(base, kind="time", variant=name, ms=None, tflops_per_gpu=None, rel_err=None, error=None)
@@ -189,14 +209,18 @@ def measure(b, base, name, make, ref, flops, batch=1):
         if name.startswith("tpgemm") and b.tp is None:
             raise RuntimeError(f"tpgemm unavailable: {b.tp_err}")
         # torch's async-TP is a compiler pass behind a flag; patch() puts the flag back afterwards.
-        with (torch._inductor.config.patch(_micro_pipeline_tp=True) if name == "torch_async_tp"
-              else contextlib.nullcontext()):
+        with (torch._inductor.config.patch(_micro_pipeline_tp=True) if name.endswith("async_tp")
+              else contextlib.nullcontext()), (serving_async_tp() if name == "tpgemm_async_tp"
+                                                else contextlib.nullcontext()):
             if name in COMPILED:
                 torch._dynamo.reset()  # each compile starts clean: honest compile time, no recompile limit
             t0 = time.perf_counter()
+            served_before = served_calls()
             step = make()
             got = step()  # a compiled variant compiles here
             torch.cuda.synchronize()
+            if name == "tpgemm_async_tp" and served_calls() == served_before:
+                raise RuntimeError("torch's async-TP pass put in no fused op here: nothing ran on tpgemm")
             if name in COMPILED:
                 row["compile_s"] = round(time.perf_counter() - t0, 1)
             row["rel_err"] = rel_err(got, ref)
@@ -334,6 +358,7 @@ def block_row(b, model, mode, S, w, mods):
         "nccl_compiled": lambda: step(compiled(torch_layers(b, fc, w)), ws),
         "no_comm_compiled": lambda: step(compiled(torch_layers(b, "no_comm", w)), ws),
         "torch_async_tp": lambda: step(compiled(torch_layers(b, fc, w)), ws),
+        "tpgemm_async_tp": lambda: step(compiled(torch_layers(b, fc, w)), ws),
         "torch_symm": lambda: step(fwd(torch_layers(b, "symm_mem", w)), ws),
         "tpgemm_eager": ((lambda: step(fwd(modules()), [m.weight for m in modules()])) if train
                          else lambda: step(fwd(torch_layers(b, "tpgemm", w)), ws)),

@@ -19,6 +19,15 @@ _KERNELS = {
     "fused_scaled_matmul_reduce_scatter": _scaled_ops._rs_scaled_kernel,
 }
 _served = None  # the Library holding the registrations while they are in force
+_calls = 0      # calls of torch's ops that tpgemm's kernels took
+
+
+def _counted(kernel):
+    def served(*args, **kwargs):
+        global _calls
+        _calls += 1
+        return kernel(*args, **kwargs)
+    return served
 
 
 def serve_async_tp(enable=True):
@@ -32,8 +41,8 @@ def serve_async_tp(enable=True):
         lib = torch.library.Library("symm_mem", "IMPL")
         try:
             for name, kernel in _KERNELS.items():
-                lib.impl(name, kernel, "CUDA", allow_override=True)  # over torch's own, registered from Python
-                lib.impl(name, kernel, "CPU", allow_override=True)  # (torch has none: tpgemm's torch path)
+                lib.impl(name, _counted(kernel), "CUDA", allow_override=True)  # over torch's, registered from Python
+                lib.impl(name, _counted(kernel), "CPU", allow_override=True)  # (torch has none: tpgemm's torch path)
         except BaseException:
             lib._destroy()
             raise
@@ -48,3 +57,9 @@ def serve_async_tp(enable=True):
 def serving_async_tp():
     """Whether serve_async_tp() is in force."""
     return _served is not None
+
+
+def async_tp_calls_served():
+    """How many calls of torch.ops.symm_mem's fused ops tpgemm's kernels have taken in this process
+    (under serve_async_tp): whether a compiled model's async-TP really runs on tpgemm."""
+    return _calls

@@ -433,4 +433,4 @@ def _all_reduce_fake(input, reduce_op, group_name):
 # The scaled (FP8) ops' kernels, in their own module.
 from . import _scaled_ops  # noqa: E402,F401
 # torch's async-TP on these kernels (torch.ops.symm_mem's ops), on request.
-from ._async_tp import serve_async_tp, serving_async_tp  # noqa: E402,F401
+from ._async_tp import async_tp_calls_served, serve_async_tp, serving_async_tp  # noqa: E402,F401

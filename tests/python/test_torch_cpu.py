@@ -63,7 +63,9 @@ def test_serve_async_tp_routes_torch_symm_mem_ops_and_gives_them_back(group_name
     tpgemm.ops.serve_async_tp()  # (a second call changes nothing)
     try:
         assert tpgemm.ops.serving_async_tp()
+        calls = tpgemm.ops.async_tp_calls_served()
         G, (D,) = torch.ops.symm_mem.fused_all_gather_matmul(A, [B], 0, group_name)
+        assert tpgemm.ops.async_tp_calls_served() == calls + 1
         torch.testing.assert_close(G, A)
         torch.testing.assert_close(D, A @ B)
         torch.testing.assert_close(torch.ops.symm_mem.fused_matmul_reduce_scatter(A, B, "sum", 0, group_name), A @ B)
