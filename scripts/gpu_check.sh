@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time timeline gemm_core bench random auto_vs_rules dtypes layouts bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time timeline gemm_core bench random auto_vs_rules direct_stores dtypes layouts bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -141,6 +141,18 @@ for s in $STAGES; do
           --json "$LOGS/random_W$w.json"
         grep -E "drawn with|^geomean|^auto against|^  (ag_gemm|gemm_rs|gemm_ar) .*(auto|W=)" "$LOGS/random_W$w.log" | \
           tee -a "$SUMMARY" > /dev/null
+      done ;;
+    direct_stores)  # pipelined_ce's gemm_rs and gemm_ar on the shared shapes with its matmuls storing
+                    # into the peers' slots (TPGEMM_PIPELINED_DIRECT=1, NOTE [direct stores]) and staged,
+                    # beside the baseline, checked; the tuning cache off (a choice of either kind)
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        for direct in 0 1; do
+          TPGEMM_PIPELINED_DIRECT=$direct TPGEMM_TUNE_CACHE=off stage "direct${direct}_W$w" 900 "$BUILD/tpgemm-bench" \
+            --gpus "$w" --op gemm_rs,gemm_ar --impl baseline,pipelined_ce --check --iterations 20 --timing graph \
+            --json "$LOGS/direct${direct}_W$w.json"
+          grep -A8 "^geomean" "$LOGS/direct${direct}_W$w.log" | sed "s/^/direct=$direct /" | tee -a "$SUMMARY" > /dev/null
+        done
       done ;;
     auto_vs_rules)  # the shared shapes: auto tuned on plan creation against auto from the planner's
                     # rules alone (bench --rules), beside the baseline, in the same run
