@@ -32,6 +32,10 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
   std::vector<bool> event_after_b0(static_cast<size_t>(s.num_events), false);
   int64_t last_step[kNumStreams] = {-1, -1, -1};
   std::vector<int64_t> joined(kNumStreams, -1);  // last side-stream step the compute stream has waited for
+  // NOTE [direct stores]: peers a matmul stored into since their last flag from the SMs (every
+  // such store must have a flag behind it on the compute stream; a flag of an empty piece has none
+  // before it).
+  std::vector<bool> stored_into(static_cast<size_t>(s.world), false);
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& x = s.steps[i];
     const int st = static_cast<int>(x.stream);
@@ -63,8 +67,9 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
         if (x.src.rank != s.rank) return fail(i, "a matmul reads another rank's memory");
         // NOTE [direct stores]: a matmul may write a peer's symmetric rows, once barrier 0 says
         // the peer is done with them.
-        if (x.dst.rank != s.rank && (!is_symmetric(x.dst.buf) || !after_b0[st]))
-          return fail(i, "a matmul writes another rank's memory that is not symmetric, or before barrier 0");
+        if (x.dst.rank != s.rank && (x.dst.buf != Buf::kRecv || x.dst.slot != s.rank || !after_b0[st]))
+          return fail(i, "a matmul writes another rank's memory other than its own receive slot there, or before barrier 0");
+        if (x.dst.rank != s.rank) stored_into[static_cast<size_t>(x.dst.rank)] = true;
         if (x.src.rows != x.dst.rows || x.src.rows == 0) return fail(i, "matmul rows of A and D differ or are empty");
         if (x.stream != Stream::kCompute) return fail(i, "matmul off the compute stream");
         if (x.has_addend && (!region_in_bounds(x.addend, p, s.world, &rows) || x.addend.buf != Buf::kRecv ||
@@ -90,9 +95,10 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
         if (x.peer < 0 || x.peer >= s.world || x.peer == s.rank) return fail(i, "flag of an invalid peer");
         if (x.round < 0 || x.round >= s.rounds) return fail(i, "round out of range");
         if (!after_b0[st]) return fail(i, "flag step not ordered after barrier 0 (the epoch is bumped there)");
-        // (on the compute stream only a flag raised behind a matmul's own stores into a peer)
+        // (on the compute stream only a flag raised behind a matmul's own stores into that peer)
         if (x.stream == Stream::kCompute && !(x.kind == StepKind::kSignal && x.from_sms))
           return fail(i, "flag step on the compute stream");
+        if (x.kind == StepKind::kSignal && x.from_sms) stored_into[static_cast<size_t>(x.peer)] = false;
         break;
       case StepKind::kAddC:
         if (!region_in_bounds(x.dst, p, s.world, &rows) || x.dst.buf != Buf::kUserD || !p.has_c || x.stream != Stream::kCompute)
@@ -107,6 +113,9 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
         break;
     }
   }
+  for (int q = 0; q < s.world; ++q)
+    if (stored_into[static_cast<size_t>(q)])
+      return fail(s.steps.size(), strfmt("a matmul stored into rank %d's slot and no flag from the SMs follows it", q));
   for (int st = 1; st < kNumStreams; ++st)
     if (last_step[st] >= 0 && joined[st] != last_step[st])
       return fail(s.steps.size(), strfmt("side stream %d is not joined back into the compute stream at the end", st));

@@ -72,6 +72,16 @@ TEST(Schedule, DirectStoresPassTheStaticChecksAndTheSimulation) {
   const Status st = plan::check_schedule(s, p);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message.find("before barrier 0"), std::string::npos) << st.message;
+  // A flag moved ahead of the matmul it announces leaves that matmul's stores unannounced.
+  plan::Schedule t = plan::build_pipelined(p, 2, 0, 1, false, true);
+  for (size_t i = 1; i < t.steps.size(); ++i)
+    if (t.steps[i].kind == plan::StepKind::kSignal && t.steps[i - 1].kind == plan::StepKind::kGemm) {
+      std::swap(t.steps[i], t.steps[i - 1]);
+      break;
+    }
+  const Status late = plan::check_schedule(t, p);
+  EXPECT_FALSE(late.ok());
+  EXPECT_NE(late.message.find("no flag from the SMs follows"), std::string::npos) << late.message;
 }
 
 // Without barrier 0's wait, a fast rank's next call stores into a slot its slow peer still reads.
