@@ -69,6 +69,17 @@ def test_serve_async_tp_routes_torch_symm_mem_ops_and_gives_them_back(group_name
         torch.testing.assert_close(G, A)
         torch.testing.assert_close(D, A @ B)
         torch.testing.assert_close(torch.ops.symm_mem.fused_matmul_reduce_scatter(A, B, "sum", 0, group_name), A @ B)
+        if hasattr(torch, "float8_e4m3fn"):  # the FP8 pair too, as torch._scaled_mm takes it
+            A8, B8 = _fp8(6, 32), _fp8(16, 32).t()
+            sa, sb = torch.tensor(0.5), torch.tensor(1.25)
+            want = torch._scaled_mm(A8, B8, sa, sb, out_dtype=torch.float32)
+            _, (d8,) = torch.ops.symm_mem.fused_all_gather_scaled_matmul(A8, [B8], sa, [sb], 0, group_name, [None],
+                                                                          [None], [torch.float32], [False])
+            torch.testing.assert_close(d8, want)
+            rs8 = torch.ops.symm_mem.fused_scaled_matmul_reduce_scatter(A8, B8, sa, sb, "sum", 0, 0, group_name, [6, 16],
+                                                                        out_dtype=torch.float32)
+            torch.testing.assert_close(rs8, want)
+        assert tpgemm.ops.async_tp_calls_served() == calls + (4 if hasattr(torch, "float8_e4m3fn") else 2)
     finally:
         tpgemm.ops.serve_async_tp(False)
     assert not tpgemm.ops.serving_async_tp()
