@@ -11,40 +11,55 @@ import torch
 from . import _scaled_ops
 from . import ops
 
-# op name -> tpgemm's kernel (the same function torch.ops.tpgemm.<name> runs)
+# op name -> tpgemm's kernel (the same function torch.ops.tpgemm.<name> runs) and torch's own CUDA
+# kernel's name in torch.distributed._symmetric_memory
 _KERNELS = {
-    "fused_all_gather_matmul": ops._ag_kernel,
-    "fused_matmul_reduce_scatter": ops._rs_kernel,
-    "fused_all_gather_scaled_matmul": _scaled_ops._ag_scaled_kernel,
-    "fused_scaled_matmul_reduce_scatter": _scaled_ops._rs_scaled_kernel,
+    "fused_all_gather_matmul": (ops._ag_kernel, "_fused_all_gather_matmul"),
+    "fused_matmul_reduce_scatter": (ops._rs_kernel, "_fused_matmul_reduce_scatter"),
+    "fused_all_gather_scaled_matmul": (_scaled_ops._ag_scaled_kernel, "_fused_all_gather_scaled_matmul"),
+    "fused_scaled_matmul_reduce_scatter": (_scaled_ops._rs_scaled_kernel, "_fused_scaled_matmul_reduce_scatter"),
 }
 _served = None  # the Library holding the registrations while they are in force
-_calls = 0      # calls of torch's ops that tpgemm's kernels took
+_calls = 0      # calls of torch's ops that tpgemm's GPU kernels took
 
 
-def _counted(kernel):
+def _serving(kernel, torch_kernel):
+    """tpgemm's kernel in torch's op's place: a CUDA call tpgemm does not serve (a shape it refuses,
+    a gather along another dim) runs torch's own kernel, as it would have without tpgemm (NOTE
+    [torch path hook]); CPU tensors take tpgemm's torch path (torch has no CPU kernel)."""
     def served(*args, **kwargs):
         global _calls
-        _calls += 1
-        return kernel(*args, **kwargs)
+        on_gpu = isinstance(args[0], torch.Tensor) and args[0].is_cuda
+        declined = []
+
+        def torch_path():
+            declined.append(True)
+            return torch_kernel(*args, **kwargs)
+
+        out = kernel(*args, **kwargs, torch_path=torch_path if on_gpu and torch_kernel is not None else None)
+        if on_gpu and not declined:
+            _calls += 1
+        return out
     return served
 
 
 def serve_async_tp(enable=True):
     """From now on (enable=True) torch.ops.symm_mem's fused AllGather+GEMM and GEMM+ReduceScatter
-    ops, bf16/fp16 and FP8, run tpgemm's kernels on CUDA (and its torch path on CPU tensors) in
-    this process; enable=False gives them back to torch's own kernels. Every rank must do the
+    ops, bf16/fp16 and FP8, run tpgemm's kernels on CUDA in this process (a call tpgemm does not
+    serve runs torch's own kernel; CPU tensors tpgemm's torch path); enable=False gives them back
+    to torch's own kernels. Every rank must do the
     same. torch logs once that a registered kernel was overridden. torch's micro-pipeline pass puts
     the ops in only for groups with its symmetric memory enabled
     (torch.distributed._symmetric_memory.enable_symm_mem_for_group, which torchtitan calls)."""
     global _served
     if enable and _served is None:
-        import torch.distributed._symmetric_memory  # noqa: F401  (defines the symm_mem ops first)
+        import torch.distributed._symmetric_memory as symm  # (defines the symm_mem ops first)
         lib = torch.library.Library("symm_mem", "IMPL")
         try:
-            for name, kernel in _KERNELS.items():
-                lib.impl(name, _counted(kernel), "CUDA", allow_override=True)  # over torch's, registered from Python
-                lib.impl(name, _counted(kernel), "CPU", allow_override=True)  # (torch has none: tpgemm's torch path)
+            for name, (kernel, torch_name) in _KERNELS.items():
+                fn = _serving(kernel, getattr(symm, torch_name, None))
+                lib.impl(name, fn, "CUDA", allow_override=True)  # over torch's own, registered from Python
+                lib.impl(name, fn, "CPU", allow_override=True)  # (torch has none: tpgemm's torch path)
         except BaseException:
             lib._destroy()
             raise
@@ -62,6 +77,7 @@ def serving_async_tp():
 
 
 def async_tp_calls_served():
-    """How many calls of torch.ops.symm_mem's fused ops tpgemm's kernels have taken in this process
-    (under serve_async_tp): whether a compiled model's async-TP really runs on tpgemm."""
+    """How many calls of torch.ops.symm_mem's fused ops tpgemm's GPU kernels have taken in this
+    process (under serve_async_tp; not those it left to torch, nor CPU tensors'): whether a compiled
+    model's async-TP really runs on tpgemm."""
     return _calls

@@ -230,7 +230,7 @@ def _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, re
 
 
 def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
-                      use_fast_accum):
+                      use_fast_accum, torch_path=None):  # (NOTE [torch path hook] in ops.py)
     out_dtypes = [_dtype(x) for x in out_dtypes]
     _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fast_accum)
     key = (("ag_scaled", group_name, gather_dim, _layout(A), _layout(A_scale), tuple(out_dtypes),
@@ -239,6 +239,8 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
     c = _kept(key, lambda: _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales,
                                            out_dtypes))
     if c.plan is None:
+        if torch_path is not None:
+            return torch_path()
         return _ag_scaled_torch(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
                                 use_fast_accum)
     A2, B0 = _operands(c, A, Bs[0])
@@ -296,7 +298,8 @@ def _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_n
 
 
 def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatter_dim_after_maybe_reshape,
-                      group_name, output_shape, bias=None, result_scale=None, out_dtype=None, use_fast_accum=False):
+                      group_name, output_shape, bias=None, result_scale=None, out_dtype=None, use_fast_accum=False,
+                      torch_path=None):  # (NOTE [torch path hook] in ops.py)
     out_dtype = _dtype(out_dtype)
     if output_shape is None:
         output_shape = list(A.shape[:-1]) + [B.shape[1]]
@@ -305,6 +308,8 @@ def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatt
     c = _kept(key, lambda: _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name,
                                            output_shape, bias, result_scale, out_dtype))
     if c.plan is None:
+        if torch_path is not None:
+            return torch_path()
         return _rs_scaled_torch(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_name, output_shape, bias,
                                 result_scale, out_dtype, use_fast_accum)
     A2, B2 = _operands(c, A, B)

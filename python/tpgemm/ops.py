@@ -265,11 +265,14 @@ def _ag_plan_call(A, B, group_name, dtype, gathered, **kw):
     return _Call(p, rows + (N,), rows + (K,) if gathered else None, a_rows, B0 is not B, a_ld)
 
 
-def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True):
+# NOTE [torch path hook]: `torch_path` (no arguments), where given, runs a call tpgemm does not
+# serve instead of tpgemm's own torch path: serve_async_tp (_async_tp.py) passes torch's own fused
+# kernel for the call, so that what tpgemm does not take runs as it ran before.
+def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True, torch_path=None):
     key = ("ag", group_name, gather_dim, return_A, _layout(A)) + tuple(_layout(B) for B in Bs)
     c = _kept(key, lambda: _ag_call(A, Bs, gather_dim, group_name, return_A))
     if c.plan is None:
-        return _ag_torch(A, Bs, gather_dim, group_name, return_A)
+        return torch_path() if torch_path is not None else _ag_torch(A, Bs, gather_dim, group_name, return_A)
     A2, B0 = _operands(c, A, Bs[0])
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
     G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device) if c.gathered_shape else None
@@ -317,11 +320,11 @@ def _rs_plan_call(A, B, lead, lead_from, rows, group_name, dtype, **kw):
     return _Call(p, shape, None, a_rows, B2 is not B, a_ld)
 
 
-def _rs_kernel(A, B, reduce_op, scatter_dim, group_name):
+def _rs_kernel(A, B, reduce_op, scatter_dim, group_name, torch_path=None):  # (NOTE [torch path hook])
     key = ("rs", group_name, reduce_op, scatter_dim, _layout(A), _layout(B))
     c = _kept(key, lambda: _rs_call(A, B, reduce_op, scatter_dim, group_name))
     if c.plan is None:
-        return _rs_torch(A, B, reduce_op, scatter_dim, group_name)
+        return torch_path() if torch_path is not None else _rs_torch(A, B, reduce_op, scatter_dim, group_name)
     A2, B2 = _operands(c, A, B)
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
     c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index))

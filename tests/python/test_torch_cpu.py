@@ -65,7 +65,6 @@ def test_serve_async_tp_routes_torch_symm_mem_ops_and_gives_them_back(group_name
         assert tpgemm.ops.serving_async_tp()
         calls = tpgemm.ops.async_tp_calls_served()
         G, (D,) = torch.ops.symm_mem.fused_all_gather_matmul(A, [B], 0, group_name)
-        assert tpgemm.ops.async_tp_calls_served() == calls + 1
         torch.testing.assert_close(G, A)
         torch.testing.assert_close(D, A @ B)
         torch.testing.assert_close(torch.ops.symm_mem.fused_matmul_reduce_scatter(A, B, "sum", 0, group_name), A @ B)
@@ -79,12 +78,40 @@ def test_serve_async_tp_routes_torch_symm_mem_ops_and_gives_them_back(group_name
             rs8 = torch.ops.symm_mem.fused_scaled_matmul_reduce_scatter(A8, B8, sa, sb, "sum", 0, 0, group_name, [6, 16],
                                                                         out_dtype=torch.float32)
             torch.testing.assert_close(rs8, want)
-        assert tpgemm.ops.async_tp_calls_served() == calls + (4 if hasattr(torch, "float8_e4m3fn") else 2)
+        assert tpgemm.ops.async_tp_calls_served() == calls  # (CPU tensors: tpgemm's torch path, not its kernels)
     finally:
         tpgemm.ops.serve_async_tp(False)
     assert not tpgemm.ops.serving_async_tp()
     with pytest.raises(NotImplementedError):
         torch.ops.symm_mem.fused_all_gather_matmul(A, [B], 0, group_name)
+
+
+def test_served_calls_tpgemm_declines_run_torchs_own_kernel():
+    """NOTE [torch path hook]: under serve_async_tp, a GPU call tpgemm's kernel declines runs torch's
+    kernel with the call's own arguments, and only calls tpgemm took are counted."""
+    from tpgemm import _async_tp
+
+    class OnGpu(torch.Tensor):  # a CPU tensor that says it is on the GPU
+        @property
+        def is_cuda(self):
+            return True
+
+    A = torch.zeros(2, 2).as_subclass(OnGpu)
+    seen = []
+
+    def tpgemm_kernel(A, n, *, flag=False, torch_path=None):
+        return torch_path() if n < 0 else ("tpgemm", n, flag)
+
+    def torch_kernel(A, n, *, flag=False):
+        seen.append((n, flag))
+        return ("torch", n, flag)
+
+    fn = _async_tp._serving(tpgemm_kernel, torch_kernel)
+    calls = tpgemm.ops.async_tp_calls_served()
+    assert fn(A, 3, flag=True) == ("tpgemm", 3, True)
+    assert tpgemm.ops.async_tp_calls_served() == calls + 1
+    assert fn(A, -1, flag=True) == ("torch", -1, True) and seen == [(-1, True)]
+    assert tpgemm.ops.async_tp_calls_served() == calls + 1
 
 
 def _fp8(*shape):
