@@ -14,7 +14,8 @@ W.t(), which tpgemm reads in place). reduce_op is "sum" or "avg". Every op has a
 implementation, so torch.compile(fullgraph=True) traces it, and its CUDA kernel only enqueues work
 on the current stream, so CUDA graphs capture it once its plan exists (tpgemm.prepare).
 
-tpgemm serves a gather along dim 0 and a scatter along dim 0 or the last dim. Where it cannot serve
+tpgemm serves a gather along dim 0 and a scatter along dim 0 or the last dim (or along a later dim
+with only 1s before it: [1, S, H] split along S). Where it cannot serve
 a call (another dim; a dtype other than bf16 / fp16; CPU tensors; a shape tpgemm refuses as
 Unsupported) the op runs torch's own path, NCCL collective and matmul, and warns once per reason.
 """
@@ -239,19 +240,28 @@ def _operands(c, A, B):
     return A, (B.contiguous() if c.b_copy else B)
 
 
+def _rows_dim(A, dim):
+    """Whether splitting A along `dim` splits its rows (A's dims but the last, flattened) into
+    blocks of whole rows in order: dim 0, or a later one (not K's) with only 1s before it (torch's
+    [1, S, H] activations, sequence-parallel along dim 1)."""
+    d = dim % A.dim()
+    return d == 0 or (d < A.dim() - 1 and all(x == 1 for x in A.shape[:d]))
+
+
 def _ag_call(A, Bs, gather_dim, group_name, return_A):
     why = _why_not(A, Bs, [f"Bs[{i}]" for i in range(len(Bs))])
-    why = why or ("" if gather_dim % A.dim() == 0 else f"gather_dim={gather_dim}")
+    why = why or ("" if _rows_dim(A, gather_dim) else f"gather_dim={gather_dim}")
     why = why or ("" if Bs else "no B")
     if why:
         _note_fallback("fused_all_gather_matmul", why)
         return TORCH_PATH
-    return _ag_plan_call(A, Bs[0], group_name, T.DTYPES[A.dtype], return_A or len(Bs) > 1)
+    return _ag_plan_call(A, Bs[0], group_name, T.DTYPES[A.dtype], return_A or len(Bs) > 1,
+                         gather_dim=gather_dim % A.dim())
 
 
-def _ag_plan_call(A, B, group_name, dtype, gathered, **kw):
-    """The call of an all-gather whose operands tpgemm takes: A's rows gathered along dim 0, times
-    B; `kw` goes to the plan."""
+def _ag_plan_call(A, B, group_name, dtype, gathered, gather_dim=0, **kw):
+    """The call of an all-gather whose operands tpgemm takes: A's rows gathered along `gather_dim`
+    (one _rows_dim takes), times B; `kw` goes to the plan."""
     W = T.world_size(group_name)
     T.check_tensor(A, "A", device=T.team_device(group_name))
     K, lead = A.shape[-1], tuple(A.shape[:-1])
@@ -261,7 +271,7 @@ def _ag_plan_call(A, B, group_name, dtype, gathered, **kw):
                                       return_gathered_a=gathered, **kw)
     if p is None:
         return TORCH_PATH
-    rows = (lead[0] * W,) + lead[1:]
+    rows = lead[:gather_dim] + (lead[gather_dim] * W,) + lead[gather_dim + 1:]
     return _Call(p, rows + (N,), rows + (K,) if gathered else None, a_rows, B0 is not B, a_ld)
 
 
@@ -287,28 +297,29 @@ def _rs_call(A, B, reduce_op, scatter_dim, group_name):
     alpha = _alpha(reduce_op, W)
     why = _why_not(A, [B], ["B"])
     sd = scatter_dim % max(A.dim(), 1)
-    why = why or ("" if sd in (0, A.dim() - 1) else f"scatter_dim={scatter_dim}")
+    rows = _rows_dim(A, sd) if A.dim() > 1 else sd == 0
+    why = why or ("" if rows or sd == A.dim() - 1 else f"scatter_dim={scatter_dim}")
     if why:
         _note_fallback("fused_matmul_reduce_scatter", why)
         return TORCH_PATH
-    return _rs_plan_call(A, B, tuple(A.shape[:-1]), f"A has shape {tuple(A.shape)}", sd == 0, group_name,
-                         T.DTYPES[A.dtype], alpha=alpha)
+    return _rs_plan_call(A, B, tuple(A.shape[:-1]), f"A has shape {tuple(A.shape)}", rows, group_name,
+                         T.DTYPES[A.dtype], row_dim=sd if rows else 0, alpha=alpha)
 
 
-def _rs_plan_call(A, B, lead, lead_from, rows, group_name, dtype, **kw):
+def _rs_plan_call(A, B, lead, lead_from, rows, group_name, dtype, row_dim=0, **kw):
     """The call of a reduce-scatter whose operands tpgemm takes: A's rows (as `lead`, D's leading
-    dims, which `lead_from` names) times B, scattered along D's first dim (`rows`) or its last;
-    `kw` goes to the plan."""
+    dims, which `lead_from` names) times B, scattered along D's dim `row_dim` (`rows`: one
+    _rows_dim takes) or its last; `kw` goes to the plan."""
     W = T.world_size(group_name)
     T.check_tensor(A, "A", device=T.team_device(group_name))
     K = A.shape[-1]
     B2, layout = _b_operand(B)
     N, M = B2.shape[1], math.prod(lead)
     if rows:
-        if lead[0] % W:
-            raise InvalidArgument(f"{lead_from}: its scatter dim 0 ({lead[0]}) must be divisible by the group's "
-                                  f"size {W}")
-        shape, shard = (lead[0] // W,) + lead[1:] + (N,), "m"
+        if lead[row_dim] % W:
+            raise InvalidArgument(f"{lead_from}: its scatter dim {row_dim} ({lead[row_dim]}) must be divisible by the "
+                                  f"group's size {W}")
+        shape, shard = lead[:row_dim] + (lead[row_dim] // W,) + lead[row_dim + 1:] + (N,), "m"
     else:
         if N % W:
             raise InvalidArgument(f"B has shape {tuple(B.shape)}: N={N} must be divisible by the group's size {W} "

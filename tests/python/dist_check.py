@@ -124,6 +124,20 @@ def check_ops(g, W, r):
     check(rel(ops.all_reduce(x, "sum", g), gather(x[None]).float().sum(0)) < 1e-2, "all_reduce of an unaligned view")
     for op in ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce"):
         T.set_impl(op, "auto")
+    # [1, S, H] activations split along dim 1 (sequence parallel, batch 1): tpgemm's plans serve
+    # them as rows, each call making a plan of its own shape.
+    before = len(T._entry(g).plans)
+    A, w = randn(1, 40, 1024), randn(768, 1024)
+    G, (D,) = ops.fused_all_gather_matmul(A, [w.t()], 1, g)
+    full = gather(A, 1)
+    check(tuple(D.shape) == (1, 40 * W, 768) and torch.equal(G, full) and rel(D, full.float() @ w.float().t()) < BF16_TOL,
+          f"ag along dim 1 of [1, S/W, K]: D {tuple(D.shape)}, rel err {rel(D, full.float() @ w.float().t()):.2e}")
+    A2 = randn(1, 40 * W, 1024)
+    D2 = ops.fused_matmul_reduce_scatter(A2, w.t(), "sum", 1, g)
+    ref2 = (gather(A2[None]).float().sum(0) @ w.float().t()).chunk(W, 1)[r]
+    check(tuple(D2.shape) == (1, 40, 768) and rel(D2, ref2) < BF16_TOL,
+          f"rs along dim 1 of [1, S, K]: D {tuple(D2.shape)}, rel err {rel(D2, ref2):.2e}")
+    check(len(T._entry(g).plans) > before, "dim-1 calls of [1, S, K] made no tpgemm plan: torch's path ran them")
     log(f"ops: {len(failures)} failure(s) so far")
 
 
