@@ -8,18 +8,24 @@ place in the dispatcher: the compiled model then runs tpgemm without a change to
 """
 import torch
 
-from . import _scaled_ops
-from . import ops
+from ._errors import Unsupported
 
-# op name -> tpgemm's kernel (the same function torch.ops.tpgemm.<name> runs) and torch's own CUDA
-# kernel's name in torch.distributed._symmetric_memory
-_KERNELS = {
-    "fused_all_gather_matmul": (ops._ag_kernel, "_fused_all_gather_matmul"),
-    "fused_matmul_reduce_scatter": (ops._rs_kernel, "_fused_matmul_reduce_scatter"),
-    "fused_all_gather_scaled_matmul": (_scaled_ops._ag_scaled_kernel, "_fused_all_gather_scaled_matmul"),
-    "fused_scaled_matmul_reduce_scatter": (_scaled_ops._rs_scaled_kernel, "_fused_scaled_matmul_reduce_scatter"),
-}
+
+def _kernels():
+    """op name -> (tpgemm's kernel, the same function torch.ops.tpgemm.<name> runs; torch's own CUDA
+    kernel's name in torch.distributed._symmetric_memory). Looked up when asked: ops.py imports this
+    module while its kernels' modules load."""
+    from . import _scaled_ops, ops
+    return {
+        "fused_all_gather_matmul": (ops._ag_kernel, "_fused_all_gather_matmul"),
+        "fused_matmul_reduce_scatter": (ops._rs_kernel, "_fused_matmul_reduce_scatter"),
+        "fused_all_gather_scaled_matmul": (_scaled_ops._ag_scaled_kernel, "_fused_all_gather_scaled_matmul"),
+        "fused_scaled_matmul_reduce_scatter": (_scaled_ops._rs_scaled_kernel, "_fused_scaled_matmul_reduce_scatter"),
+    }
+
+
 _served = None  # the Library holding the registrations while they are in force
+_torch_records = set()  # torch.library's records of symm_mem kernels before serving (_undo)
 _calls = 0      # calls of torch's ops that tpgemm's GPU kernels took
 
 
@@ -54,21 +60,36 @@ def serve_async_tp(enable=True):
     global _served
     if enable and _served is None:
         import torch.distributed._symmetric_memory as symm  # (defines the symm_mem ops first)
+        kernels = _kernels()
+        missing = [t for _, t in kernels.values() if not callable(getattr(symm, t, None))]
+        if missing:  # (a call tpgemm declines must have torch's kernel to run)
+            raise Unsupported(f"serve_async_tp: this torch {torch.__version__} has no {', '.join(missing)} in "
+                              "torch.distributed._symmetric_memory (tpgemm knows torch 2.11's)")
+        global _torch_records
+        _torch_records = {k for k in torch.library._impls if k.startswith("symm_mem/")}
         lib = torch.library.Library("symm_mem", "IMPL")
         try:
-            for name, (kernel, torch_name) in _KERNELS.items():
-                fn = _serving(kernel, getattr(symm, torch_name, None))
+            for name, (kernel, torch_name) in kernels.items():
+                fn = _serving(kernel, getattr(symm, torch_name))
                 lib.impl(name, fn, "CUDA", allow_override=True)  # over torch's own, registered from Python
                 lib.impl(name, fn, "CPU", allow_override=True)  # (torch has none: tpgemm's torch path)
         except BaseException:
-            lib._destroy()
+            _undo(lib)
             raise
         _served = lib
     elif not enable and _served is not None:
-        # The registrations go (Library._destroy, which torch's own scoped libraries use); the
-        # kernels registered before them, torch's, are the ones in force again.
-        _served._destroy()
+        _undo(_served)
         _served = None
+
+
+def _undo(lib):
+    """Takes lib's registrations away (Library._destroy, which torch's own scoped libraries use):
+    the kernels registered before them, torch's, are the ones in force again. _destroy also drops
+    torch.library's record of torch's own CUDA kernels (which guards them against being overridden
+    unawares): the records there were before serving are put back."""
+    lib._destroy()
+    lib._op_impls.clear()  # (the Library's finalizer would drop those records again)
+    torch.library._impls.update(_torch_records)
 
 
 def serving_async_tp():

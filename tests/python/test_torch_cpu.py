@@ -59,6 +59,7 @@ def test_serve_async_tp_routes_torch_symm_mem_ops_and_gives_them_back(group_name
     A, B = torch.randn(6, 16), torch.randn(16, 8)
     with pytest.raises(NotImplementedError):  # torch's ops have CUDA kernels only
         torch.ops.symm_mem.fused_all_gather_matmul(A, [B], 0, group_name)
+    records = {k for k in torch.library._impls if k.startswith("symm_mem/")}
     tpgemm.ops.serve_async_tp()
     tpgemm.ops.serve_async_tp()  # (a second call changes nothing)
     try:
@@ -84,6 +85,16 @@ def test_serve_async_tp_routes_torch_symm_mem_ops_and_gives_them_back(group_name
     assert not tpgemm.ops.serving_async_tp()
     with pytest.raises(NotImplementedError):
         torch.ops.symm_mem.fused_all_gather_matmul(A, [B], 0, group_name)
+    # torch.library's records of torch's own kernels are as they were
+    assert {k for k in torch.library._impls if k.startswith("symm_mem/")} == records
+
+
+def test_the_kernels_modules_import_alone():
+    import subprocess
+    import sys
+    for module in ("tpgemm._scaled_ops", "tpgemm._async_tp"):  # (each first in a fresh process)
+        r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True)
+        assert r.returncode == 0, f"import {module}: {r.stderr[-2000:]}"
 
 
 def test_served_calls_tpgemm_declines_run_torchs_own_kernel():
