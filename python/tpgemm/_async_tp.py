@@ -53,10 +53,10 @@ def serve_async_tp(enable=True):
     """From now on (enable=True) torch.ops.symm_mem's fused AllGather+GEMM and GEMM+ReduceScatter
     ops, bf16/fp16 and FP8, run tpgemm's kernels on CUDA in this process (a call tpgemm does not
     serve runs torch's own kernel; CPU tensors tpgemm's torch path); enable=False gives them back
-    to torch's own kernels. Every rank must do the
-    same. torch logs once that a registered kernel was overridden. torch's micro-pipeline pass puts
-    the ops in only for groups with its symmetric memory enabled
-    (torch.distributed._symmetric_memory.enable_symm_mem_for_group, which torchtitan calls)."""
+    to torch's own kernels. Every rank must do the same. torch logs once that a registered kernel
+    was overridden. torch's micro-pipeline pass puts the ops in only for groups with its symmetric
+    memory enabled (torch.distributed._symmetric_memory.enable_symm_mem_for_group, which
+    torchtitan calls)."""
     global _served
     if enable and _served is None:
         import torch.distributed._symmetric_memory as symm  # (defines the symm_mem ops first)
