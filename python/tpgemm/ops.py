@@ -14,9 +14,9 @@ W.t(), which tpgemm reads in place). reduce_op is "sum" or "avg". Every op has a
 implementation, so torch.compile(fullgraph=True) traces it, and its CUDA kernel only enqueues work
 on the current stream, so CUDA graphs capture it once its plan exists (tpgemm.prepare).
 
-tpgemm serves a gather along dim 0 and a scatter along dim 0 or the last dim (or along a later dim
-with only 1s before it: [1, S, H] split along S). Where it cannot serve
-a call (another dim; a dtype other than bf16 / fp16; CPU tensors; a shape tpgemm refuses as
+tpgemm serves a gather along dim 0 and a scatter along dim 0 or the last dim (the bf16 / fp16 ops
+also along a later dim with only 1s before it: [1, S, H] split along S). Where it cannot serve a
+call (another dim; a dtype other than bf16 / fp16; CPU tensors; a shape tpgemm refuses as
 Unsupported) the op runs torch's own path, NCCL collective and matmul, and warns once per reason.
 """
 import math
