@@ -13,7 +13,7 @@ import torch
 
 from . import _torch as T
 from ._errors import InvalidArgument, Unsupported
-from .ops import (TORCH_PATH, _ag_plan_call, _alpha, _c10d, _kept, _layout, _lib, _note_fallback, _operands,
+from .ops import (TORCH_PATH, _ag_plan_call, _alpha, _c10d, _dim, _kept, _layout, _lib, _note_fallback, _operands,
                   _reduce_scatter_torch, _rs_plan_call)
 
 # ---- the scaled (FP8) ops ----------------------------------------------------------------------
@@ -188,7 +188,7 @@ def _gather_rows(x, group_name):
 
 def _ag_scaled_torch(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
                      use_fast_accum):
-    W, gd = T.world_size(group_name), gather_dim % A.dim()
+    W, gd = T.world_size(group_name), _dim("gather_dim", gather_dim, A.dim())
     if gd == 0 and _scales_kind(A, Bs[0], A_scale, B_scales[0]) == "block":  # the rows' blocks gathered with them
         _torch_block_mm_check(A.shape[-1], "fused_all_gather_scaled_matmul on torch's path")
         A_full, scale = _gather_rows(A, group_name), _gather_block_scales(A_scale, group_name)
@@ -221,7 +221,7 @@ def _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fas
 
 def _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes):
     why = _why_not_scaled(A, Bs[0], A_scale, B_scales[0], biases[0], result_scales[0], out_dtypes[0])
-    why = why or ("" if gather_dim % A.dim() == 0 else f"gather_dim={gather_dim}")
+    why = why or ("" if _dim("gather_dim", gather_dim, A.dim()) == 0 else f"gather_dim={gather_dim}")
     if why:
         _note_fallback("fused_all_gather_scaled_matmul", why)
         return TORCH_PATH
@@ -286,7 +286,7 @@ def _rs_scaled_call(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, group_n
     alpha = _alpha(reduce_op, W)
     why = _why_not_scaled(A, B, A_scale, B_scale, bias, result_scale, out_dtype)
     out_shape = tuple(output_shape[:-1]) + (B.shape[1],)
-    sd = orig_scatter_dim % len(out_shape)
+    sd = _dim("orig_scatter_dim", orig_scatter_dim, len(out_shape))
     why = why or ("" if sd in (0, len(out_shape) - 1) else f"orig_scatter_dim={orig_scatter_dim}")
     why = why or ("" if math.prod(out_shape[:-1]) == math.prod(A.shape[:-1]) else f"output_shape {output_shape}")
     if why:
@@ -334,7 +334,7 @@ for _name, _kernel in (("fused_all_gather_scaled_matmul", _ag_scaled_kernel),
 def _ag_scaled_fake(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes,
                     use_fast_accum):
     W = T.world_size(group_name)
-    gd = gather_dim % A.dim()
+    gd = _dim("gather_dim", gather_dim, A.dim())
     shape = list(A.shape)
     shape[gd] *= W
     return A.new_empty(shape), [A.new_empty(shape[:-1] + [B.shape[1]], dtype=_dtype(od) or A.dtype)
@@ -346,5 +346,5 @@ def _rs_scaled_fake(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatter
                     output_shape, bias=None, result_scale=None, out_dtype=None, use_fast_accum=False):
     W = T.world_size(group_name)
     shape = (list(output_shape[:-1]) if output_shape is not None else list(A.shape[:-1])) + [B.shape[1]]
-    shape[orig_scatter_dim % len(shape)] //= W
+    shape[_dim("orig_scatter_dim", orig_scatter_dim, len(shape))] //= W
     return A.new_empty(shape, dtype=_dtype(out_dtype) or A.dtype)

@@ -49,7 +49,8 @@ _unsupported_plans = {}  # plan key -> the reason tpgemm gave, so later calls fa
 def _note_fallback(op, why):
     if (op, why) not in _noted:
         _noted.add((op, why))
-        path = "NCCL's all-reduce" if op == "all_reduce" else "NCCL collective and matmul"
+        path = ("NCCL's all-reduce" if op == "all_reduce" else
+                "its NCCL collective and matmul, or for a symm_mem op that serve_async_tp serves, torch's kernel")
         warnings.warn(f"tpgemm.{op}: {why}; running torch's own path ({path}) instead", stacklevel=3)
 
 
@@ -61,16 +62,26 @@ def _alpha(reduce_op, world):
     raise InvalidArgument(f"reduce_op={reduce_op!r}: expected 'sum' or 'avg'")
 
 
-def _why_not(A, Bs, names):
+def _dim(name, value, ndim):
+    """`value` as a dim of a tensor of `ndim` dims, from -ndim up (negative counts from the end, as
+    torch's dims do); out of range raises InvalidArgument, as torch's own ops raise ValueError."""
+    if not -ndim <= value < ndim:
+        raise InvalidArgument(f"{name}={value}: expected a dim of a {ndim}-D tensor, from {-ndim} to {ndim - 1}")
+    return value % ndim
+
+
+def _why_not(A, Bs, names, K=None):
     """Why tpgemm's kernels cannot take these operands ('' if they can: then torch's path runs).
-    Operands no path can take raise InvalidArgument, naming the argument."""
+    Operands no path can take raise InvalidArgument, naming the argument. K: B's rows (A's last
+    dim unless given: a gather along A's last dim widens it)."""
+    K = A.shape[-1] if K is None else K
     for name, B in zip(names, Bs):
         if not isinstance(B, torch.Tensor) or B.dim() != 2 or B.dtype != A.dtype or B.device != A.device:
             what = f"{tuple(B.shape)} {B.dtype} on {B.device}" if isinstance(B, torch.Tensor) else type(B).__name__
             raise InvalidArgument(f"{name} is {what}: expected a 2-D [K, N] tensor of A's dtype {A.dtype} on "
                                   f"A's device {A.device}")
-        if B.shape[0] != A.shape[-1]:
-            raise InvalidArgument(f"{name} has shape {tuple(B.shape)}: expected [K={A.shape[-1]}, N] to match A "
+        if B.shape[0] != K:
+            raise InvalidArgument(f"{name} has shape {tuple(B.shape)}: expected [K={K}, N] to match A "
                                   f"{tuple(A.shape)}")
     if A.device.type != "cuda":
         return f"A is on {A.device}"
@@ -154,7 +165,7 @@ def _plan_reading_a(A, group_name, op, m, n, k, dtype, layout, **kw):
 
 def _ag_torch(A, Bs, gather_dim, group_name, return_A=True):
     W = T.world_size(group_name)
-    gd = gather_dim % A.dim()
+    gd = _dim("gather_dim", gather_dim, A.dim())
     gathered = _c10d.wait_tensor(_c10d.all_gather_into_tensor(A.movedim(gd, 0).contiguous(), W, group_name))
     A_full = gathered.movedim(0, gd)
     outs = [torch.matmul(A_full, B) for B in Bs]
@@ -164,7 +175,7 @@ def _ag_torch(A, Bs, gather_dim, group_name, return_A=True):
 def _reduce_scatter_torch(C, reduce_op, scatter_dim, group_name):
     """C reduced over the group and scattered along `scatter_dim`, by torch's collective."""
     W = T.world_size(group_name)
-    sd = scatter_dim % C.dim()
+    sd = _dim("scatter_dim", scatter_dim, C.dim())
     out = _c10d.wait_tensor(_c10d.reduce_scatter_tensor(C.movedim(sd, 0).contiguous(), reduce_op, W, group_name))
     return out.movedim(0, sd).contiguous()
 
@@ -232,12 +243,16 @@ def _kept(key, work_out):
 def _operands(c, A, B):
     """A's rows and B as the plan reads them, for call `c`. Rows at a stride from an address that
     is not 16-byte aligned (a slice at an odd offset; the call's key does not fix the offset) are
-    copied to an aligned buffer at the same stride."""
+    copied to an aligned buffer at the same stride; so is such a B."""
     if c.a_rows:
         A = _rows(A)
     elif c.a_ld and A.data_ptr() % 16:
         A = torch.empty(A.shape[:-1] + (c.a_ld,), dtype=A.dtype, device=A.device)[..., :A.shape[-1]].copy_(A)
-    return A, (B.contiguous() if c.b_copy else B)
+    if c.b_copy:
+        B = B.contiguous()
+    if B.data_ptr() % 16:  # a view at an odd offset: a fresh tensor of the same strides is aligned
+        B = B.clone()
+    return A, B
 
 
 def _rows_dim(A, dim):
@@ -249,14 +264,15 @@ def _rows_dim(A, dim):
 
 
 def _ag_call(A, Bs, gather_dim, group_name, return_A):
-    why = _why_not(A, Bs, [f"Bs[{i}]" for i in range(len(Bs))])
-    why = why or ("" if _rows_dim(A, gather_dim) else f"gather_dim={gather_dim}")
+    gd = _dim("gather_dim", gather_dim, A.dim())
+    K = A.shape[-1] * (T.world_size(group_name) if gd == A.dim() - 1 else 1)  # a gather along K widens it
+    why = _why_not(A, Bs, [f"Bs[{i}]" for i in range(len(Bs))], K)
+    why = why or ("" if _rows_dim(A, gd) else f"gather_dim={gather_dim}")
     why = why or ("" if Bs else "no B")
     if why:
         _note_fallback("fused_all_gather_matmul", why)
         return TORCH_PATH
-    return _ag_plan_call(A, Bs[0], group_name, T.DTYPES[A.dtype], return_A or len(Bs) > 1,
-                         gather_dim=gather_dim % A.dim())
+    return _ag_plan_call(A, Bs[0], group_name, T.DTYPES[A.dtype], return_A or len(Bs) > 1, gather_dim=gd)
 
 
 def _ag_plan_call(A, B, group_name, dtype, gathered, gather_dim=0, **kw):
@@ -296,7 +312,7 @@ def _rs_call(A, B, reduce_op, scatter_dim, group_name):
     W = T.world_size(group_name)
     alpha = _alpha(reduce_op, W)
     why = _why_not(A, [B], ["B"])
-    sd = scatter_dim % max(A.dim(), 1)
+    sd = _dim("scatter_dim", scatter_dim, max(A.dim(), 1))
     rows = _rows_dim(A, sd) if A.dim() > 1 else sd == 0
     why = why or ("" if rows or sd == A.dim() - 1 else f"scatter_dim={scatter_dim}")
     if why:
@@ -419,7 +435,7 @@ for _name, _kernel in (("fused_all_gather_matmul", _ag_kernel), ("fused_matmul_r
 @torch.library.register_fake("tpgemm::fused_all_gather_matmul")
 def _ag_fake(A, Bs, gather_dim, group_name, return_A=True):
     W = T.world_size(group_name)
-    gd = gather_dim % A.dim()
+    gd = _dim("gather_dim", gather_dim, A.dim())
     shape = list(A.shape)
     shape[gd] *= W
     A_full = A.new_empty(shape)
@@ -430,7 +446,7 @@ def _ag_fake(A, Bs, gather_dim, group_name, return_A=True):
 def _rs_fake(A, B, reduce_op, scatter_dim, group_name):
     W = T.world_size(group_name)
     shape = list(A.shape[:-1]) + [B.shape[1]]
-    shape[scatter_dim % len(shape)] //= W
+    shape[_dim("scatter_dim", scatter_dim, len(shape))] //= W
     return A.new_empty(shape)
 
 

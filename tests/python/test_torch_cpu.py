@@ -3,6 +3,7 @@ torch.compile tracing, and the modules' autograd wiring, on a one-rank gloo grou
 take torch's own path."""
 import os
 import tempfile
+import warnings
 
 import pytest
 
@@ -206,6 +207,37 @@ def test_bad_operands_name_the_argument(group_name):
         ops.fused_matmul_reduce_scatter(A, torch.randn(12, 8), "sum", 0, group_name)
     with pytest.raises(tpgemm.InvalidArgument, match="reduce_op='max'"):
         ops.matmul_all_reduce(A, torch.randn(16, 8), "max", group_name)
+
+
+def test_dims_out_of_range_raise_on_every_path(group_name):
+    """torch's ops raise for a dim outside the tensor; tpgemm's do too (on its kernels' path, on
+    torch's and under torch.compile's fake tensors), instead of wrapping it around."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    A, B = torch.randn(8, 16), torch.randn(16, 8)
+    for mode in (None, FakeTensorMode()):
+        with mode or torch.no_grad():
+            a, b = (torch.empty(8, 16), torch.empty(16, 8)) if mode else (A, B)
+            with pytest.raises(tpgemm.InvalidArgument, match=r"gather_dim=2: expected a dim of a 2-D tensor"):
+                ops.fused_all_gather_matmul(a, [b], 2, group_name)
+            with pytest.raises(tpgemm.InvalidArgument, match=r"scatter_dim=-3: expected a dim of a 2-D tensor"):
+                ops.fused_matmul_reduce_scatter(a, b, "sum", -3, group_name)
+    if hasattr(torch, "float8_e4m3fn"):
+        A8, B8, s = _fp8(6, 32), _fp8(16, 32).t(), torch.tensor(1.0)
+        with pytest.raises(tpgemm.InvalidArgument, match=r"orig_scatter_dim=2: expected a dim of a 2-D tensor"):
+            ops.fused_scaled_matmul_reduce_scatter(A8, B8, s, s, "sum", 2, 2, group_name, [6, 16],
+                                                   out_dtype=torch.float32)
+
+
+def test_a_gather_along_k_is_left_to_torch(group_name, monkeypatch):
+    """torch's compiler gathers along A's last dim where the shard's K is large: B then has W times
+    A's K rows. tpgemm leaves that call to torch's path instead of refusing B."""
+    monkeypatch.setattr(T, "world_size", lambda g: 2)
+    A, B = torch.randn(8, 16), torch.randn(32, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the reason noted: A is on the CPU)
+        assert tpgemm.ops._ag_call(A, [B], 1, group_name, True) is tpgemm.ops.TORCH_PATH
+    with pytest.raises(tpgemm.InvalidArgument, match=r"expected \[K=32, N\]"):
+        tpgemm.ops._ag_call(A, [torch.randn(16, 8)], -1, group_name, True)
 
 
 def test_calls_are_worked_out_once_per_layout(group_name):
@@ -452,7 +484,8 @@ def test_a_rows_read_in_place_where_equally_spaced():
 
 def test_strided_a_falls_back_to_rows_and_is_realigned(group_name, monkeypatch):
     """An implementation that refuses a row stride gets A copied into rows (no warning: tpgemm
-    still runs); rows at a stride from an unaligned address are copied aligned, at that stride."""
+    still runs); rows at a stride from an unaligned address are copied aligned, at that stride,
+    and so is a B at such an address."""
     from tpgemm.ops import _Call, _operands, _plan_reading_a, _unsupported_plans
     asked = []
 
@@ -465,7 +498,6 @@ def test_strided_a_falls_back_to_rows_and_is_realigned(group_name, monkeypatch):
     monkeypatch.setattr(T, "plan", packed_only)
     _unsupported_plans.clear()
     A = torch.zeros(6, 64, dtype=torch.bfloat16)[:, :40]
-    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _plan_reading_a(A, group_name, "gemm_ar", 6, 16, 40, "bf16", "nk") == ("plan", True, 0)
@@ -473,5 +505,8 @@ def test_strided_a_falls_back_to_rows_and_is_realigned(group_name, monkeypatch):
     base = torch.arange(6 * 72, dtype=torch.float32).to(torch.bfloat16).view(6, 72)
     A = base[:, 4:68]  # 8 bytes in: rows 144 bytes apart
     assert A.data_ptr() % 16 == 8
-    A2, _ = _operands(_Call("plan", a_ld=72), A, None)
+    Bt = torch.randn(8 * 64 + 4, dtype=torch.bfloat16)[4:].view(8, 64).t()  # W.t(), 8 bytes in
+    assert Bt.data_ptr() % 16 == 8
+    A2, B2 = _operands(_Call("plan", a_ld=72), A, Bt)
     assert A2.data_ptr() % 16 == 0 and A2.stride() == (72, 1) and torch.equal(A2, A)
+    assert B2.data_ptr() % 16 == 0 and B2.stride() == Bt.stride() and torch.equal(B2, Bt)
