@@ -39,6 +39,7 @@ struct PlanState {
   // A, B, C, D, A gathered, the e4m3 scales as last found this GPU's (check_device_memory).
   std::array<const void*, 7> device_memory{};
   bool call_graphs = false;  // NOTE [call graphs]: TPGEMM_CALL_GRAPHS when the plan was made
+  std::string protocol;      // protocol_settings() as the ranks agreed on them
 };
 
 namespace {
@@ -89,11 +90,21 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
 
 // The environment settings that change what ranks exchange (kernel geometry, tile grouping, which
 // rows the fused kernel reads where): every rank must run with the same ones.
+// Numbers as parsed ("01" is 1), and a switch at 0 as unset: ranks compare behaviour, not spelling.
 std::string protocol_settings() {
+  struct Setting {
+    const char* name;
+    bool is_switch;  // 0 (off) is the same as unset
+  };
   std::string out;
-  for (const char* name : {"TPGEMM_SYMM_THREADS", "TPGEMM_TILE_GROUP", "TPGEMM_FUSED_AG_OWN_IN_PLACE", "TPGEMM_DECODE_TWO_SHOT",
-                           "TPGEMM_PIPELINED_DIRECT"})
-    if (const auto v = env_string(name)) out += strfmt(" %s=%s", name, v->c_str());
+  for (const Setting s : {Setting{"TPGEMM_SYMM_THREADS", false}, Setting{"TPGEMM_TILE_GROUP", false},
+                          Setting{"TPGEMM_FUSED_AG_OWN_IN_PLACE", true}, Setting{"TPGEMM_DECODE_TWO_SHOT", true},
+                          Setting{"TPGEMM_PIPELINED_DIRECT", true}})
+    if (const auto v = env_string(s.name)) {
+      const auto n = parse_int(*v);  // (a malformed value is refused where it is read)
+      if (n && *n == 0 && s.is_switch) continue;
+      out += n ? strfmt(" %s=%lld", s.name, static_cast<long long>(*n)) : strfmt(" %s=%s", s.name, v->c_str());
+    }
   return out;
 }
 
@@ -250,6 +261,7 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   state->asked = asked;
   state->return_gathered_a = options.return_gathered_a;
   state->call_graphs = detail::call_graphs_enabled();
+  state->protocol = detail::protocol_settings();
   t->agree_local("making the plan", [&] { state->main = detail::make_route(t, problem, asked, /*any_m=*/false); });
   state_ = std::move(state);
 }
@@ -278,6 +290,13 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
     verdict = {ErrorCode::kUnsupported,
                strfmt("Operands::m=%lld with impl=%s: it runs only the plan's M=%lld; use impl=auto, or a plan per M",
                       (long long)m, std::string(to_string(s.asked.impl)).c_str(), (long long)s.problem.m)};
+  // A range's implementations read the protocol settings anew: the plan's agreement holds only
+  // while they are those it was made with.
+  if (const std::string now = protocol_settings(); verdict.ok() && now != s.protocol)
+    verdict = {ErrorCode::kInvalidArgument,
+               strfmt("Operands::m=%lld needs a new range of the plan, but the environment's protocol settings "
+                      "changed since the plan was made (from '%s' to '%s'): keep them as they were, on every rank",
+                      (long long)m, s.protocol.c_str(), now.c_str())};
   GemmProblem q = s.problem;
   q.m = top;
   // The ranks agree on the verdict and the range first. Through the host rendezvous where they

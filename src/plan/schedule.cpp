@@ -289,8 +289,9 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks, bool direct
     for (int s = 1; s < W; ++s) {
       const int dest = (r + s) % W;
       for_pieces(dest, j, [&](int64_t local, int64_t global, int64_t rows) {
-        if (direct) {
-          b.gemm(region(Buf::kUserA, r, 0, global, rows), region(Buf::kRecv, dest, r, local, rows), false, false);
+        if (direct) {  // (no SMs left beside it in round 0: the own matmul ran beside barrier 0)
+          b.gemm(region(Buf::kUserA, r, 0, global, rows), region(Buf::kRecv, dest, r, local, rows), false,
+                 beside_sync(false, j));
           return;
         }
         b.gemm(region(Buf::kUserA, r, 0, global, rows), region(Buf::kStage, r, 0, global, rows), false,

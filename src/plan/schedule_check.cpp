@@ -98,6 +98,9 @@ Status check_schedule(const Schedule& s, const GemmProblem& p) {
         // (on the compute stream only a flag raised behind a matmul's own stores into that peer)
         if (x.stream == Stream::kCompute && !(x.kind == StepKind::kSignal && x.from_sms))
           return fail(i, "flag step on the compute stream");
+        // (only there is it ordered after the matmul's stores)
+        if (x.from_sms && (x.kind != StepKind::kSignal || x.stream != Stream::kCompute))
+          return fail(i, "flag raised from the SMs off the compute stream");
         if (x.kind == StepKind::kSignal && x.from_sms) stored_into[static_cast<size_t>(x.peer)] = false;
         break;
       case StepKind::kAddC:

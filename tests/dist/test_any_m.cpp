@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -94,9 +95,16 @@ TEST_P(Dist, CallsOfAnUnservableMFailOnEveryRank) {
               // A different M on each rank (the harness checks calls collectively): every rank
               // hears of it before anything runs.
               expect_error(any, team.rank() == 0 ? W : 2 * W, ErrorCode::kInvalidArgument, "different collective calls");
+              // A protocol setting changed on one rank since the plan was made: the new range's
+              // implementations would read it, so every rank refuses the call. A switch set to 0
+              // is the same as unset: plans still agree.
+              if (team.rank() == W - 1) ::setenv("TPGEMM_PIPELINED_DIRECT", "1", 1);
+              expect_error(any, 3 * W, ErrorCode::kInvalidArgument, "protocol settings changed");
+              if (team.rank() == W - 1) ::setenv("TPGEMM_PIPELINED_DIRECT", "0", 1);
               PlanOptions pipelined;
               pipelined.impl = Impl::kPipelinedCE;
               Plan fixed(team, p, pipelined);
+              ::unsetenv("TPGEMM_PIPELINED_DIRECT");
               expect_error(fixed, 2 * W, ErrorCode::kUnsupported, "runs only the plan's M");
               // Both plans still serve good calls.
               const auto c = testsupport::check_calls_of_m(team, p, {}, {int64_t(W), p.m}, 77);

@@ -82,6 +82,13 @@ TEST(Schedule, DirectStoresPassTheStaticChecksAndTheSimulation) {
   const Status late = plan::check_schedule(t, p);
   EXPECT_FALSE(late.ok());
   EXPECT_NE(late.message.find("no flag from the SMs follows"), std::string::npos) << late.message;
+  // Raised from another stream, the flag is not ordered after the matmul's stores.
+  plan::Schedule u = plan::build_pipelined(p, 2, 0, 1, false, true);
+  for (plan::Step& x : u.steps)
+    if (x.kind == plan::StepKind::kSignal && x.from_sms) x.stream = plan::Stream::kCopy;
+  const Status off = plan::check_schedule(u, p);
+  EXPECT_FALSE(off.ok());
+  EXPECT_NE(off.message.find("off the compute stream"), std::string::npos) << off.message;
 }
 
 // Without barrier 0's wait, a fast rank's next call stores into a slot its slow peer still reads.
