@@ -244,8 +244,8 @@ Schedule build_ag(const GemmProblem& p, int W, int r, int chunks) {
 // slot order (bitwise repeatable) and adds beta * C.
 // gemm_ar adds, per round, the all-gather of the reduced rows (pulled by every peer).
 //
-// With direct stores (NOTE [direct stores]) each round multiplies the own rows first, into the
-// own slot, then each peer's straight into that peer's slot, raising its flag from the SMs.
+// With direct stores (NOTE [direct stores]) each peer's rows go straight into that peer's slot,
+// its flag raised from the SMs; round 0 multiplies the own rows first, beside barrier 0.
 Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks, bool direct) {
   direct = direct && W > 1;
   const bool ar = p.op == Op::kGemmAr;
@@ -282,9 +282,12 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks, bool direct
              false, beside_sync(first, j));
       first = false;
     };
-    if (direct) {
+    // Direct stores: round 0's own rows run beside barrier 0, before the stores into peers that
+    // must wait for it; later rounds' come last, as staged ones do, so peers' flags rise sooner.
+    const bool own_first = direct && j == 0;
+    if (own_first) {
       own_gemm();
-      if (j == 0) b.wait_event(Stream::kCompute, epoch_bumped);  // peers' slots are free, the flags' values set
+      b.wait_event(Stream::kCompute, epoch_bumped);  // peers' slots are free, the flags' values set
     }
     for (int s = 1; s < W; ++s) {
       const int dest = (r + s) % W;
@@ -303,9 +306,9 @@ Schedule build_rs_ar(const GemmProblem& p, int W, int r, int chunks, bool direct
       if (direct) b.signal(Stream::kCompute, dest, Flag::kArrive, j, /*from_sms=*/true);
       else b.signal(dest, Flag::kArrive, j);
     }
-    if (!direct) {
+    if (!own_first) {
       own_gemm();
-      if (j == 0 && W > 1) b.wait_event(Stream::kCompute, epoch_bumped);
+      if (!direct && j == 0 && W > 1) b.wait_event(Stream::kCompute, epoch_bumped);
     }
     b.reduce(region(Buf::kRecv, r, 0, own.begin, own.rows),
              region(Buf::kUserD, r, 0, ar ? mine.begin + own.begin : own.begin, own.rows), j, ar);

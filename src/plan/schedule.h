@@ -133,9 +133,9 @@ struct Schedule {
 // gemm_rs and gemm_ar along M, `direct_stores` (TPGEMM_PIPELINED_DIRECT=1, not yet a choice of
 // the planner): each matmul of a peer's rows writes its partial straight into that peer's receive
 // slot over NVLink, from the matmul's own stores, and a flag raised from the SMs behind it says
-// so; nothing is staged locally and no copy engine moves it. The own rows come first, into the
-// own slot, beside barrier 0; the matmuls into peers wait for barrier 0 (a peer may still be
-// reducing the previous call's slots). The reduction is build_rs_ar's. gemm_rs's chunks do not
+// so; nothing is staged locally and no copy engine moves it. In round 0 the own rows come first,
+// into the own slot, beside barrier 0; the matmuls into peers wait for barrier 0 (a peer may still
+// be reducing the previous call's slots); in later rounds (gemm_ar) the own rows come last. The reduction is build_rs_ar's. gemm_rs's chunks do not
 // split a peer's matmul here (its pieces would share one flag); gemm_ar's rounds stay.
 Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c = false,
                          bool direct_stores = false);
