@@ -135,8 +135,9 @@ struct Schedule {
 // slot over NVLink, from the matmul's own stores, and a flag raised from the SMs behind it says
 // so; nothing is staged locally and no copy engine moves it. In round 0 the own rows come first,
 // into the own slot, beside barrier 0; the matmuls into peers wait for barrier 0 (a peer may still
-// be reducing the previous call's slots); in later rounds (gemm_ar) the own rows come last. The reduction is build_rs_ar's. gemm_rs's chunks do not
-// split a peer's matmul here (its pieces would share one flag); gemm_ar's rounds stay.
+// be reducing the previous call's slots); in later rounds (gemm_ar) the own rows come last. The
+// reduction is build_rs_ar's. gemm_rs's chunks do not split a peer's matmul here (its pieces
+// would share one flag); gemm_ar's rounds stay.
 Schedule build_pipelined(const GemmProblem& p, int world, int rank, int chunks, bool partial_as_c = false,
                          bool direct_stores = false);
 // Whether `p` takes NOTE [direct stores]: gemm_rs or gemm_ar on two or more ranks, along M.
