@@ -246,13 +246,14 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   if (local.ok()) local = detail::check_locally(*t, problem, options);
   // Ranks compare what they were asked for, and the settings that change a protocol between
   // them; the choice below is a function of it.
+  const std::string protocol = detail::protocol_settings();
   const std::string descriptor =
       describe(problem) +
       strfmt(" impl=%s chunks=%d comm_sms=%d matmul=%d gathered_a=%d tune=%d deterministic=%d",
              std::string(to_string(options.impl)).c_str(), options.chunks_per_rank, options.comm_sms,
              static_cast<int>(options.matmul),
              options.return_gathered_a ? 1 : 0, static_cast<int>(asked.tune), options.deterministic ? 1 : 0) +
-      detail::protocol_settings();
+      protocol;
   t->agree(local, descriptor, "the plan");
   auto state = std::make_unique<detail::PlanState>();
   state->team = t;
@@ -261,7 +262,7 @@ Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& opti
   state->asked = asked;
   state->return_gathered_a = options.return_gathered_a;
   state->call_graphs = detail::call_graphs_enabled();
-  state->protocol = detail::protocol_settings();
+  state->protocol = protocol;
   t->agree_local("making the plan", [&] { state->main = detail::make_route(t, problem, asked, /*any_m=*/false); });
   state_ = std::move(state);
 }
