@@ -182,8 +182,12 @@ TEST(Candidates, DeterministicLeavesNoSumToNccl) {
         for (const Choice& c : all) EXPECT_TRUE(fixed_reduction_order(p, c.impl, 4)) << describe(p) << " " << to_string(c.impl);
         const Choice rules = any_m ? choose_any_m(p, topo, o) : choose(p, topo, o);
         EXPECT_TRUE(fixed_reduction_order(p, rules.impl, 4)) << describe(p) << " " << to_string(rules.impl);
-        if (any_m) EXPECT_TRUE(takes_any_m(rules.impl)) << describe(p) << " " << to_string(rules.impl);
-        if (op == Op::kAgGemm) EXPECT_EQ(all[0].impl, Impl::kBaseline);
+        if (any_m) {
+          EXPECT_TRUE(takes_any_m(rules.impl)) << describe(p) << " " << to_string(rules.impl);
+        }
+        if (op == Op::kAgGemm) {
+          EXPECT_EQ(all[0].impl, Impl::kBaseline);
+        }
       }
   const GemmProblem rs = problem(Op::kGemmRs, 8192, 8192, 8192);
   EXPECT_TRUE(fixed_reduction_order(rs, Impl::kBaseline, 1));
@@ -352,7 +356,7 @@ TEST_F(TuneCacheFile, StartsAFileOfAnOlderFormatAnew) {
 }
 
 TEST(TuneKey, NamesEverythingTheTimeDependsOn) {
-  TuneContext ctx{"NVIDIA H200", 22809, {4, true}};
+  TuneContext ctx{"NVIDIA H200", 22809, {4, true}, ""};
   const GemmProblem p = problem(Op::kGemmRs, 4096, 8192, 2048);
   const std::string k = tune_key(ctx, p, false, false);
   for (const char* part : {"NVIDIA H200", "sms=132", "W=4", "nccl=22809", "tpgemm=", "gemm_rs", "M=4096"})
