@@ -68,7 +68,7 @@ all local GPUs.
                          built-in copy of bench/shapes.txt and bench/allreduce_sizes.txt)
   --random=N             N shapes per GEMM op drawn at random instead (the work M*N*K
                          log-uniform, split among M, N, K at random; M < W for gemm_ar too;
-                         odd multiples of 8 for N and K)
+                         odd multiples of 8 for N and K); with --op gemm, N local matmuls
   --seed=S               the draw's seed (default: from the clock; printed and kept in the JSON)
   --tune                 pre-tune: make each shape's auto plan, which times its candidates and
                          keeps the choice in the tuning cache (TPGEMM_TUNE_CACHE), and print what

@@ -117,9 +117,18 @@ class Runner {
 
   // --op gemm: the local matmuls of the shape set, M x N x K as every rank multiplies them: the
   // 'ag' and 'rs' lines (the 'ar' ones are the small-M inference shapes), each M N K once.
+  // With --random, N local matmuls drawn as one GPU's GEMM op would be (M from 1).
   std::vector<ShapeSpec> gemm_core_shapes() const {
     if (!cfg_.gemm_core) return {};
     if (cfg_.m > 0) return {{false, Op::kAgGemm, cfg_.m, cfg_.n, cfg_.k, 0}};
+    if (cfg_.random > 0) {
+      bench::ShapeDraw draw;
+      draw.seed = seed_ ^ kSeedGemmCore, draw.per_op = cfg_.random, draw.world = 1;
+      std::vector<ShapeSpec> out;
+      for (const bench::RandomShape& r : bench::draw_shapes({Op::kAgGemm}, draw))
+        out.push_back({false, Op::kAgGemm, r.m, r.n, r.k, 0});
+      return out;
+    }
     const std::vector<ShapeSpec> all = cfg_.shapes_file.empty() ? parse_shapes(kDefaultShapes, "built-in bench/shapes.txt")
                                                                 : read_shapes_file(cfg_.shapes_file);
     std::vector<ShapeSpec> out;
