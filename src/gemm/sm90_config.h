@@ -24,6 +24,7 @@ struct ConfigInfo {
   Schedule schedule;
   double rate;           // mainloop throughput relative to coop_128x256_c2x1
   double tile_overhead;  // per-tile time not hidden under the mainloop, in 64-deep k-blocks
+  bool in_rule = true;   // false: only the measured choice considers it (not calibrated for the rule)
 };
 
 // Every configuration compiled, in the order of the kernel tables (src/gemm/sm90_gemm.cpp).

@@ -97,6 +97,19 @@ TEST(Sm90Config, RuleIsDeterministicAndPicksByWaveQuantization) {
   EXPECT_DOUBLE_EQ(estimated_cost(coop, 4096, 4096, 4096, 2, kH100Sms), estimated_cost(coop, 8192, 4096, 4096, 1, kH100Sms));
 }
 
+// Configurations not calibrated for the rule (in_rule false) are left to the measured choice:
+// the rule never returns one, on any shape or SM count.
+TEST(Sm90Config, RuleNeverPicksAMeasuredOnlyConfiguration) {
+  bool any = false;
+  for (const ConfigInfo& c : configs()) any |= !c.in_rule;
+  EXPECT_TRUE(any) << "expected at least one configuration only the measured choice picks";
+  for (int64_t m : {int64_t(1), int64_t(128), int64_t(512), int64_t(777), int64_t(4096), int64_t(16384)})
+    for (int64_t n : {int64_t(8), int64_t(1424), int64_t(8192)})
+      for (int64_t k : {int64_t(8), int64_t(1688), int64_t(8192)})
+        for (int sms : {1, 66, kH100Sms})
+          EXPECT_TRUE(configs()[choose_config(m, n, k, 1, sms)].in_rule) << m << "x" << n << "x" << k << " sms=" << sms;
+}
+
 // The constants as calibrated on H200 (132 SMs; bench/results/2026-11-22-gemm-core): on the
 // benchmark's local matmuls the rule picks the configuration measured fastest, or within 3% of it.
 TEST(Sm90Config, RulePicksTheMeasuredConfigurationsOnTheBenchmarkShapes) {
