@@ -72,7 +72,9 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
         for (Impl impl : {Impl::kBaseline, Impl::kPipelinedCE, Impl::kGemmOneShot, Impl::kGemmTwoShot, Impl::kFused,
                           Impl::kNaiveRemote, Impl::kThreadloadGather, Impl::kGatherThenGemm, Impl::kGemmReduceScatter,
                           Impl::kAllGatherGemm, Impl::kAuto}) {
-          if (!plan::impl_supported(GemmProblem{.op = op}, impl, {1, true}).ok()) continue;  // not for this op
+          GemmProblem of_op;
+          of_op.op = op;
+          if (!plan::impl_supported(of_op, impl, {1, true}).ok()) continue;  // not for this op
           GemmProblem p;
           p.op = op;
           p.m = 200;

@@ -506,7 +506,9 @@ TEST(Fp8, BlockScalesTakeWholeBlocksOfKInTheBaseline) {
     EXPECT_TRUE(impl_supported(r, Impl::kBaseline, topo).ok());
     EXPECT_TRUE(impl_supported(r, Impl::kPipelinedCE, topo).ok()) << describe(r);  // 128 rows per rank
     const Impl own = op == Op::kGemmRs ? Impl::kGemmReduceScatter : Impl::kGemmTwoShot;
-    if (op != Op::kAgGemm) EXPECT_TRUE(impl_supported(r, own, topo).ok()) << describe(r);
+    if (op != Op::kAgGemm) {
+      EXPECT_TRUE(impl_supported(r, own, topo).ok()) << describe(r);
+    }
     GemmProblem odd = r;
     odd.m = 4 * 130;  // 130 rows per rank block
     expect_error(impl_supported(odd, Impl::kPipelinedCE, topo), ErrorCode::kUnsupported,
@@ -516,7 +518,9 @@ TEST(Fp8, BlockScalesTakeWholeBlocksOfKInTheBaseline) {
     EXPECT_TRUE(pipelined_pieces_fit(r, 4, 2, 4));   // 64-row chunks
     EXPECT_FALSE(pipelined_pieces_fit(r, 4, 3, 4));  // 42, 43, 43
     for (const Choice& c : candidates(r, topo, {}, false))
-      if (c.impl == Impl::kPipelinedCE) EXPECT_TRUE(pipelined_pieces_fit(r, 4, c.chunks, 4)) << c.chunks;
+      if (c.impl == Impl::kPipelinedCE) {
+        EXPECT_TRUE(pipelined_pieces_fit(r, 4, c.chunks, 4)) << c.chunks;
+      }
     PlanOptions three;
     three.chunks_per_rank = 3;  // auto with chunks pipelined_ce cannot take: something else
     const Choice c3 = choose(r, topo, three);

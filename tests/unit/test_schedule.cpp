@@ -206,16 +206,16 @@ TEST(Schedule, PartialAsCAllReducePullsQueueOnlyBehindPulls) {
               if (first < 0) first = static_cast<int>(i);
             }
             const bool pull = x.kind == plan::StepKind::kCopy && x.src.buf == plan::Buf::kReduced && x.src.rank != r;
-            if (x.kind == plan::StepKind::kSignal && x.flag == plan::Flag::kReady)
+            if ((x.kind == plan::StepKind::kSignal && x.flag == plan::Flag::kReady) || x.kind == plan::StepKind::kWaitSignal) {
               EXPECT_EQ(x.stream, plan::Stream::kGather) << name(p, w, chunks) << " rank " << r << " step " << i;
-            if (x.kind == plan::StepKind::kWaitSignal)
-              EXPECT_EQ(x.stream, plan::Stream::kGather) << name(p, w, chunks) << " rank " << r << " step " << i;
+            }
             if (pull) {
               EXPECT_EQ(x.stream, plan::Stream::kCopy) << name(p, w, chunks) << " rank " << r << " step " << i;
               pulling = true;
             }
-            if (x.kind == plan::StepKind::kCopy && x.stream == plan::Stream::kCopy && !pull)
+            if (x.kind == plan::StepKind::kCopy && x.stream == plan::Stream::kCopy && !pull) {
               EXPECT_FALSE(pulling) << name(p, w, chunks) << " rank " << r << ": a push after a pull, step " << i;
+            }
             if (x.kind == plan::StepKind::kCopy && x.src.buf == plan::Buf::kReduced && x.src.rank == r) {
               ++own_copies;
               EXPECT_GT(i, last_gemm) << name(p, w, chunks) << " rank " << r;
@@ -428,8 +428,9 @@ TEST(Schedule, PiecesOfATransposedAStartSixteenBytesAligned) {
           o.calls = 2;
           o.max_delay_us = 20;
           EXPECT_EQ(sim::simulate_pipelined(p, w, chunks, o), "") << name(p, w, chunks);
-          if (plan::partial_as_c_fits(p, w) && chunks >= 2)
+          if (plan::partial_as_c_fits(p, w) && chunks >= 2) {
             EXPECT_EQ(sim::simulate(p, partial_as_c(p, w, chunks), o), "") << name(p, w, chunks) << " (partial as C)";
+          }
         }
 }
 
