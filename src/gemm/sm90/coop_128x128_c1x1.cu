@@ -1,6 +1,6 @@
-// Cooperative 128x128x64, no cluster, persistent: the smallest tile of the core, for grids that a
-// 128x256 tile quantizes badly into waves (small M x N) and for shapes where a cluster's pair of
-// CTAs waits on its slower member. Only the measured choice picks it (not in the rule).
+// Cooperative 128x128x64, no cluster, persistent: half the tile of coop_128x256_c2x1, for grids
+// that tile quantizes badly into waves (768 x 13936: 330 tiles of 128x256 fill 2.5 waves of 132
+// SMs, 654 of 128x128 4.95). Only the measured choice picks it (not in the rule).
 #include "gemm/sm90/kernel.cuh"
 
 namespace tpgemm::gemm::sm90 {
