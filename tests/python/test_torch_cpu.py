@@ -305,8 +305,9 @@ def test_compiled_modules_trace_the_registered_ops(group_name, sequence_parallel
 
     def backend(gm, inputs):
         graphs.append(gm)
+        from functorch.compile import make_boxed_func
         from torch._dynamo.backends.common import aot_autograd
-        return aot_autograd(fw_compiler=lambda g, _: g, bw_compiler=lambda g, _: g)(gm, inputs)
+        return aot_autograd(fw_compiler=lambda g, _: make_boxed_func(g), bw_compiler=lambda g, _: make_boxed_func(g))(gm, inputs)
 
     def block(x):
         return row(torch.relu(col(x)))
