@@ -30,12 +30,12 @@ nccl_version = _C.nccl_version
 __version__ = "0.1.0"
 
 __all__ = ["Team", "Plan", "AllReducePlan", "unique_id", "nccl_version", "Error", "InvalidArgument", "Unsupported",
-           "CudaError", "NcclError", "Timeout", "PeerFailure", "InternalError", "team_for_group", "prepare"]
+           "CudaError", "NcclError", "Timeout", "PeerFailure", "InternalError", "team_for_group", "prepare", "set_impl"]
 
 
 def __getattr__(name):
     # The torch layer loads on first use, so that `import tpgemm` works without torch.
-    if name in ("team_for_group", "prepare", "team_from_env"):
+    if name in ("team_for_group", "prepare", "team_from_env", "set_impl"):
         from . import _torch
         return getattr(_torch, name)
     if name in ("ops", "nn"):

@@ -4,6 +4,7 @@
 #include <climits>
 #include <iterator>
 
+#include "core/env.h"
 #include "core/format.h"
 
 namespace tpgemm::gemm::sm90 {
@@ -147,6 +148,14 @@ int fastest_config(std::vector<TimedConfig> timed, int rule) {
 
 bool fused_tiles_one_wave(int64_t m, int64_t n, int64_t batch, int sm_count) {
   return ceil_div(m, 256) * 2 * ceil_div(n, 256) * batch <= sm_count;  // clusters of two tiles along M
+}
+
+int swizzle_setting(int fallback) {
+  const std::optional<int64_t> v = env_int("TPGEMM_SM90_SWIZZLE", 1, 8);
+  if (v && (*v & (*v - 1)) != 0)
+    throw Error(ErrorCode::kInvalidArgument,
+                strfmt("TPGEMM_SM90_SWIZZLE=%lld: expected 1, 2, 4 or 8 (a power of two)", static_cast<long long>(*v)));
+  return static_cast<int>(v.value_or(fallback));
 }
 
 int chunk_wait_swizzle(int64_t m, int64_t n, int64_t rows_per_rank) {

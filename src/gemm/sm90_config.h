@@ -43,6 +43,9 @@ int choose_config(int64_t m, int64_t n, int64_t k, int64_t batch, int sm_count);
 // 1.42 ms at swizzle 2 against 1.65 at 8), and that is no more than the cluster rows of one rank's
 // block (a wave then covers few blocks, met in arrival order). NOTE [chunk wait].
 int chunk_wait_swizzle(int64_t m, int64_t n, int64_t rows_per_rank);
+// The tile scheduler's swizzle: TPGEMM_SM90_SWIZZLE (1, 2, 4 or 8: CUTLASS takes a power of two;
+// anything else is refused naming the variable) or `fallback`.
+int swizzle_setting(int fallback);
 // Whether the fused kernels' 128x256 tiles (coop_128x256_c2x1, which both extend), in clusters of
 // two, fit on `sm_count` SMs at one tile per SM (CUTLASS may cap the grid lower, at the clusters
 // that can be active at once). Then, in the fused AllGather+GEMM, every tile starts before any

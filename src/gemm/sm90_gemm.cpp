@@ -63,7 +63,7 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, std::string_view config_name, bool meas
   config_ = pick_config(s, config_name, base_.sm_count, measure);
   kernel_ = &kTables[config_]->fns[static_cast<int>(s.dtype)][static_cast<int>(s.b_layout)];
   TPGEMM_ASSERT(kernel_->run != nullptr);
-  base_.swizzle = static_cast<int>(env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(1));
+  base_.swizzle = sm90::swizzle_setting(1);
   base_.raster = static_cast<int>(env_int("TPGEMM_SM90_RASTER", 0, 2).value_or(0));
   finish();
 }
@@ -76,8 +76,7 @@ Sm90Gemm::Sm90Gemm(const MatmulShape& s, const sm90::ChunkWait& wait) {
   sm90::Args& x = base_;
   x.wait = wait;
   x.order.first_row = wait.rank * wait.rows_per_rank;  // each rank starts on its own rows
-  x.swizzle = static_cast<int>(
-      env_int("TPGEMM_SM90_SWIZZLE", 1, 8).value_or(sm90::chunk_wait_swizzle(s.m, s.n, wait.rows_per_rank)));
+  x.swizzle = sm90::swizzle_setting(sm90::chunk_wait_swizzle(s.m, s.n, wait.rows_per_rank));
   finish();
 }
 

@@ -511,3 +511,16 @@ def test_strided_a_falls_back_to_rows_and_is_realigned(group_name, monkeypatch):
     A2, B2 = _operands(_Call("plan", a_ld=72), A, Bt)
     assert A2.data_ptr() % 16 == 0 and A2.stride() == (72, 1) and torch.equal(A2, A)
     assert B2.data_ptr() % 16 == 0 and B2.stride() == Bt.stride() and torch.equal(B2, Bt)
+
+
+def test_set_impl_is_public_and_checks_its_op():
+    from tpgemm import _torch as T
+    assert tpgemm.set_impl is T.set_impl
+    with pytest.raises(tpgemm.InvalidArgument, match="op='matmul'"):
+        tpgemm.set_impl("matmul", "baseline")
+    tpgemm.set_impl("gemm_rs", "baseline")
+    try:
+        assert T.impl_for("gemm_rs") == "baseline"
+    finally:
+        tpgemm.set_impl("gemm_rs", "auto")
+    assert T.impl_for("gemm_rs") == "auto"

@@ -30,6 +30,10 @@ TEST(Cli, DefaultsRunEverythingOnTheSharedShapes) {
   EXPECT_EQ(c.iterations, 40);
   EXPECT_EQ(c.dtype, DType::kBF16);
   EXPECT_FALSE(c.check);
+  EXPECT_FALSE(c.help);
+  EXPECT_TRUE(parse({"--help"}).help);
+  EXPECT_TRUE(parse({"-h"}).help);
+  expect_rejected({"-x"}, "expected a --flag");
 }
 
 TEST(Cli, RandomShapesTimingAndThePlannersFlags) {

@@ -2,6 +2,7 @@
 // choosing a configuration per shape (NOTE [sm90 config rule]).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -148,6 +149,31 @@ TEST(Sm90Config, ChunkWaitSwizzleNeverPadsTheTileGrid) {
   EXPECT_EQ(chunk_wait_swizzle(4096, 8192, 1024), 4);   // 4 cluster rows per block
   EXPECT_EQ(chunk_wait_swizzle(512, 8192, 128), 1);     // M=512 has 2 cluster rows: 4 would pad
   EXPECT_EQ(chunk_wait_swizzle(4000, 2056, 1000), 1);   // 9 tile columns
+}
+
+// TPGEMM_SM90_SWIZZLE: a power of two up to 8, or the caller's default; anything else names the
+// variable and what it takes.
+TEST(Sm90Config, SwizzleSettingTakesPowersOfTwoAndRefusesTheRest) {
+  const char* saved = std::getenv("TPGEMM_SM90_SWIZZLE");
+  const std::string kept = saved ? saved : "";
+  ::unsetenv("TPGEMM_SM90_SWIZZLE");
+  EXPECT_EQ(swizzle_setting(4), 4);
+  for (const char* v : {"1", "2", "4", "8"}) {
+    ::setenv("TPGEMM_SM90_SWIZZLE", v, 1);
+    EXPECT_EQ(swizzle_setting(1), std::atoi(v));
+  }
+  for (const char* v : {"3", "6", "0", "16", "two"}) {
+    ::setenv("TPGEMM_SM90_SWIZZLE", v, 1);
+    try {
+      swizzle_setting(1);
+      ADD_FAILURE() << "TPGEMM_SM90_SWIZZLE=" << v << " was taken";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("TPGEMM_SM90_SWIZZLE"), std::string::npos) << e.what();
+    }
+  }
+  if (saved) ::setenv("TPGEMM_SM90_SWIZZLE", kept.c_str(), 1);
+  else ::unsetenv("TPGEMM_SM90_SWIZZLE");
 }
 
 TEST(Sm90Config, FusedTilesOneWaveCountsClustersOfTwoTileRows) {

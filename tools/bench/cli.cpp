@@ -52,7 +52,8 @@ all local GPUs.
   --op=LIST              ag_gemm, gemm_rs, gemm_ar, allreduce, gemm or all (comma-separated; default
                          all: every op but gemm). gemm: each GPU's local matmul alone (the M N K of
                          the shape set's ag and rs lines), cuBLASLt against every configuration of
-                         tpgemm's Hopper GEMM core, its rule's choice (sm90_auto) and the fused
+                         tpgemm's Hopper GEMM core, its own choice (sm90_auto: measured per
+                         shape, or TPGEMM_SM90_CONFIG's), its rule's (sm90_rule) and the fused
                          gemm_rs / gemm_ar kernel (coop_128x256_c2x1+tile_signal); the ratio
                          column is cuBLASLt's time over the row's
   --impl=LIST            baseline, pipelined_ce, gemm_oneshot, gemm_twoshot, gemm_reducescatter,
@@ -67,8 +68,9 @@ all local GPUs.
   --shapes=FILE          shape file ('op M N K' or 'allreduce BYTES' per line; default: the
                          built-in copy of bench/shapes.txt and bench/allreduce_sizes.txt)
   --random=N             N shapes per GEMM op drawn at random instead (the work M*N*K
-                         log-uniform, split among M, N, K at random; M < W for gemm_ar too;
-                         odd multiples of 8 for N and K); with --op gemm, N local matmuls
+                         log-uniform, split among M, N, K at random; M < W possible for
+                         gemm_ar; N and K multiples of 8, every other one odd); with --op gemm,
+                         N local matmuls
   --seed=S               the draw's seed (default: from the clock; printed and kept in the JSON)
   --tune                 pre-tune: make each shape's auto plan, which times its candidates and
                          keeps the choice in the tuning cache (TPGEMM_TUNE_CACHE), and print what
@@ -130,7 +132,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
   for (const auto& a : args) c.command_line += (c.command_line.empty() ? "" : " ") + a;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i], value;
-    if (flag.rfind("--", 0) != 0) throw Error(ErrorCode::kInvalidArgument, strfmt("'%s': expected a --flag", flag.c_str()));
+    if (flag.rfind("--", 0) != 0 && flag != "-h") throw Error(ErrorCode::kInvalidArgument, strfmt("'%s': expected a --flag", flag.c_str()));
     const size_t eq = flag.find('=');
     const std::string name = flag.substr(0, eq);
     const bool boolean = name == "--check" || name == "--rules" || name == "--tune" || name == "--b-broadcast" ||
