@@ -17,7 +17,9 @@
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
 # -R regex for the dist tests; RANDOM_SHAPES and SEED the random stage's draw; TIMELINE_ARGS the
 # timeline stage's flags (e.g. "--op gemm_ar --m 8192 --configs pipelined_ce:4"); SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
-# sweep_decode and sweep_ring stages. NVLink multicast
+# sweep_decode and sweep_ring stages; BLOCK_ARGS the block stage's bench/torch_block.py flags;
+# SOAK_CALLS (and SEED) the soak stage's; TPGEMM_PEERS another torch_peers.py. Every stage
+# takes DEADLINE (seconds from the start) as the whole run's bound. NVLink multicast
 # stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
 cd "$(dirname "$0")/.."
