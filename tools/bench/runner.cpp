@@ -19,6 +19,18 @@
 #include "testing/testing.h"
 
 namespace tpgemm::bench {
+namespace {
+
+// --random's shapes: `per_op` for each of `ops`, drawn from `seed` for a team of `world`.
+std::vector<ShapeSpec> drawn_shapes(const std::vector<Op>& ops, int per_op, int world, uint64_t seed) {
+  ShapeDraw draw;
+  draw.seed = seed, draw.per_op = per_op, draw.world = world;
+  std::vector<ShapeSpec> out;
+  for (const RandomShape& r : draw_shapes(ops, draw)) out.push_back({false, r.op, r.m, r.n, r.k, 0});
+  return out;
+}
+
+}  // namespace
 
 Runner::Runner(const BenchConfig& cfg, const Team& team)
     : cfg_(cfg), team_(team), t_(*team.state()), root_(team.rank() == 0), stream_(Stream::create()),
@@ -68,12 +80,7 @@ int Runner::run() {
 
 std::vector<ShapeSpec> Runner::selected_shapes() const {
   std::vector<ShapeSpec> all;
-  if (cfg_.random > 0) {
-    bench::ShapeDraw draw;
-    draw.seed = seed_, draw.per_op = cfg_.random, draw.world = t_.world;
-    for (const bench::RandomShape& r : bench::draw_shapes(cfg_.ops, draw)) all.push_back({false, r.op, r.m, r.n, r.k, 0});
-    return all;
-  }
+  if (cfg_.random > 0) return drawn_shapes(cfg_.ops, cfg_.random, t_.world, seed_);
   if (cfg_.m > 0)
     for (Op op : cfg_.ops) all.push_back({false, op, cfg_.m, cfg_.n, cfg_.k, 0});
   else if (!cfg_.shapes_file.empty())
@@ -95,14 +102,7 @@ std::vector<ShapeSpec> Runner::selected_shapes() const {
 std::vector<ShapeSpec> Runner::gemm_core_shapes() const {
   if (!cfg_.gemm_core) return {};
   if (cfg_.m > 0) return {{false, Op::kAgGemm, cfg_.m, cfg_.n, cfg_.k, 0}};
-  if (cfg_.random > 0) {
-    bench::ShapeDraw draw;
-    draw.seed = seed_ ^ kSeedGemmCore, draw.per_op = cfg_.random, draw.world = 1;
-    std::vector<ShapeSpec> out;
-    for (const bench::RandomShape& r : bench::draw_shapes({Op::kAgGemm}, draw))
-      out.push_back({false, Op::kAgGemm, r.m, r.n, r.k, 0});
-    return out;
-  }
+  if (cfg_.random > 0) return drawn_shapes({Op::kAgGemm}, cfg_.random, /*world=*/1, seed_ ^ kSeedGemmCore);
   const std::vector<ShapeSpec> all = cfg_.shapes_file.empty() ? parse_shapes(kDefaultShapes, "built-in bench/shapes.txt")
                                                               : read_shapes_file(cfg_.shapes_file);
   std::vector<ShapeSpec> out;
