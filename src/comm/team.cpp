@@ -172,11 +172,21 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
     if (current != device) cudaSetDevice(current);  // the caller's device, as it was
     throw;
   }
-  // Whether the GEMM core runs here, one answer for the whole team, so that every rank's
-  // planner makes the same choice.
-  const uint8_t sm90 = gemm::Sm90Gemm::device_supported(device).ok() ? 1 : 0;
+  // What the planner takes from the GPUs, one answer for the whole team, so that every rank's
+  // planner has the same candidates and makes the same choice on a team of unlike GPUs (models,
+  // or SMs limited by MPS): whether the GEMM core runs on all, FP8 on all, the fewest SMs.
+  struct {
+    int32_t sms;
+    uint8_t sm90, fp8;
+  } mine{num_sms, static_cast<uint8_t>(gemm::Sm90Gemm::device_supported(device).ok() ? 1 : 0),
+         static_cast<uint8_t>(fp8 ? 1 : 0)}, theirs{};
   all_sm90 = true;
-  for (const auto& blob : allgather(&sm90, 1, "whether every GPU is sm_90")) all_sm90 = all_sm90 && blob[0] == 1;
+  for (const auto& blob : allgather(&mine, sizeof(mine), "the GPUs' kinds and SM counts")) {
+    std::memcpy(&theirs, blob.data(), sizeof(theirs));
+    all_sm90 = all_sm90 && theirs.sm90 == 1;
+    fp8 = fp8 && theirs.fp8 == 1;
+    num_sms = std::min(num_sms, static_cast<int>(theirs.sms));
+  }
 
   // A shared-memory rendezvous when every rank runs on this host (NOTE [collective argument check]).
   const std::string me = host_identity();

@@ -32,8 +32,8 @@ struct TeamState {
   int lsa_size = 1;
   bool all_lsa = false;
   bool all_sm90 = false;  // every rank's GPU is sm_90 (Hopper): tpgemm's GEMM core runs on all of them
-  int num_sms = 0;
-  bool fp8 = false;  // this GPU has FP8 tensor cores (compute capability 8.9 or newer)
+  int num_sms = 0;    // the fewest of the team's GPUs (the planner's, and every kernel's grid)
+  bool fp8 = false;  // every rank's GPU has FP8 tensor cores (compute capability 8.9 or newer)
   std::string device_name;  // cudaDeviceProp::name (the planner's tuning cache keys by it)
   int nccl_version = 0;     // of the libnccl in this process (ncclGetVersion)
   int64_t timeout_ms = 5000;        // device waits

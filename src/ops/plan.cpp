@@ -66,7 +66,8 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
                                              o.chunks_per_rank)};
   if (s.ok() && (o.comm_sms < -1 || o.comm_sms >= t.num_sms))
     s = {ErrorCode::kInvalidArgument,
-         strfmt("comm_sms=%d: expected -1 (auto) or 0 to %d (this GPU has %d SMs)", o.comm_sms, t.num_sms - 1, t.num_sms)};
+         strfmt("comm_sms=%d: expected -1 (auto) or 0 to %d (the team's GPUs have %d SMs or more)", o.comm_sms,
+                t.num_sms - 1, t.num_sms)};
   if (s.ok() && (static_cast<int>(o.matmul) < 0 || static_cast<int>(o.matmul) > static_cast<int>(Matmul::kSm90)))
     s = {ErrorCode::kInvalidArgument, strfmt("matmul=%d: expected kAuto, kCublasLt or kSm90", static_cast<int>(o.matmul))};
   if (s.ok() && o.matmul != Matmul::kAuto && !pipelined)
@@ -80,6 +81,13 @@ Status check_locally(const TeamState& t, const GemmProblem& p, const PlanOptions
                 "fp16 in and out, N and K multiples of 8, on sm_90 GPUs, and the problem is %s; use matmul=cublaslt "
                 "or auto",
                 describe(p).c_str())};
+  if (s.ok()) {
+    try {  // read by the tuner, where a bad value would only make it give way to the rules
+      tune_budget_ms();
+    } catch (const Error& e) {
+      s = e.status();
+    }
+  }
   if (s.ok() && (o.tune != PlanOptions::Tune::kDefault && o.tune != PlanOptions::Tune::kOn &&
                  o.tune != PlanOptions::Tune::kOff))
     s = {ErrorCode::kInvalidArgument, strfmt("tune=%d: expected kDefault, kOn or kOff", static_cast<int>(o.tune))};
@@ -107,6 +115,24 @@ std::string protocol_settings() {
     }
   return out;
 }
+
+namespace {
+
+// What the tuning cache's keys take from this process beside the problem (plan::TuneContext::
+// timing): the libraries' versions, and the settings that change timings but no protocol.
+std::string timing_context() {
+  int runtime = 0, driver = 0;
+  TPGEMM_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  TPGEMM_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  std::string out = strfmt(" cublaslt=%zu cudart=%d driver=%d", cublasLtGetVersion(), runtime, driver);
+  for (const char* name : {"TPGEMM_SM90_CONFIG", "TPGEMM_SM90_RASTER", "TPGEMM_SM90_SWIZZLE", "TPGEMM_SYMM_PDL",
+                           "TPGEMM_CALL_GRAPHS", "NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_MIN_NCHANNELS",
+                           "NCCL_MAX_NCHANNELS", "CUDA_DEVICE_MAX_CONNECTIONS"})
+    if (const auto v = env_string(name)) out += strfmt(" %s=%s", name, v->c_str());
+  return out;
+}
+
+}  // namespace
 
 PlanOptions::Tune resolve_tune(PlanOptions::Tune asked) {
   if (asked != PlanOptions::Tune::kDefault) return asked;
@@ -158,7 +184,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   } else {
     const std::vector<plan::Choice> cands = plan::candidates(p, topo, o, any_m);
     const std::string key =
-        plan::tune_key({t.device_name, t.nccl_version, topo, protocol_settings()}, p, o.return_gathered_a, any_m, o.deterministic);
+        plan::tune_key({t.device_name, t.nccl_version, topo, protocol_settings(), timing_context()}, p, o, any_m);
     const plan::TuneCache cache(plan::TuneCache::default_path());
     const bool tune = o.tune == PlanOptions::Tune::kOn && cands.size() > 1;
     std::optional<plan::Choice> hit = tune ? cached_choice(t, key, cands, cache) : std::nullopt;

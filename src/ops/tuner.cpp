@@ -150,12 +150,16 @@ std::string describe(const plan::Choice& c) {
   return s;
 }
 
+double tune_budget_ms() {
+  return static_cast<double>(env_int("TPGEMM_TUNE_BUDGET_MS", 1, 600000).value_or(kDefaultBudgetMs));
+}
+
 Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const std::vector<plan::Choice>& candidates,
                  bool gathered_a, bool measure_core) {
   TeamState& t = *team;
   const auto start = std::chrono::steady_clock::now();
   // Rank 0's budget, for the counts of collective calls that follow from it.
-  double total_budget = static_cast<double>(env_int("TPGEMM_TUNE_BUDGET_MS", 1, 600000).value_or(kDefaultBudgetMs));
+  double total_budget = tune_budget_ms();
   std::memcpy(&total_budget, t.allgather(&total_budget, sizeof(total_budget), "the planner's budget")[0].data(),
               sizeof(total_budget));
   const double budget = total_budget / static_cast<double>(std::max<size_t>(1, candidates.size()));

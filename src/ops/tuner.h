@@ -47,6 +47,10 @@ struct Measured {
 Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const std::vector<plan::Choice>& candidates,
                  bool gathered_a, bool measure_core);
 
+// TPGEMM_TUNE_BUDGET_MS (1 to 600,000), else the default: the time for the timed calls of all
+// candidates together. Throws InvalidArgument naming the variable on any other value.
+double tune_budget_ms();
+
 // Builds one implementation (collective; NOTE [collective construction]).
 std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx);
 

@@ -38,8 +38,8 @@ Status impl_supported(const GemmProblem& p, Impl impl, const Topology& topo) {
   // gemm_ar move no scales: the matmul-then-collective ones take both).
   // pipelined_ce's ag_gemm along M writes D by matmuls alone, so it takes any output type.
   if (is_fp8(p.dtype) && !topo.fp8)
-    return unsupported(strfmt("dtype %s needs FP8 tensor cores (compute capability 8.9 or newer), and this rank's GPU "
-                              "has none; expected bf16 or fp16",
+    return unsupported(strfmt("dtype %s needs FP8 tensor cores (compute capability 8.9 or newer), and not every rank's GPU "
+                              "has them; expected bf16 or fp16",
                               std::string(to_string(p.dtype)).c_str()));
   if (is_fp8(p.dtype) && p.scale_mode == ScaleMode::kBlock && !topo.all_sm90)  // NOTE [block scales through cuBLASLt]
     return unsupported("scale_mode=block: cuBLASLt's block-scaled FP8 matmul runs on Hopper (compute capability 9.0) "

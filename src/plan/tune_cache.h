@@ -12,8 +12,8 @@
 namespace tpgemm::plan {
 
 // What a measurement depends on: the GPU (its name and SM count), the team (W, NVLink peers), the
-// NCCL and tpgemm versions, the problem and what the plan must serve (the gathered A, calls of
-// any M). One line of text without tabs.
+// NCCL and tpgemm versions, the problem, what the plan must serve (the gathered A, calls of any M)
+// and the options that narrow its candidates. One line of text without tabs.
 struct TuneContext {
   std::string device;  // cudaDeviceProp::name
   int nccl_version = 0;
@@ -21,17 +21,28 @@ struct TuneContext {
   // The environment settings that change an implementation's protocol or schedule
   // (detail::protocol_settings(): " NAME=value" pairs, empty where none is set).
   std::string settings;
+  // What else changes the timings and not the protocol: the cuBLASLt, CUDA runtime and driver
+  // versions, and settings such as NCCL_ALGO or TPGEMM_SM90_CONFIG (detail::timing_context()).
+  std::string timing;
 };
-std::string tune_key(const TuneContext& ctx, const GemmProblem& p, bool gathered_a, bool any_m, bool deterministic = false);
+std::string tune_key(const TuneContext& ctx, const GemmProblem& p, const PlanOptions& options, bool any_m);
 
-// A text file of lines "key<TAB>impl<TAB>chunks<TAB>comm_sms<TAB>matmul<TAB>detail" after a header line; the
-// last line of a key wins. Lines are appended whole (one write each), so ranks of several jobs can
-// share a file. A line that does not parse is skipped with a warning, never trusted.
+// A text file of lines "key<TAB>impl<TAB>chunks<TAB>comm_sms<TAB>matmul<TAB>detail" after a header
+// line; the last line of a key wins. Processes that share the file (the jobs of one user, on one
+// host or over a network file system) take an advisory lock (flock) around each read and write, for
+// at most kLockWaitMs; a line is appended whole, and a file grown past kCompactBytes is rewritten
+// with its newest keys (half as many bytes, at most kKeepKeys; a new file renamed over the old, so
+// that no reader sees half of it). A line that does not parse, or a file of another format, is skipped with a warning, never
+// trusted; a newer tpgemm's file is left alone.
 class TuneCache {
  public:
   // TPGEMM_TUNE_CACHE: a file path, or "off"; unset: $XDG_CACHE_HOME/tpgemm/tune-cache.txt, else
   // $HOME/.cache/tpgemm/tune-cache.txt; "" (off) when neither variable is set.
   static std::string default_path();
+
+  static constexpr int kLockWaitMs = 2000;
+  static constexpr long kCompactBytes = 1 << 20;
+  static constexpr size_t kKeepKeys = 1000;
 
   explicit TuneCache(std::string path) : path_(std::move(path)) {}
   bool enabled() const { return !path_.empty(); }
@@ -40,7 +51,8 @@ class TuneCache {
   // The choice stored for `key`, if any. Warnings (a foreign or corrupt file, unreadable lines)
   // are appended to `warnings`.
   std::optional<Choice> find(const std::string& key, std::vector<std::string>& warnings) const;
-  // Appends the line; a failure to write is a warning, not an error (the plan stands).
+  // Appends the line; a failure to write (or to lock the file in time) is a warning, not an error:
+  // the plan stands.
   void store(const std::string& key, const Choice& choice, const std::string& detail,
              std::vector<std::string>& warnings) const;
 

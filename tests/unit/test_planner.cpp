@@ -1,10 +1,12 @@
 // The measured planner's host pieces: its candidates, the tuning cache (never trusted blindly),
 // the ranges of per-call M, and the random shape draw (pure host logic).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <string>
@@ -314,7 +316,8 @@ TEST_F(TuneCacheFile, SkipsCorruptLinesWithAWarning) {
   const auto k = cache.find("k", warnings);
   ASSERT_TRUE(k.has_value());
   EXPECT_EQ(k->impl, Impl::kPipelinedCE);  // the good line; the bad ones never win
-  EXPECT_EQ(warnings.size(), 6u);
+  ASSERT_EQ(warnings.size(), 4u);  // three of the six, then a count
+  EXPECT_NE(warnings[3].find("3 more lines skipped"), std::string::npos) << warnings[3];
 }
 
 TEST_F(TuneCacheFile, IgnoresAForeignFile) {
@@ -355,24 +358,165 @@ TEST_F(TuneCacheFile, StartsAFileOfAnOlderFormatAnew) {
   EXPECT_EQ(first, "tpgemm-tune-cache 2");
 }
 
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_F(TuneCacheFile, LeavesANewerFormatAlone) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("other", {Impl::kFused, 1, 2}, "", warnings);  // makes the directories
+  const std::string newer = "tpgemm-tune-cache 3\nk\tfused\t1\t2\tauto\t\t\n";
+  std::ofstream(path_) << newer;
+  EXPECT_FALSE(cache.find("k", warnings).has_value());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("newer tpgemm"), std::string::npos) << warnings[0];
+  cache.store("k", {Impl::kFused, 1, 2}, "", warnings);
+  EXPECT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(file_text(path_), newer);
+}
+
+// A file just created by another process (or emptied by a full disk) holds no entries, and is no
+// reason for a warning; the next store writes the header.
+TEST_F(TuneCacheFile, AnEmptyFileHasNoEntries) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("other", {Impl::kFused, 1, 2}, "", warnings);
+  std::ofstream(path_, std::ios::trunc).close();
+  EXPECT_FALSE(cache.find("k", warnings).has_value());
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  cache.store("k", {Impl::kFused, 2, 2}, "", warnings);
+  EXPECT_EQ(cache.find("k", warnings), (Choice{Impl::kFused, 2, 2, Matmul::kAuto}));
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
+// A process that died mid-line leaves a last line without its newline: the next store ends it
+// first, so that its own line stands alone (and the cut one is skipped with a warning).
+TEST_F(TuneCacheFile, AStoreAfterACutLineKeepsItsOwn) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("k1", {Impl::kFused, 1, 2}, "", warnings);
+  std::ofstream(path_, std::ios::app) << "k2\tpipelined_ce\t2";  // cut
+  cache.store("k3", {Impl::kFused, 4, 2}, "", warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  EXPECT_EQ(cache.find("k3", warnings), (Choice{Impl::kFused, 4, 2, Matmul::kAuto}));
+  EXPECT_EQ(warnings.size(), 1u);  // the cut line's
+}
+
+TEST_F(TuneCacheFile, WarnsAboutAFewBadLinesAndCountsTheRest) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("k", {Impl::kFused, 1, 2}, "", warnings);
+  {
+    std::ofstream out(path_, std::ios::app);
+    for (int i = 0; i < 50; ++i) out << "junk line " << i << "\n";
+  }
+  EXPECT_TRUE(cache.find("k", warnings).has_value());
+  ASSERT_EQ(warnings.size(), 4u);
+  EXPECT_NE(warnings[3].find("47 more lines skipped"), std::string::npos) << warnings[3];
+}
+
+// Past TuneCache::kCompactBytes the file is rewritten with the newest keys' last lines.
+TEST_F(TuneCacheFile, StaysBounded) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  const std::string detail(600, 'x');
+  const int keys = 2000;  // about 1.4 MB of lines
+  for (int i = 0; i < keys; ++i) cache.store(strfmt("key%d", i), {Impl::kFused, 1 + i % 8, 2}, detail, warnings);
+  cache.store("key5", {Impl::kFused, 3, 2}, detail, warnings);  // an old key stored again is new
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  EXPECT_LE(static_cast<long>(file_text(path_).size()), TuneCache::kCompactBytes);
+  EXPECT_EQ(cache.find(strfmt("key%d", keys - 1), warnings), (Choice{Impl::kFused, 1 + (keys - 1) % 8, 2, Matmul::kAuto}));
+  EXPECT_EQ(cache.find("key5", warnings), (Choice{Impl::kFused, 3, 2, Matmul::kAuto}));
+  EXPECT_FALSE(cache.find("key6", warnings).has_value());  // among the oldest, dropped
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
+// Runs `kWriters` processes that each store `each` keys with details of `detail_bytes`; true if
+// none of them had a warning.
+bool store_from_processes(const TuneCache& cache, int writers, int each, size_t detail_bytes) {
+  std::vector<pid_t> children;
+  for (int w = 0; w < writers; ++w) {
+    const pid_t pid = ::fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+      std::vector<std::string> mine;
+      for (int i = 0; i < each; ++i)
+        cache.store(strfmt("w%d-%d", w, i), {Impl::kFused, 1 + i % 8, 2}, std::string(detail_bytes, 'y'), mine);
+      ::_exit(mine.empty() ? 0 : 1);
+    }
+    children.push_back(pid);
+  }
+  bool ok = true;
+  for (const pid_t pid : children) {
+    int status = 0;
+    ok = ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok;
+  }
+  return ok;
+}
+
+// Writers in several processes at once (the ranks of jobs that share a home directory) lose no
+// line and leave none torn.
+TEST_F(TuneCacheFile, ConcurrentWritersLoseNothing) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("seed", {Impl::kFused, 1, 2}, "", warnings);
+  ASSERT_TRUE(store_from_processes(cache, 4, 200, 300));
+  for (int w = 0; w < 4; ++w)
+    for (int i = 0; i < 200; ++i)
+      ASSERT_EQ(cache.find(strfmt("w%d-%d", w, i), warnings), (Choice{Impl::kFused, 1 + i % 8, 2, Matmul::kAuto}))
+          << "w" << w << "-" << i;
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
+// The same with rewrites among the appends: every line left parses, and the file stays bounded.
+TEST_F(TuneCacheFile, ConcurrentRewritesLeaveAReadableFile) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("seed", {Impl::kFused, 1, 2}, "", warnings);
+  ASSERT_TRUE(store_from_processes(cache, 4, 200, 3000));  // about 2.4 MB of lines
+  EXPECT_FALSE(cache.find("absent", warnings).has_value());
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  EXPECT_LE(static_cast<long>(file_text(path_).size()), TuneCache::kCompactBytes + 4000);
+}
+
 TEST(TuneKey, NamesEverythingTheTimeDependsOn) {
-  TuneContext ctx{"NVIDIA H200", 22809, {4, true}, ""};
+  TuneContext ctx{"NVIDIA H200", 22809, {4, true}, "", " cublaslt=130000 cudart=13000 driver=13000"};
   const GemmProblem p = problem(Op::kGemmRs, 4096, 8192, 2048);
-  const std::string k = tune_key(ctx, p, false, false);
-  for (const char* part : {"NVIDIA H200", "sms=132", "W=4", "nccl=22809", "tpgemm=", "gemm_rs", "M=4096"})
+  const PlanOptions o;
+  const std::string k = tune_key(ctx, p, o, false);
+  for (const char* part : {"NVIDIA H200", "sms=132", "W=4", "nccl=22809", "tpgemm=", "cublaslt=130000", "gemm_rs", "M=4096"})
     EXPECT_NE(k.find(part), std::string::npos) << part << " in " << k;
   EXPECT_EQ(k.find('\t'), std::string::npos);
   TuneContext other = ctx;
   other.topo.world = 2;
-  EXPECT_NE(tune_key(other, p, false, false), k);
-  EXPECT_NE(tune_key(ctx, p, true, false), k);
-  EXPECT_NE(tune_key(ctx, p, false, true), k);
+  EXPECT_NE(tune_key(other, p, o, false), k);
+  other = ctx;
+  other.topo.num_sms = 114;
+  EXPECT_NE(tune_key(other, p, o, false), k);
+  other = ctx;
+  other.timing += " NCCL_ALGO=Ring";
+  EXPECT_NE(tune_key(other, p, o, false), k);
+  EXPECT_NE(tune_key(ctx, p, o, true), k);
+  // Every option that narrows the candidates: a constrained plan's winner is no answer for an
+  // unconstrained one, nor the other way.
+  for (const auto& narrowed : std::vector<std::function<void(PlanOptions&)>>{
+           [](PlanOptions& x) { x.return_gathered_a = true; }, [](PlanOptions& x) { x.deterministic = true; },
+           [](PlanOptions& x) { x.chunks_per_rank = 2; }, [](PlanOptions& x) { x.comm_sms = 0; },
+           [](PlanOptions& x) { x.matmul = Matmul::kCublasLt; }}) {
+    PlanOptions n = o;
+    narrowed(n);
+    EXPECT_NE(tune_key(ctx, p, n, false), k);
+  }
   GemmProblem fp32_d = p;
   fp32_d.out_dtype = DType::kFP32;
-  EXPECT_NE(tune_key(ctx, fp32_d, false, false), k);
+  EXPECT_NE(tune_key(ctx, fp32_d, o, false), k);
   TuneContext direct = ctx;  // a setting that changes a schedule (NOTE [direct stores])
   direct.settings = " TPGEMM_PIPELINED_DIRECT=1";
-  EXPECT_NE(tune_key(direct, p, false, false).find("TPGEMM_PIPELINED_DIRECT=1"), std::string::npos);
+  EXPECT_NE(tune_key(direct, p, o, false).find("TPGEMM_PIPELINED_DIRECT=1"), std::string::npos);
+  direct.device = "odd\tname";
+  EXPECT_EQ(tune_key(direct, p, o, false).find('\t'), std::string::npos);
 }
 
 TEST(RandomShapes, AreValidAndReproducible) {
