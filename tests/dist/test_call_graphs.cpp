@@ -164,7 +164,7 @@ TEST_P(CallGraphs, MoreAddressesThanGraphsKept) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(W, CallGraphs, ::testing::Values(2, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(W, CallGraphs, ::testing::Values(2, 4, 8), [](const auto& info) { return strfmt("W%d", info.param); });
 
 }  // namespace
 }  // namespace tpgemm

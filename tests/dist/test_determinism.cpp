@@ -86,7 +86,7 @@ TEST_P(Determinism, EveryOwnReductionGivesTheSameBitsEveryCallAndEveryPlan) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(W, Determinism, ::testing::Values(2, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(W, Determinism, ::testing::Values(2, 4, 8), [](const auto& info) { return strfmt("W%d", info.param); });
 
 }  // namespace
 }  // namespace tpgemm

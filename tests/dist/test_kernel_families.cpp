@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/format.h"
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
@@ -87,7 +88,7 @@ TEST_P(KernelFamilies, EachRunsOnASmallProblemAndMatchesTheReference) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(W, KernelFamilies, ::testing::Values(2, 4), [](const auto& info) { return "W" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(W, KernelFamilies, ::testing::Values(2, 4), [](const auto& info) { return strfmt("W%d", info.param); });
 
 }  // namespace
 }  // namespace tpgemm

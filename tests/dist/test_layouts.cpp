@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/format.h"
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
@@ -270,7 +271,7 @@ TEST_P(Layouts, BatchesSharingOneBMatchTheReference) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(W, Layouts, ::testing::Values(2, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(W, Layouts, ::testing::Values(2, 4, 8), [](const auto& info) { return strfmt("W%d", info.param); });
 
 }  // namespace
 }  // namespace tpgemm

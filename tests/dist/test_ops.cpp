@@ -21,6 +21,7 @@
 #include "comm/team_state.h"
 #include "core/check.h"
 #include "core/cuda_raii.h"
+#include "core/format.h"
 #include "support/dist_harness.h"
 #include "support/gpu_env.h"
 #include "support/plan_check.h"
@@ -247,7 +248,7 @@ TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
   EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
-              const std::string cache = "/tmp/tpgemm-dist-tune-" + std::to_string(::getpid()) + ".txt";
+              const std::string cache = strfmt("/tmp/tpgemm-dist-tune-%d.txt", static_cast<int>(::getpid()));
               std::remove(cache.c_str());
               ::setenv("TPGEMM_TUNE_CACHE", cache.c_str(), 1);
               GemmProblem p;
@@ -261,8 +262,8 @@ TEST_P(Dist, AutoRunsWhatItsTuningMeasuredFastest) {
                 const PlanOptions got = tuned.options();
                 std::string name(to_string(got.impl));
                 // (as the tuner's describe() names a candidate)
-                if (got.impl == Impl::kPipelinedCE || got.impl == Impl::kFused) name += "/" + std::to_string(got.chunks_per_rank);
-                if (got.impl == Impl::kFused && got.comm_sms > 0) name += "/" + std::to_string(got.comm_sms) + "sm";
+                if (got.impl == Impl::kPipelinedCE || got.impl == Impl::kFused) name += strfmt("/%d", got.chunks_per_rank);
+                if (got.impl == Impl::kFused && got.comm_sms > 0) name += strfmt("/%dsm", got.comm_sms);
                 if (got.matmul == Matmul::kSm90) name += "/sm90";
                 // "name time, name time, ...": the fastest time, and the chosen one's; where near
                 // ties ran again in alternation (NOTE [runoff]), among those
@@ -363,7 +364,7 @@ TEST_P(Dist, PlanCallsBackToBackEachComputeTheirOwnOperands) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(W, Dist, ::testing::Values(2, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(W, Dist, ::testing::Values(2, 4, 8), [](const auto& info) { return strfmt("W%d", info.param); });
 
 }  // namespace
 }  // namespace tpgemm

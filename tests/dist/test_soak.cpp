@@ -144,7 +144,7 @@ TEST_P(Soak, InterleavedPlansOfRandomProblemsMatchTheReference) {
             0);
 }
 
-INSTANTIATE_TEST_SUITE_P(W, Soak, ::testing::Values(2, 3, 4, 8), [](const auto& info) { return "W" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(W, Soak, ::testing::Values(2, 3, 4, 8), [](const auto& info) { return strfmt("W%d", info.param); });
 
 }  // namespace
 }  // namespace tpgemm
