@@ -35,9 +35,12 @@ __all__ = ["Team", "Plan", "AllReducePlan", "unique_id", "nccl_version", "Error"
 
 def __getattr__(name):
     # The torch layer loads on first use, so that `import tpgemm` works without torch.
-    if name in ("team_for_group", "prepare", "team_from_env", "set_impl"):
+    if name in ("team_for_group", "team_from_env", "set_impl"):
         from . import _torch
         return getattr(_torch, name)
+    if name == "prepare":  # (tpgemm.nn.prepare: the plans of a model's layers, before capture)
+        from . import nn
+        return nn.prepare
     if name in ("ops", "nn"):
         import importlib
         return importlib.import_module(f".{name}", __name__)

@@ -33,7 +33,7 @@ from .ops import (TORCH_PATH, _ag_plan_call, _alpha, _c10d, _dim, _kept, _layout
 # the output types a scaled matmul can have, back to torch.dtype.
 _SCALAR_TYPES = {5: torch.float16, 6: torch.float32, 15: torch.bfloat16}
 if hasattr(torch, "float8_e4m3fn"):
-    _SCALAR_TYPES.update({16: torch.float8_e5m2, 17: torch.float8_e4m3fn})
+    _SCALAR_TYPES.update({23: torch.float8_e5m2, 24: torch.float8_e4m3fn})
 
 
 def _dtype(x):
@@ -219,9 +219,27 @@ def _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fas
         raise InvalidArgument("Bs is empty: expected at least one B")
 
 
+def _check_scaled_bs(A, Bs, B_scales, K):
+    """Every B and B scale of an all-gather, before any collective: what no path takes raises here,
+    naming it, instead of in torch._scaled_mm after the gather. K: B's rows."""
+    for i, (B, s) in enumerate(zip(Bs, B_scales)):
+        if (not isinstance(B, torch.Tensor) or B.dim() != 2 or B.shape[0] != K or B.device != A.device
+                or B.dtype not in T.FP8_DTYPES):
+            what = f"{tuple(B.shape)} {B.dtype} on {B.device}" if isinstance(B, torch.Tensor) else type(B).__name__
+            raise InvalidArgument(f"Bs[{i}] is {what}: expected a 2-D [K={K}, N] FP8 tensor on A's device {A.device}")
+        if not isinstance(s, torch.Tensor) or s.device != A.device:
+            what = f"on {s.device}" if isinstance(s, torch.Tensor) else type(s).__name__
+            raise InvalidArgument(f"B_scales[{i}] is {what}: expected a tensor on A's device {A.device}")
+
+
 def _ag_scaled_call(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, result_scales, out_dtypes):
     why = _why_not_scaled(A, Bs[0], A_scale, B_scales[0], biases[0], result_scales[0], out_dtypes[0])
     why = why or ("" if _dim("gather_dim", gather_dim, A.dim()) == 0 else f"gather_dim={gather_dim}")
+    # One row per rank and one scale: tpgemm reads it as the tensor's, torch as the row's
+    # (_scale_mode), which differ for the Bs after the first (they multiply the gathered rows).
+    if (not why and len(Bs) > 1 and _scales_kind(A, Bs[0], A_scale, B_scales[0]) == "tensor"
+            and _scale_mode(A, A_scale, 0, T.world_size(group_name)) == "row_sharded"):
+        why = "several Bs with one row and one A scale per rank"
     if why:
         _note_fallback("fused_all_gather_scaled_matmul", why)
         return TORCH_PATH
@@ -233,6 +251,9 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
                       use_fast_accum, torch_path=None):  # (NOTE [torch path hook] in ops.py)
     out_dtypes = [_dtype(x) for x in out_dtypes]
     _check_scaled_lists(Bs, B_scales, biases, result_scales, out_dtypes, use_fast_accum)
+    if isinstance(A, torch.Tensor) and A.dim() >= 1:
+        gd = _dim("gather_dim", gather_dim, A.dim())
+        _check_scaled_bs(A, Bs, B_scales, A.shape[-1] * (T.world_size(group_name) if gd == A.dim() - 1 else 1))
     key = (("ag_scaled", group_name, gather_dim, _layout(A), _layout(A_scale), tuple(out_dtypes),
             tuple(b is None for b in biases), tuple(r is None for r in result_scales))
            + tuple(_layout(B) for B in Bs) + tuple(_layout(s) for s in B_scales))

@@ -56,7 +56,7 @@ def _capturing():
 def _no_capture(what):
     if _capturing():
         raise InvalidArgument(f"{what} during CUDA-graph capture: team and plan creation are collective and "
-                              "allocate; run the model once eagerly or call tpgemm.prepare() before capturing")
+                              "allocate; run the model once eagerly or call tpgemm.prepare(model, tokens) before capturing")
 
 
 def _make_team(pg, timeout_ms, host_timeout_ms, call_check):

@@ -24,7 +24,7 @@ from torch import nn
 
 from . import _torch as T
 from . import ops as _ops  # (also registers torch.ops.tpgemm)
-from ._errors import InvalidArgument
+from ._errors import InvalidArgument, Unsupported
 
 _tp = torch.ops.tpgemm
 
@@ -139,6 +139,24 @@ class _LinearAllReduceGrad(_SavesOperands):
         return dx, dw, None
 
 
+class _SumGradOverRanks(torch.autograd.Function):
+    """t in forward; the sum of its gradient over the group in backward: a parameter every rank
+    holds whole but applies to its own tokens only (the sequence-parallel row layer's bias), whose
+    gradient is then the whole layer's on every rank, as nn.Linear's."""
+
+    @staticmethod
+    def forward(t, group_name):
+        return t.view_as(t)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.group_name = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        return _tp.all_reduce(g.contiguous(), "sum", ctx.group_name), None
+
+
 class _ParallelLinear(nn.Module):
     def __init__(self, in_features, out_features, bias, group, sequence_parallel, device, dtype, shard_out):
         super().__init__()
@@ -208,6 +226,8 @@ class ColumnParallelLinear(_ParallelLinear):
         needs, forward and (with backward) the gradients' too, so that the first call can be captured.
         A problem tpgemm does not serve makes no plan (ops._plan: the reason is kept and named once):
         its calls take torch's path, as they would without prepare."""
+        if self.weight.dtype not in T.DTYPES:
+            return  # (torch's path: nothing to make)
         dt = T.DTYPES[self.weight.dtype]
         n, k = self.weight.shape
         if self.sequence_parallel:
@@ -236,10 +256,16 @@ class RowParallelLinear(_ParallelLinear):
         else:
             fn = _MatmulReduceScatter if self.sequence_parallel else _MatmulAllReduce
             y = fn.apply(x, self.weight, self.group_name)
-        return y + self.bias if self.bias is not None else y
+        if self.bias is None:
+            return y
+        if self.sequence_parallel and torch.is_grad_enabled() and self.bias.requires_grad:
+            return y + _SumGradOverRanks.apply(self.bias, self.group_name)
+        return y + self.bias
 
     def prepare(self, tokens, *, backward=True):
         """As ColumnParallelLinear.prepare."""
+        if self.weight.dtype not in T.DTYPES:
+            return  # (torch's path: nothing to make)
         dt = T.DTYPES[self.weight.dtype]
         n, k = self.weight.shape
         if self.sequence_parallel:
@@ -247,6 +273,11 @@ class RowParallelLinear(_ParallelLinear):
             if backward:
                 _ops._plan(self.group_name, "ag_gemm", tokens, k, n, dt, "kn",
                            return_gathered_a=self.weight.requires_grad)
+                if self.bias is not None and self.bias.requires_grad:  # (_SumGradOverRanks)
+                    try:
+                        T.allreduce_plan(self.group_name, self.bias.numel(), dt)
+                    except Unsupported:
+                        pass  # (its calls take torch's path, as they would without prepare)
         else:
             _ops._plan(self.group_name, "gemm_ar", tokens, n, k, dt, "nk")
 

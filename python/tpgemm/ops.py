@@ -74,6 +74,9 @@ def _why_not(A, Bs, names, K=None):
     """Why tpgemm's kernels cannot take these operands ('' if they can: then torch's path runs).
     Operands no path can take raise InvalidArgument, naming the argument. K: B's rows (A's last
     dim unless given: a gather along A's last dim widens it)."""
+    if not isinstance(A, torch.Tensor) or A.dim() == 0:
+        what = "a 0-d tensor" if isinstance(A, torch.Tensor) else type(A).__name__
+        raise InvalidArgument(f"A is {what}: expected a tensor [..., K] of at least one dim")
     K = A.shape[-1] if K is None else K
     for name, B in zip(names, Bs):
         if not isinstance(B, torch.Tensor) or B.dim() != 2 or B.dtype != A.dtype or B.device != A.device:
@@ -89,6 +92,8 @@ def _why_not(A, Bs, names, K=None):
         return f"dtype {A.dtype} (tpgemm takes bfloat16 and float16)"
     if A.dim() < 2:
         return f"A has {A.dim()} dimension(s)"
+    if A.numel() == 0 or any(B.numel() == 0 for B in Bs):  # (a plan's extents are at least 1)
+        return "an empty operand"
     return ""
 
 
@@ -243,11 +248,13 @@ def _kept(key, work_out):
 def _operands(c, A, B):
     """A's rows and B as the plan reads them, for call `c`. Rows at a stride from an address that
     is not 16-byte aligned (a slice at an odd offset; the call's key does not fix the offset) are
-    copied to an aligned buffer at the same stride; so is such a B."""
+    copied to an aligned buffer at the same stride; packed rows, and B, to a fresh tensor."""
     if c.a_rows:
         A = _rows(A)
     elif c.a_ld and A.data_ptr() % 16:
         A = torch.empty(A.shape[:-1] + (c.a_ld,), dtype=A.dtype, device=A.device)[..., :A.shape[-1]].copy_(A)
+    if A.data_ptr() % 16:  # packed rows at an odd offset: copied, as the strided ones above
+        A = A.clone(memory_format=torch.contiguous_format)
     if c.b_copy:
         B = B.contiguous()
     if B.data_ptr() % 16:  # a view at an odd offset: a fresh tensor of the same strides is aligned

@@ -192,9 +192,9 @@ Status validate_problem(const GemmProblem& p, int world) {
     return invalid("shard_dim=n with gemm_ar: its D is whole on every rank, nothing is gathered or scattered; "
                    "expected shard_dim=m");
   if (p.shard_dim == ShardDim::kN && p.n % (8 * static_cast<int64_t>(world)) != 0)
-    return invalid(strfmt("N=%lld with shard_dim=n: expected a multiple of 8 x W = %d (each rank's columns, in "
-                          "16-byte rows)",
-                          (long long)p.n, 8 * world));
+    return unsupported(strfmt("N=%lld with shard_dim=n: expected a multiple of 8 x W = %d (each rank's columns, in "
+                              "16-byte rows)",
+                              (long long)p.n, 8 * world));
   // cuBLASLt's FP8 matmul also takes D's rows (its M: NOTE [row-major through cuBLASLt]) only in
   // multiples of 16 elements, each rank's columns where they are split.
   const int64_t n_parts = p.shard_dim == ShardDim::kN ? world : 1;

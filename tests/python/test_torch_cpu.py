@@ -209,6 +209,61 @@ def test_bad_operands_name_the_argument(group_name):
         ops.matmul_all_reduce(A, torch.randn(16, 8), "max", group_name)
 
 
+def test_a_0d_a_is_refused_and_an_empty_one_left_to_torch(group_name):
+    """A plan's extents are at least 1: an empty operand takes torch's path (which returns empty
+    outputs) instead of failing in the plan; a 0-d A is no matmul operand at all."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with pytest.raises(tpgemm.InvalidArgument, match="A is a 0-d tensor"):
+        ops.fused_matmul_reduce_scatter(torch.tensor(1.0), torch.randn(16, 8), "sum", 0, group_name)
+    with pytest.raises(tpgemm.InvalidArgument, match="A is a 0-d tensor"):
+        ops.matmul_all_reduce(torch.tensor(1.0), torch.randn(16, 8), "sum", group_name)
+    with FakeTensorMode():  # (CUDA tensors without a GPU: what tpgemm's kernel would be handed)
+        B = torch.empty(16, 8, device="cuda", dtype=torch.bfloat16)
+        for A in (torch.empty(0, 16, device="cuda", dtype=torch.bfloat16),
+                  torch.empty(3, 0, 16, device="cuda", dtype=torch.bfloat16)):
+            assert tpgemm.ops._why_not(A, [B], ["B"]) == "an empty operand"
+        assert tpgemm.ops._why_not(torch.empty(4, 16, device="cuda", dtype=torch.bfloat16), [B], ["B"]) == ""
+    g, (d,) = ops.fused_all_gather_matmul(torch.randn(0, 16), [torch.randn(16, 8)], 0, group_name)
+    assert g.shape == (0, 16) and d.shape == (0, 8)
+
+
+def test_scalar_type_numbers_map_to_their_dtypes():
+    """A ScalarType[] argument (out_dtypes) reaches a Python kernel as c10::ScalarType numbers:
+    each maps back to the dtype it was."""
+    from tpgemm import _scaled_ops as S
+    lib = torch.library.Library("tpgemm_probe", "FRAGMENT")
+    lib.define("codes(ScalarType[] t) -> Tensor")
+    seen = []
+    lib.impl("codes", lambda t: (seen.append(list(t)), torch.zeros(1))[1], "CompositeExplicitAutograd")
+    dtypes = sorted(set(S._SCALAR_TYPES.values()), key=str)
+    torch.ops.tpgemm_probe.codes(dtypes)
+    assert [S._dtype(x) for x in seen[0]] == dtypes
+
+
+@pytest.mark.skipif(not hasattr(torch, "float8_e4m3fn"), reason="this torch has no float8_e4m3fn")
+def test_scaled_all_gather_checks_every_b_first(group_name, monkeypatch):
+    """A bad B after the first raises naming it before any collective runs."""
+    from tpgemm import _scaled_ops as S
+    gathered = []
+    monkeypatch.setattr(S, "_gather_rows", lambda *a: gathered.append(1))
+    A, B = _fp8(8, 32), _fp8(16, 32).t()
+    s = torch.tensor(1.0)
+    with pytest.raises(tpgemm.InvalidArgument, match=r"Bs\[1\] is \(24, 16\)"):
+        ops.fused_all_gather_scaled_matmul(A, [B, _fp8(16, 24).t()], s, [s, s], 0, group_name, [None, None],
+                                           [None, None], [torch.float32, torch.float32], [False, False])
+    with pytest.raises(tpgemm.InvalidArgument, match=r"B_scales\[1\] is list"):  # (the kernel, past the schema)
+        S._ag_scaled_kernel(A, [B, B], s, [s, [1.0]], 0, group_name, [None, None],
+                            [None, None], [torch.float32, torch.float32], [False, False])
+    assert not gathered
+
+
+def test_prepare_is_public_and_skips_layers_torch_serves(group_name):
+    assert tpgemm.prepare is tpgemm.nn.prepare
+    col = ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.float32)
+    row = RowParallelLinear(32, 16, bias=True, group=group_name, device="cpu", dtype=torch.float32)
+    tpgemm.prepare(torch.nn.Sequential(col, row), 64)  # fp32: torch's path, no plan to make
+
+
 def test_dims_out_of_range_raise_on_every_path(group_name):
     """torch's ops raise for a dim outside the tensor; tpgemm's do too (on its kernels' path, on
     torch's and under torch.compile's fake tensors), instead of wrapping it around."""

@@ -73,7 +73,7 @@ TEST(ShardAlongN, SizesTransposeValidationAndChoice) {
   EXPECT_EQ(s.d, 2 * 1001 * 2048);  // this rank's columns of the sum
 
   p.n = 8200;  // 2050 columns per rank: not 16-byte rows
-  expect_error(validate_problem(p, 4), ErrorCode::kInvalidArgument, {"N=8200", "shard_dim=n", "8 x W = 32"});
+  expect_error(validate_problem(p, 4), ErrorCode::kUnsupported, {"N=8200", "shard_dim=n", "8 x W = 32"});
   p.n = 8192;
   p.op = Op::kGemmAr;
   expect_error(validate_problem(p, 4), ErrorCode::kInvalidArgument, {"shard_dim=n", "gemm_ar", "shard_dim=m"});
