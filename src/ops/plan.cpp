@@ -204,17 +204,23 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
                       [&] { m = measure(team, p, cands, o.return_gathered_a, measures_core(o)); });
         r.choice = m.choice;  // built below, afresh (NOTE [measured planner])
         r.selection = {PlanSelection::Source::kTuned, m.table, m.tuning_ms};
-        if (t.rank == 0) {
-          std::vector<std::string> warnings;
-          cache.store(key, r.choice, m.table, warnings);
-          for (const std::string& w : warnings) warn(t, w);
-        }
       } catch (const Error& e) {
         // Agreed on (above), so every rank is here alike: the rules decide.
         if (t.has_failed()) throw;
         not_tuned = std::string("tuning failed: ") + e.what();
         warn(t, not_tuned + "; the planner's rules decide");
       }
+    }
+    if (r.selection.source == PlanSelection::Source::kTuned && t.rank == 0) {
+      // Rank 0's alone, after the agreed steps: whatever befalls it here is a warning, never an
+      // error its peers would not share.
+      std::vector<std::string> warnings;
+      try {
+        cache.store(key, r.choice, r.selection.detail, warnings);
+      } catch (const std::exception& e) {
+        warnings.push_back(strfmt("tuning cache %s: %s; the choice is not kept", cache.path().c_str(), e.what()));
+      }
+      for (const std::string& w : warnings) warn(t, w);
     }
     if (r.selection.source != PlanSelection::Source::kCached && r.selection.source != PlanSelection::Source::kTuned) {
       r.choice = any_m ? plan::choose_any_m(p, topo, o) : plan::choose(p, topo, o);
