@@ -28,12 +28,14 @@ class Plan {
   Plan(Plan&&) noexcept;
   Plan& operator=(Plan&&) noexcept;
 
-  // Enqueues the op on `stream` and returns without waiting for the GPU. Collective: every
-  // rank calls it with its own operands. The operands are checked on every rank (null,
-  // misaligned, D overlapping an input); if any rank's are bad, all ranks throw before
-  // anything is enqueued, so nothing hangs and nothing of the caller's is written. The calls
-  // of one plan must be ordered on the GPU (one stream, or streams joined by events): they
-  // share the plan's buffers and counters.
+  // Enqueues the op on `stream` (a stream of the team's GPU) and returns without waiting for the
+  // GPU. Collective: every rank calls it with its own operands. The operands are checked on every
+  // rank (null, misaligned, D overlapping an input, the call's M); a rank whose are bad throws
+  // before it enqueues anything, so nothing of the caller's is written. With
+  // TeamOptions::call_check = kCollective every rank throws with it (the ranks compare verdicts
+  // on the host); with kLocal (the default) its peers fail on their own bounded waits instead
+  // (team.h). The calls of one plan must be ordered on the GPU (one stream, or streams joined by
+  // events): they share the plan's buffers and counters.
   // Operands::m may give the call fewer rows than the plan's M: such a call runs the
   // implementation chosen for its range of M, [R/2, R) for a power of two R (in units of W where
   // the op shards M), made on the first call in that range, collectively, the way a plan is
@@ -53,6 +55,7 @@ class Plan {
   // How the planner chose it: asked for, tuned (with every candidate's time), cached, or the rules.
   const PlanSelection& selection() const;
   // The same for the calls of `m` rows, once their range is made (run() or prepare()); else null.
+  // An `m` no call of the plan could have throws InvalidArgument, as run() would.
   const PlanSelection* selection(int64_t m) const;
   Impl impl(int64_t m) const;  // kAuto where the range of `m` is not made yet
 

@@ -48,7 +48,10 @@ class Team {
   static Team from_env(const TeamOptions& options = {});
 
   // (c) A communicator the caller already has. tpgemm borrows it and never destroys it.
-  //     The current CUDA device must be the communicator's device.
+  //     The current CUDA device must be the communicator's device. A team on it that failed
+  //     (a Timeout: a peer never joined) cannot abort it: the caller should ncclCommAbort it;
+  //     the team's own few buffers are then left to the process's end, not freed behind work
+  //     that may never finish.
   static Team from_comm(ncclComm_t comm, const TeamOptions& options = {});
 
   int rank() const;

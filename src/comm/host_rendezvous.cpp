@@ -171,6 +171,8 @@ uint64_t decide(std::atomic<uint64_t>& decided, uint64_t call, int rank, uint64_
 
 }  // namespace
 
+bool HostRendezvous::given_up() const { return seg_->failed.load(std::memory_order_acquire) != 0; }
+
 void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, int64_t timeout_ms) {
   if (seg_->magic != kMagic || seg_->world != world_)
     throw Error(ErrorCode::kInternal, strfmt("rank %d: the rendezvous segment %s is not initialised", rank_, name_.c_str()));

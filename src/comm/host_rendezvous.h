@@ -40,6 +40,8 @@ class HostRendezvous {
   // bad, else Error(PeerFailure) naming the first bad rank and its message. Error(Timeout) if a
   // rank does not arrive within timeout_ms (and PeerFailure on every rank that comes later).
   void agree(const Status& mine, const char* what, uint64_t tag, int64_t timeout_ms);
+  // Whether a rank gave up on a call (a timeout): every later agree() throws, the team is done.
+  bool given_up() const;
 
   // NOTE [peer whereabouts]
   // A rank that gives up waiting for its peers on the host (an agreement's exchange and the

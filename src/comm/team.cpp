@@ -62,6 +62,9 @@ TeamState::~TeamState() {
   if (abort) ncclCommAbort(comm);
   mailbox.reset();
   if (lt != nullptr) cublasLtDestroy(lt);
+  // A failed team on a borrowed communicator (not aborted: the caller's) may have an exchange
+  // that never ends on its stream, and the frees would wait for it: left to the process's end.
+  if (failed.load() && !owns_comm) return;
   if (scratch != nullptr) cudaFree(scratch);
   if (host_scratch != nullptr) cudaFreeHost(host_scratch);
   if (internal_stream != nullptr) cudaStreamDestroy(internal_stream);
@@ -150,8 +153,10 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
   TPGEMM_CUDA_CHECK(cudaMallocHost(&host_scratch, staging));
   agreement = comm::Agreement(rank, world, [this](const uint8_t* mine, uint8_t* all, size_t slot) {
     // A failed team's communicator is gone (NOTE [failed team]): its first error, not NCCL's
-    // complaint about a null communicator (an agreement on a failure that just happened).
-    if (comm == nullptr) throw Error(failure());
+    // complaint about a null communicator (an agreement on a failure that just happened). A
+    // borrowed one is not aborted, but its stream holds an exchange that never ended: another
+    // would only wait behind it.
+    if (comm == nullptr || failed.load()) throw Error(failure());
     const size_t gathered = slot * static_cast<size_t>(world);
     // Both copies go through pinned memory, so that neither blocks the host: the bound is
     // wait_for_peers', whatever the peers do.
@@ -283,9 +288,45 @@ void TeamState::wait_for_peers(cudaStream_t stream, const char* what) const {
   throw Error(why);
 }
 
+namespace {
+
+// rendezvous.agree(); where a rank gave up on it (a timeout: the segment is done for), the team
+// is marked failed, so that its communicator is aborted and its teardown does not wait for work
+// a peer never joined.
+void rendezvous_agree(const TeamState& t, const Status& mine, const char* what, uint64_t plan) {
+  try {
+    t.rendezvous->agree(mine, what, plan, t.host_timeout_ms);
+  } catch (const Error& e) {
+    if (t.rendezvous->given_up()) t.mark_failed(e.status());
+    throw;
+  }
+}
+
+}  // namespace
+
 void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {
-  if (collective_calls && rendezvous != nullptr) rendezvous->agree(mine, what, plan, host_timeout_ms);
+  if (collective_calls && rendezvous != nullptr) rendezvous_agree(*this, mine, what, plan);
   else if (!mine.ok()) throw Error(mine);
+}
+
+void TeamState::agree_step(const Status& mine, const std::string& what, uint64_t plan, const char* step) {
+  if (rendezvous != nullptr) rendezvous_agree(*this, mine, what.c_str(), plan);
+  else agree(mine, what, step);
+}
+
+Status TeamState::check_stream(cudaStream_t stream) const {
+  int owner = -1;
+  if (const cudaError_t e = cudaStreamGetDevice(stream, &owner); e != cudaSuccess) {
+    cudaGetLastError();  // (not sticky: clear it)
+    return {ErrorCode::kInvalidArgument,
+            strfmt("rank %d: stream %p is not a CUDA stream this process can use (%s)", rank, static_cast<void*>(stream),
+                   cudaGetErrorString(e))};
+  }
+  if (owner != device)
+    return {ErrorCode::kInvalidArgument,
+            strfmt("rank %d: the stream belongs to GPU %d but the team's GPU is %d: pass a stream of GPU %d", rank,
+                   owner, device, device)};
+  return Status::Ok();
 }
 
 TeamOptions::CallCheck resolve_call_check(TeamOptions::CallCheck asked) {
@@ -400,8 +441,13 @@ Team Team::from_unique_id(const ncclUniqueId& id, int rank, int world_size, int 
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw Error(ErrorCode::kInvalidArgument, strfmt("rank %d of world size %d: expected 0 <= rank < world size", rank, world_size));
   set_device_checked(device, rank);
-  // (an out-of-range option is refused by TeamState::init, agreed across ranks; until then capped)
-  const int64_t host_timeout_ms = std::min(detail::resolve_host_timeout_ms(options), detail::kMaxTimeoutMs);
+  // (an out-of-range option or a malformed TPGEMM_HOST_TIMEOUT_MS is refused by TeamState::init,
+  // agreed across ranks; until then capped, or the default: a throw here would be this rank's alone)
+  int64_t host_timeout_ms = 300000;
+  try {
+    host_timeout_ms = std::min(detail::resolve_host_timeout_ms(options), detail::kMaxTimeoutMs);
+  } catch (const Error&) {
+  }
   ncclComm_t comm = init_comm_bounded(world_size, id, rank, host_timeout_ms);
   auto s = std::make_shared<detail::TeamState>();
   s->init(comm, true, options);  // on failure ~TeamState destroys the communicator
@@ -418,6 +464,7 @@ Team Team::from_env(const TeamOptions& options) {
   Status fit;
   try {
     bootstrap_ms = env_int("TPGEMM_BOOTSTRAP_TIMEOUT_MS", 1, int64_t(1) << 40).value_or(bootstrap_ms);
+    detail::resolve_host_timeout_ms(options);  // (a malformed TPGEMM_HOST_TIMEOUT_MS: every rank hears of it)
     set_device_checked(e.local_rank, e.rank);
     if (e.rank == 0) TPGEMM_NCCL_CHECK(ncclGetUniqueId(&id));
   } catch (const Error& err) {
@@ -436,13 +483,22 @@ Team Team::from_comm(ncclComm_t comm, const TeamOptions& options) {
   return Team(std::move(s));
 }
 
-int Team::rank() const { return state_->rank; }
-int Team::world_size() const { return state_->world; }
-int Team::device() const { return state_->device; }
-int Team::lsa_size() const { return state_->lsa_size; }
-bool Team::all_lsa_peers() const { return state_->all_lsa; }
-ncclComm_t Team::comm() const { return state_->comm; }
-void Team::check() const { state_->check(); }
-void Team::barrier() const { state_->barrier(); }
+namespace {
+
+detail::TeamState& live(const std::shared_ptr<detail::TeamState>& s) {
+  if (s == nullptr) throw Error(ErrorCode::kInvalidArgument, "a moved-from Team");
+  return *s;
+}
+
+}  // namespace
+
+int Team::rank() const { return live(state_).rank; }
+int Team::world_size() const { return live(state_).world; }
+int Team::device() const { return live(state_).device; }
+int Team::lsa_size() const { return live(state_).lsa_size; }
+bool Team::all_lsa_peers() const { return live(state_).all_lsa; }
+ncclComm_t Team::comm() const { return live(state_).comm; }
+void Team::check() const { live(state_).check(); }
+void Team::barrier() const { live(state_).barrier(); }
 
 }  // namespace tpgemm

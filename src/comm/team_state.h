@@ -82,6 +82,13 @@ struct TeamState {
   // The per-call check of NOTE [collective argument check]: `plan` is the calling plan's id. Local
   // (throws `mine` if bad) unless the team checks calls collectively.
   void agree_call(const Status& mine, const char* what, uint64_t plan);
+  // A step every rank takes together (making a range of a plan, an all-reduce's algorithm):
+  // through the host rendezvous where there is one, else the team's agreement. A rendezvous some
+  // rank gave up on marks the team failed (NOTE [failed team]) before the error is thrown.
+  void agree_step(const Status& mine, const std::string& what, uint64_t plan, const char* step);
+  // Ok, or InvalidArgument: `stream` is not a stream of the team's GPU (its launches would fail
+  // after the peers committed to the call).
+  Status check_stream(cudaStream_t stream) const;
   // Waits for `stream`'s work, which waits for the peers (the agreement's NCCL all-gather, the
   // planner's timed calls), at most host_timeout_ms: a peer that never joins is a Timeout naming
   // `what` ("rank 0 waited N ms for <what>: ..."), and the team is marked failed, not a hang.

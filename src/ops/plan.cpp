@@ -269,6 +269,7 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
 
 Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
   const auto& t = team.state();
+  if (t == nullptr) throw Error(ErrorCode::kInvalidArgument, "a Plan on a moved-from Team");
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   const DeviceScope device(t->device);  // the plan's GPU while it is made; the caller's current one after
   PlanOptions asked = options;
@@ -336,8 +337,7 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
   // are all on this host: a peer in another call (the same plan with another M, say) fails every
   // rank at once, naming both calls; across hosts, through the team's (bounded) agreement.
   const std::string what = strfmt("making the range of M up to %lld", (long long)top);
-  if (t.rendezvous != nullptr) t.rendezvous->agree(verdict, what.c_str(), s.id, t.host_timeout_ms);
-  else t.agree(verdict, what, "a range of the plan");
+  t.agree_step(verdict, what, s.id, "a range of the plan");
   Route r;
   t.agree_local("making a range of the plan", [&] { r = make_route(s.team, q, s.asked, /*any_m=*/true); });
   return s.ranges.emplace(top, std::move(r)).first->second;
@@ -349,16 +349,22 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
 void Plan::prepare(int64_t m) {
   detail::live(state_, "prepare()");
   detail::PlanState& s = *state_;
-  Status mine = s.team->failure();
-  if (mine.ok()) mine = plan::check_call_m(s.problem, s.team->world, m);
-  if (mine.ok() && detail::route_for(s, m) != nullptr) return;  // (every rank: the same ranges)
-  detail::make_range(s, m, mine);
+  const Status m_ok = plan::check_call_m(s.problem, s.team->world, m);
+  if (!m_ok.ok()) throw Error(m_ok);  // (a peer that goes on to make a range waits, bounded, and names this rank)
+  // (every rank: the same ranges) A failed team's rank still joins the making, so that its peers
+  // hear of the failure there instead of waiting for it.
+  if (detail::route_for(s, m) == nullptr) {
+    detail::make_range(s, m, s.team->failure());
+    return;
+  }
+  if (const Status failed = s.team->failure(); !failed.ok()) throw Error(failed);
 }
 
 void Plan::run(const Operands& operands, cudaStream_t stream) {
   detail::live(state_, "run()");
   detail::PlanState& s = *state_;
   detail::TeamState& t = *s.team;
+  const DeviceScope device(t.device);  // (the GEMM core's launches read the current device)
   Operands o = operands;
   if (o.m == 0) o.m = s.problem.m;
   if (!s.return_gathered_a) o.a_gathered = nullptr;  // a plan made without it writes none
@@ -367,6 +373,7 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   Status mine = t.failure();  // a failed team stops every rank, not only this one
   const Status m_ok = plan::check_call_m(s.problem, t.world, o.m);
   if (mine.ok()) mine = m_ok;
+  if (mine.ok()) mine = t.check_stream(stream);
   if (mine.ok()) mine = plan::validate_operands(call, t.world, o, s.return_gathered_a);
   const std::array<const void*, 7> ptrs = {o.a, o.b, s.problem.has_c ? o.c : nullptr, o.d,
                                            s.return_gathered_a ? o.a_gathered : nullptr, o.a_scale, o.b_scale};
@@ -378,11 +385,18 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   if (route == nullptr) {
     bool capturing = false;  // (a bad stream is this rank's verdict, which its peers hear of in make_range)
     if (const Status q = query_capturing(stream, &capturing); mine.ok()) mine = q;
-    if (capturing)  // every rank alike: they made the same ranges
-      throw Error(ErrorCode::kInvalidArgument,
-                  strfmt("Plan::run with Operands::m=%lld under CUDA-graph capture: the implementation for its range "
-                         "(M up to %lld) is not made yet, and making it allocates; call Plan::prepare(%lld) before "
-                         "capturing", (long long)o.m, (long long)plan::range_top(s.problem, t.world, o.m), (long long)o.m));
+    if (capturing) {
+      const Status refused{
+          ErrorCode::kInvalidArgument,
+          strfmt("Plan::run with Operands::m=%lld under CUDA-graph capture: the implementation for its range (M up "
+                 "to %lld) is not made yet, and making it allocates; call Plan::prepare(%lld) before capturing",
+                 (long long)o.m, (long long)plan::range_top(s.problem, t.world, o.m), (long long)o.m)};
+      // Checked collectively, the peers hear of it (one with another M fails there too, naming
+      // both calls) rather than wait for this rank; checked locally, the ranks made the same
+      // ranges, so with the same M every one refuses alike.
+      if (t.collective_calls) t.agree_call(refused, strfmt("Plan::run with M=%lld", (long long)o.m).c_str(), s.id);
+      throw Error(refused);
+    }
     route = &detail::make_range(s, o.m, mine);  // collective, like the plan; agrees on `mine` first
   }
   // Checked collectively, a call runs directly, its prologue before the rendezvous; checked
@@ -395,6 +409,8 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
       route->impl->prologue(o, stream);
     } catch (const Error& e) {
       mine = e.status();
+    } catch (const std::exception& e) {  // (memory for a new call's matmul, say)
+      mine = {ErrorCode::kInternal, strfmt("rank %d, Plan::run's local work: %s", t.rank, e.what())};
     }
   }
   if (t.collective_calls) {  // the ranks compare the plan and the call's M (a different M fails on every rank)
@@ -412,9 +428,20 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
 }
 
 Impl Plan::impl() const { return detail::live(state_, "impl()").main.choice.impl; }
+namespace {
+
+// The route of calls of `m` rows, for the accessors: null where its range is not made; an `m` no
+// call could have (out of range, not a multiple of W where the op shards M) is an InvalidArgument.
+const detail::Route* made_route(const std::unique_ptr<detail::PlanState>& state, int64_t m, const char* what) {
+  detail::PlanState& s = const_cast<detail::PlanState&>(detail::live(state, what));
+  throw_if_error(plan::check_call_m(s.problem, s.team->world, m));
+  return detail::route_for(s, m);
+}
+
+}  // namespace
+
 Impl Plan::impl(int64_t m) const {
-  detail::live(state_, "impl()");
-  const detail::Route* r = detail::route_for(*state_, m);
+  const detail::Route* r = made_route(state_, m, "impl()");
   return r ? r->choice.impl : Impl::kAuto;
 }
 const GemmProblem& Plan::problem() const { return detail::live(state_, "problem()").problem; }
@@ -429,12 +456,12 @@ PlanOptions Plan::options() const {
 }
 const PlanSelection& Plan::selection() const { return detail::live(state_, "selection()").main.selection; }
 const PlanSelection* Plan::selection(int64_t m) const {
-  detail::live(state_, "selection()");
-  const detail::Route* r = detail::route_for(*state_, m);
+  const detail::Route* r = made_route(state_, m, "selection()");
   return r ? &r->selection : nullptr;
 }
 
 Status Plan::can_implement(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
+  if (team.state() == nullptr) return {ErrorCode::kInvalidArgument, "can_implement on a moved-from Team"};
   return detail::check_locally(*team.state(), problem, options);
 }
 

@@ -102,6 +102,12 @@ Status validate_layouts(const GemmProblem& p, int world) {
   // Batch strides: read with L > 1 only; an entry of D must not overlap the next (nor, to keep
   // one rule, any operand's).
   const Extents e = entry_extents(p, world);
+  // An entry as stored, its rows at their stride, stays far inside int64 bytes (as the packed
+  // operands do: validate_problem).
+  for (const auto& [name, extent] : {std::pair{"A", e.a}, std::pair{"B", e.b}, std::pair{"C", e.c}, std::pair{"D", e.d}})
+    if (extent > (int64_t(1) << 50))
+      return invalid(strfmt("%s spans %lld elements as stored (its rows at their stride): expected at most 2^50", name,
+                            (long long)extent));
   const Stride batches[] = {{"batch_stride_a", p.batch_stride_a, e.a, "an entry of A as stored ((rows - 1) x lda + row)", es, false},
                             {"batch_stride_b", p.batch_stride_b, e.b, "an entry of B as stored ((rows - 1) x ldb + row)", es, false},
                             {"batch_stride_c", p.batch_stride_c, e.c, "an entry of C ((rows - 1) x ldc + columns)", ds, true},

@@ -91,6 +91,19 @@ TEST(Layouts, StridedCAndDValidateAndSize) {
 
 // One B for a batch (b_broadcast): B counts once, the problem says so, along M only, and the
 // implementations whose matmuls are cuBLASLt's take it.
+// Strided rows widen an operand beyond its packed size: it too must stay within 2^50 elements
+// (a byte count of it in int64).
+TEST(Layouts, AStridedOperandStaysBounded) {
+  GemmProblem p;
+  p.op = Op::kGemmAr;
+  p.m = int64_t(1) << 31, p.n = 8, p.k = 8;  // packed: 2^34 elements of A
+  EXPECT_TRUE(validate_problem(p, 2).ok()) << describe(p);
+  p.lda = int64_t(1) << 31;  // as stored: 2^62
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"A spans", "at most 2^50"});
+  p.lda = 0, p.ldd = int64_t(1) << 30;
+  expect_error(validate_problem(p, 2), ErrorCode::kInvalidArgument, {"D spans", "at most 2^50"});
+}
+
 TEST(Layouts, ABatchSharesOneB) {
   GemmProblem p = ag(64, 48, 40);  // W=2: 32 rows of A per rank
   p.l = 3;

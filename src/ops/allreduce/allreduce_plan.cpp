@@ -130,8 +130,7 @@ void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
   // they are all on this host (a peer in another call fails every rank at once, naming both).
   const std::string what = strfmt("making the all-reduce's %s for up to %lld elements",
                                   std::string(to_string(algo)).c_str(), (long long)largest_call(s, algo));
-  if (t.rendezvous != nullptr) t.rendezvous->agree(mine, what.c_str(), s.id, t.host_timeout_ms);
-  else t.agree(mine, what, "an algorithm of the all-reduce plan");
+  t.agree_step(mine, what, s.id, "an algorithm of the all-reduce plan");
   std::unique_ptr<ops::SymmCollective> made;
   t.agree_local("making an algorithm of the all-reduce plan", [&] { made = build(s, algo); });  // NOTE [collective construction]
   s.symm[algo] = std::move(made);
@@ -143,6 +142,7 @@ void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
 AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllReduceImpl impl,
                              PlanOptions::Tune tuning) {
   const auto& t = team.state();
+  if (t == nullptr) throw Error(ErrorCode::kInvalidArgument, "an AllReducePlan on a moved-from Team");
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   const DeviceScope device(t->device);  // the plan's GPU while it is made; the caller's current one after
   Status local = t->failure();
@@ -216,9 +216,11 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "run() on a moved-from AllReducePlan");
   detail::AllReduceState& s = *state_;
   detail::TeamState& t = *s.team;
+  const DeviceScope device(t.device);
   Status mine = t.failure();  // a failed team stops every rank, not only this one
   const Status count_ok = detail::check_call_count(s, count);
   if (mine.ok()) mine = count_ok;
+  if (mine.ok()) mine = t.check_stream(stream);
   AllReduceImpl algo = count_ok.ok() ? detail::algorithm(s, count) : AllReduceImpl::kNccl;
   // Capture first, whatever the verdict, so that ranks which all capture describe their call alike.
   bool capturing = false;
@@ -254,13 +256,16 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
 
 AllReduceImpl AllReducePlan::impl() const { return impl(count()); }
 AllReduceImpl AllReducePlan::impl(int64_t count) const {
-  if (state_ == nullptr) return AllReduceImpl::kNccl;
+  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "impl() on a moved-from AllReducePlan");
   if (count < 1 || count > state_->count)
     throw Error(ErrorCode::kInvalidArgument, strfmt("AllReducePlan::impl(count=%lld): expected 1 to the plan's %lld",
                                                     (long long)count, (long long)state_->count));
   return detail::algorithm(*state_, count);
 }
-int64_t AllReducePlan::count() const { return state_ ? state_->count : 0; }
+int64_t AllReducePlan::count() const {
+  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "count() on a moved-from AllReducePlan");
+  return state_->count;
+}
 const PlanSelection& AllReducePlan::selection() const {
   if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "selection() on a moved-from AllReducePlan");
   return state_->selection;
