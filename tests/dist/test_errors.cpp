@@ -221,6 +221,33 @@ TEST(DistErrors, ABadPointerOnOneRankStopsEveryRankAndWritesNothing) {
             0);
 }
 
+// A stream of another GPU would fail the call's launches after its peers committed to it: the
+// rank refuses it, and (calls checked collectively) every rank stops in the same call.
+TEST(DistErrors, AStreamOfAnotherGpuStopsEveryRank) {
+  TPGEMM_REQUIRE_GPUS(2);
+  EXPECT_EQ(testsupport::run_on_ranks(2, [](const Team& team) {
+              const GemmProblem p = small(Op::kGemmRs);
+              Plan plan(team, p);
+              Stream own = Stream::create();
+              testing::RankData data(p, 2, team.rank(), 4, own.get());
+              TPGEMM_CUDA_CHECK(cudaStreamSynchronize(own.get()));
+              const int other_gpu = 1 - team.device();
+              Stream other;
+              {
+                const DeviceScope there(other_gpu);
+                other = Stream::create();
+              }
+              const Status s = caught([&] { plan.run(data.operands(), team.rank() == 1 ? other.get() : own.get()); });
+              if (team.rank() == 1)
+                RANK_EXPECT(s.code == ErrorCode::kInvalidArgument && has(s, "belongs to GPU"), "%s", s.message.c_str());
+              else
+                RANK_EXPECT(s.code == ErrorCode::kPeerFailure && has(s, "rank 1"), "%s", s.message.c_str());
+              const auto c = testsupport::check_plan(team, p, {}, 1, 8);  // still usable
+              RANK_EXPECT(c.ok, "after the error: %s", c.status.message.c_str());
+            }),
+            0);
+}
+
 TEST(DistErrors, MoreGpusThanExistIsAClearError) {
   TPGEMM_REQUIRE_GPUS(1);
   const int count = testsupport::local_gpus().count;

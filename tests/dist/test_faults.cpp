@@ -72,7 +72,8 @@ int free_port() {
 // victim (rank `victim`) and kills it where the case says. The survivor then runs `after`, where
 // given, in the same process. The survivor's outcome comes back through a file.
 Survivor run_case(bool kill_before_team, const std::function<Status(const Team&, bool victim)>& step,
-                  const std::function<Status()>& after = nullptr, Launch launch = Launch::kUniqueId, int victim = 1) {
+                  const std::function<Status()>& after = nullptr, Launch launch = Launch::kUniqueId, int victim = 1,
+                  TeamOptions::CallCheck call_check = TeamOptions::CallCheck::kLocal) {
   char path[] = "/tmp/tpgemm-fault-XXXXXX";
   const int fd = ::mkstemp(path);
   if (fd < 0) return {};
@@ -100,7 +101,7 @@ Survivor run_case(bool kill_before_team, const std::function<Status(const Team&,
       TeamOptions o;
       o.timeout_ms = kDeviceTimeoutMs;
       o.host_timeout_ms = kHostTimeoutMs;
-      o.call_check = TeamOptions::CallCheck::kLocal;
+      o.call_check = call_check;
       const Team team = launch == Launch::kEnvironment ? Team::from_env(o) : Team::from_unique_id(id, rank, 2, rank, o);
       const Status inner = step(team, rank == victim);
       step_ms = ms_since(t0);
@@ -235,6 +236,37 @@ TEST(Faults, ASurvivorMakesANewTeamAfterItsTeamFailed) {
               std::string(to_string(s.after)).c_str());
   EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout) << describe(s);
   EXPECT_EQ(s.after, ErrorCode::kOk) << describe(s);
+}
+
+// With call_check=collective, a rank lost between two calls leaves its peer's next call waiting in
+// the host rendezvous: that wait is bounded (a Timeout naming the lost rank) and fails the team,
+// whose communicator is then aborted (its NCCL work, if any was stuck, ends; its teardown returns).
+TEST(Faults, ARankLostToTheCollectiveCheckFailsTheTeam) {
+  TPGEMM_REQUIRE_GPUS(2);
+  const Survivor s = run_case(
+      false,
+      [](const Team& team, bool victim) {
+        PlanOptions o;
+        o.impl = Impl::kBaseline;
+        const GemmProblem p = small(Op::kGemmRs);
+        Plan plan(team, p, o);
+        Stream stream = Stream::create();
+        testing::RankData data(p, 2, team.rank(), 9, stream.get());
+        plan.run(data.operands(), stream.get());
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+        team.barrier();
+        if (victim) ::raise(SIGKILL);
+        const Status second = caught([&] { plan.run(data.operands(), stream.get()); });
+        if (second.code == ErrorCode::kTimeout && team.comm() != nullptr)
+          return Status{ErrorCode::kInternal, "the rendezvous timed out but the team's communicator was not aborted: " +
+                                                  second.message};
+        return second;
+      },
+      nullptr, Launch::kUniqueId, 1, TeamOptions::CallCheck::kCollective);
+  std::printf("fault: a rank lost to the collective check: %s\n", describe(s).c_str());
+  EXPECT_TRUE(s.reported && s.code == ErrorCode::kTimeout && s.message.find("rank 1") != std::string::npos)
+      << describe(s);
+  EXPECT_LT(s.total_ms, kHostTimeoutMs + kMarginS * 1000.0) << describe(s);
 }
 
 // (d) Rank 1 dies after a good call, before teardown: rank 0's teardown (plan, team) returns.
