@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "core/env.h"
@@ -122,6 +123,12 @@ bool write_all(int fd, const std::string& text) {
   return true;
 }
 
+// Whether `text` is no more than the start of a header: a file just created, or one whose first
+// write was cut short (a full disk, a process that died): no entries, and nothing to keep.
+bool header_at_most(const std::string& text) {
+  return text.find('\n') == std::string::npos && std::string_view(kHeader).substr(0, text.size()) == text;
+}
+
 // The file's lines after the header, split at '\n' (a last line without one included).
 std::vector<std::string> body_lines(const std::string& text) {
   std::vector<std::string> lines;
@@ -133,13 +140,15 @@ std::vector<std::string> body_lines(const std::string& text) {
 }
 
 // Writes `text` to a file beside `path` (named by host and process, so that no two writers share
-// it), flushes it to the disk and renames it over `path`: readers see the old file or the new one.
-bool replace_file(const std::string& path, const std::string& text, std::string& why) {
+// it; with permissions `mode`), flushes it to the disk and renames it over `path`: readers see
+// the old file or the new one.
+bool replace_file(const std::string& path, const std::string& text, mode_t mode, std::string& why) {
   char host[64] = {};
   ::gethostname(host, sizeof(host) - 1);
   const std::string tmp = strfmt("%s.%s.%d.tmp", path.c_str(), host, static_cast<int>(::getpid()));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  bool ok = fd >= 0 && write_all(fd, text) && ::fsync(fd) == 0;
+  // (the file's own permissions: one that a group shares stays writable by the group)
+  bool ok = fd >= 0 && ::fchmod(fd, mode & 07777) == 0 && write_all(fd, text) && ::fsync(fd) == 0;
   if (fd >= 0) ok = ::close(fd) == 0 && ok;
   ok = ok && std::rename(tmp.c_str(), path.c_str()) == 0;
   if (!ok) {
@@ -149,14 +158,14 @@ bool replace_file(const std::string& path, const std::string& text, std::string&
   return ok;
 }
 
-// The newest keys' last lines, in the order they were last stored, as many as fit in half of
-// TuneCache::kCompactBytes (and at most kKeepKeys): the file is then rewritten again only after
-// as much again has been added. The parse is not checked here: find() judges every line.
+// The newest keys' last lines of all their fields, in the order they were last stored, as many as
+// fit in half of TuneCache::kCompactBytes (and at most kKeepKeys): the file is then rewritten again
+// only after as much again has been added. Their values are not checked here: find() judges them.
 std::string compacted(const std::vector<std::string>& lines) {
-  std::map<std::string, size_t> last;  // key -> index of its last line
+  std::map<std::string, size_t> last;  // key -> index of its last whole line (a cut one never hides it)
   for (size_t i = 0; i < lines.size(); ++i) {
-    const size_t tab = lines[i].find('\t');
-    if (tab != std::string::npos) last[lines[i].substr(0, tab)] = i;
+    const std::vector<std::string> f = split_tabs(lines[i]);
+    if (f.size() == kFields) last[f[0]] = i;
   }
   std::vector<size_t> newest;
   for (const auto& [key, i] : last) newest.push_back(i);
@@ -211,7 +220,7 @@ std::optional<Choice> TuneCache::find(const std::string& key, std::vector<std::s
     warnings.push_back(strfmt("tuning cache %s: cannot read it (%s); not used", path_.c_str(), std::strerror(errno)));
     return std::nullopt;
   }
-  if (text->empty()) return std::nullopt;  // created by a store that has not written yet
+  if (header_at_most(*text)) return std::nullopt;  // created by a store that has not written yet
   const std::string first = text->substr(0, text->find('\n'));
   if (first != kHeader) {
     const auto format = header_format(first);
@@ -280,11 +289,13 @@ void TuneCache::store(const std::string& key, const Choice& c, const std::string
     const std::optional<std::string> text = read_all(file.fd());
     if (!text) return not_kept(strfmt("cannot read it (%s)", std::strerror(errno)));
     std::string why;
-    if (text->empty()) {
-      if (!write_all(file.fd(), std::string(kHeader) + "\n" + line))
+    if (header_at_most(*text)) {  // (a cut header is written again, under the lock)
+      if ((!text->empty() && ::ftruncate(file.fd(), 0) != 0) || !write_all(file.fd(), std::string(kHeader) + "\n" + line))
         not_kept(strfmt("cannot write it (%s)", std::strerror(errno)));
       return;
     }
+    struct stat st {};
+    const mode_t mode = ::fstat(file.fd(), &st) == 0 ? st.st_mode : 0644;
     const std::string first = text->substr(0, text->find('\n'));
     if (first != kHeader) {
       const auto format = header_format(first);
@@ -292,16 +303,15 @@ void TuneCache::store(const std::string& key, const Choice& c, const std::string
       if (*format > kFormat) return not_kept(strfmt("written by a newer tpgemm (format %lld), left as it is",
                                                     static_cast<long long>(*format)));
       // An older tpgemm's: replaced whole by one of this format.
-      if (!replace_file(path_, std::string(kHeader) + "\n" + line, why))
+      if (!replace_file(path_, std::string(kHeader) + "\n" + line, mode, why))
         not_kept(strfmt("cannot replace the file of an older format (%s)", why.c_str()));
       return;
     }
     if (static_cast<long>(text->size()) > kCompactBytes) {
       std::vector<std::string> lines = body_lines(*text);
       lines.push_back(line.substr(0, line.size() - 1));
-      if (!replace_file(path_, compacted(lines), why))
-        not_kept(strfmt("cannot rewrite it smaller (%s)", why.c_str()));
-      return;
+      if (replace_file(path_, compacted(lines), mode, why)) return;
+      // (a directory this process cannot write in: the file grows instead)
     }
     // A last line left without its newline (a process that died mid-write, a full disk) is ended
     // first, so that this one is not joined to it. One write: whole lines.

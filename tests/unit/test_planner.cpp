@@ -414,6 +414,38 @@ TEST_F(TuneCacheFile, AStoreAfterACutLineKeepsItsOwn) {
   EXPECT_EQ(warnings.size(), 1u);  // the cut line's
 }
 
+// A first write cut inside the header leaves a file that is no cache yet: no entries, no
+// warning, and the next store writes it whole.
+TEST_F(TuneCacheFile, ACutHeaderIsWrittenAgain) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("other", {Impl::kFused, 1, 2}, "", warnings);
+  std::ofstream(path_, std::ios::trunc) << "tpgemm-tune-ca";
+  EXPECT_FALSE(cache.find("k", warnings).has_value());
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  cache.store("k", {Impl::kFused, 2, 2}, "", warnings);
+  EXPECT_EQ(cache.find("k", warnings), (Choice{Impl::kFused, 2, 2, Matmul::kAuto}));
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
+// A rewrite keeps a key's last whole line: one cut after it neither hides it nor is kept.
+TEST_F(TuneCacheFile, ARewriteKeepsAKeysLastWholeLine) {
+  const TuneCache cache(path_);
+  std::vector<std::string> warnings;
+  cache.store("seed", {Impl::kFused, 1, 2}, "", warnings);  // makes the file and its header
+  {
+    std::ofstream out(path_, std::ios::app);
+    for (int i = 0; i < 1700; ++i) out << "key" << i << "\tfused\t1\t2\tauto\t" << std::string(600, 'x') << "\n";
+    out << "k\tfused\t2\t2\tauto\t\n"        // the last whole line of "k"
+        << "k\tpipelined_ce\t4\n";              // then a cut one (three fields)
+  }
+  ASSERT_GT(static_cast<long>(file_text(path_).size()), TuneCache::kCompactBytes);
+  cache.store("trigger", {Impl::kFused, 1, 2}, "", warnings);  // rewrites the file
+  ASSERT_LT(static_cast<long>(file_text(path_).size()), TuneCache::kCompactBytes);
+  EXPECT_EQ(cache.find("k", warnings), (Choice{Impl::kFused, 2, 2, Matmul::kAuto}));
+  EXPECT_TRUE(warnings.empty()) << "the cut line was kept: " << warnings[0];
+}
+
 TEST_F(TuneCacheFile, WarnsAboutAFewBadLinesAndCountsTheRest) {
   const TuneCache cache(path_);
   std::vector<std::string> warnings;
