@@ -49,9 +49,9 @@ class Team {
 
   // (c) A communicator the caller already has. tpgemm borrows it and never destroys it.
   //     The current CUDA device must be the communicator's device. A team on it that failed
-  //     (a Timeout: a peer never joined) cannot abort it: the caller should ncclCommAbort it;
-  //     the team's own few buffers are then left to the process's end, not freed behind work
-  //     that may never finish.
+  //     (a Timeout: a peer never joined) cannot abort it: ncclCommAbort it yourself before
+  //     destroying the team's plans and the team (their frees would wait for NCCL work that
+  //     never ends); the team's own few buffers are left to the process's end.
   static Team from_comm(ncclComm_t comm, const TeamOptions& options = {});
 
   int rank() const;

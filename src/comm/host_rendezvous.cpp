@@ -171,18 +171,20 @@ uint64_t decide(std::atomic<uint64_t>& decided, uint64_t call, int rank, uint64_
 
 }  // namespace
 
-bool HostRendezvous::given_up() const { return seg_->failed.load(std::memory_order_acquire) != 0; }
+bool HostRendezvous::given_up() const { return saw_abort_ || seg_->failed.load(std::memory_order_acquire) != 0; }
 
 void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, int64_t timeout_ms) {
   if (seg_->magic != kMagic || seg_->world != world_)
     throw Error(ErrorCode::kInternal, strfmt("rank %d: the rendezvous segment %s is not initialised", rank_, name_.c_str()));
   auto abandoned = [&] {
+    saw_abort_ = true;
     return Error(ErrorCode::kPeerFailure, strfmt("rank %d: the team gave up on an earlier collective call: %s", rank_,
                                                  seg_->failure));
   };
   // Rank `decider` decided this call kAbort; its reason is in its slot, written before that decision
   // and published by it (decide() reads the decision with acquire).
   auto follow_abort = [&](int decider) {
+    saw_abort_ = true;
     return Error(ErrorCode::kPeerFailure, strfmt("rank %d: the team gave up on collective call #%llu (%s): %s", rank_,
                                                  (unsigned long long)calls_, what, seg_->slots[decider].gave_up));
   };
@@ -220,6 +222,7 @@ void HostRendezvous::agree(const Status& mine, const char* what, uint64_t tag, i
         if (by != rank_) throw follow_abort(by);
         std::snprintf(seg_->failure, sizeof(seg_->failure), "%s", why.c_str());
         seg_->failed.store(1, std::memory_order_release);
+        saw_abort_ = true;
         throw Error(ErrorCode::kTimeout, why);
       }
       // Spin briefly (ranks usually arrive within microseconds), then back off so that a rank

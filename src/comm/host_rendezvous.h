@@ -40,7 +40,8 @@ class HostRendezvous {
   // bad, else Error(PeerFailure) naming the first bad rank and its message. Error(Timeout) if a
   // rank does not arrive within timeout_ms (and PeerFailure on every rank that comes later).
   void agree(const Status& mine, const char* what, uint64_t tag, int64_t timeout_ms);
-  // Whether a rank gave up on a call (a timeout): every later agree() throws, the team is done.
+  // Whether a rank gave up on a call (a timeout), as this rank saw it (its own timeout, a peer's
+  // abort of this call, or an earlier one's): every later agree() throws, the team is done.
   bool given_up() const;
 
   // NOTE [peer whereabouts]
@@ -66,6 +67,7 @@ class HostRendezvous {
   Segment* seg_ = nullptr;
   size_t bytes_ = 0;
   uint64_t calls_ = 0;
+  bool saw_abort_ = false;  // (set before the error is thrown, whichever rank decided)
 };
 
 }  // namespace tpgemm::comm

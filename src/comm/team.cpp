@@ -60,11 +60,15 @@ TeamState::~TeamState() {
   // NCCL work may still be in flight: abort first, so that the frees below do not wait for it.
   const bool abort = owns_comm && comm != nullptr && has_failed();
   if (abort) ncclCommAbort(comm);
+  // A failed team on a borrowed communicator (not aborted: the caller's, who should abort it
+  // first) may have work that never ends on the GPU, and every free would wait for it: what the
+  // team holds is left to the process's end.
+  if (!owns_comm && has_failed()) {
+    (void)mailbox.release();
+    return;
+  }
   mailbox.reset();
   if (lt != nullptr) cublasLtDestroy(lt);
-  // A failed team on a borrowed communicator (not aborted: the caller's) may have an exchange
-  // that never ends on its stream, and the frees would wait for it: left to the process's end.
-  if (failed.load() && !owns_comm) return;
   if (scratch != nullptr) cudaFree(scratch);
   if (host_scratch != nullptr) cudaFreeHost(host_scratch);
   if (internal_stream != nullptr) cudaStreamDestroy(internal_stream);

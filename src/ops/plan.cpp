@@ -350,14 +350,13 @@ void Plan::prepare(int64_t m) {
   detail::live(state_, "prepare()");
   detail::PlanState& s = *state_;
   const Status m_ok = plan::check_call_m(s.problem, s.team->world, m);
-  if (!m_ok.ok()) throw Error(m_ok);  // (a peer that goes on to make a range waits, bounded, and names this rank)
-  // (every rank: the same ranges) A failed team's rank still joins the making, so that its peers
-  // hear of the failure there instead of waiting for it.
-  if (detail::route_for(s, m) == nullptr) {
-    detail::make_range(s, m, s.team->failure());
+  if (m_ok.ok() && detail::route_for(s, m) != nullptr) {  // (every rank: the same ranges)
+    if (const Status failed = s.team->failure(); !failed.ok()) throw Error(failed);
     return;
   }
-  if (const Status failed = s.team->failure(); !failed.ok()) throw Error(failed);
+  // A bad M, or a failed team, still joins the making its peers are about to do, so that they
+  // hear of it there instead of waiting for it.
+  detail::make_range(s, m, m_ok.ok() ? s.team->failure() : m_ok);
 }
 
 void Plan::run(const Operands& operands, cudaStream_t stream) {
