@@ -72,7 +72,8 @@ class Team {
   // not wait for work on your streams).
   void barrier() const;
 
-  const std::shared_ptr<detail::TeamState>& state() const { return state_; }
+  // (a moved-from Team throws InvalidArgument)
+  const std::shared_ptr<detail::TeamState>& state() const;
 
  private:
   explicit Team(std::shared_ptr<detail::TeamState> s) : state_(std::move(s)) {}

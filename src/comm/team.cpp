@@ -487,22 +487,18 @@ Team Team::from_comm(ncclComm_t comm, const TeamOptions& options) {
   return Team(std::move(s));
 }
 
-namespace {
-
-detail::TeamState& live(const std::shared_ptr<detail::TeamState>& s) {
-  if (s == nullptr) throw Error(ErrorCode::kInvalidArgument, "a moved-from Team");
-  return *s;
+const std::shared_ptr<detail::TeamState>& Team::state() const {
+  if (state_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "a moved-from Team");
+  return state_;
 }
 
-}  // namespace
-
-int Team::rank() const { return live(state_).rank; }
-int Team::world_size() const { return live(state_).world; }
-int Team::device() const { return live(state_).device; }
-int Team::lsa_size() const { return live(state_).lsa_size; }
-bool Team::all_lsa_peers() const { return live(state_).all_lsa; }
-ncclComm_t Team::comm() const { return live(state_).comm; }
-void Team::check() const { live(state_).check(); }
-void Team::barrier() const { live(state_).barrier(); }
+int Team::rank() const { return state()->rank; }
+int Team::world_size() const { return state()->world; }
+int Team::device() const { return state()->device; }
+int Team::lsa_size() const { return state()->lsa_size; }
+bool Team::all_lsa_peers() const { return state()->all_lsa; }
+ncclComm_t Team::comm() const { return state()->comm; }
+void Team::check() const { state()->check(); }
+void Team::barrier() const { state()->barrier(); }
 
 }  // namespace tpgemm

@@ -183,10 +183,11 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     r.selection.detail = "PlanOptions::impl";
   } else {
     const std::vector<plan::Choice> cands = plan::candidates(p, topo, o, any_m);
-    const std::string key =
-        plan::tune_key({t.device_name, t.nccl_version, topo, protocol_settings(), timing_context()}, p, o, any_m);
-    const plan::TuneCache cache(plan::TuneCache::default_path());
     const bool tune = o.tune == PlanOptions::Tune::kOn && cands.size() > 1;
+    const std::string key =  // (read and written only where the plan is tuned)
+        tune ? plan::tune_key({t.device_name, t.nccl_version, topo, protocol_settings(), timing_context()}, p, o, any_m)
+             : std::string();
+    const plan::TuneCache cache(plan::TuneCache::default_path());
     std::optional<plan::Choice> hit = tune ? cached_choice(t, key, cands, cache) : std::nullopt;
     if (hit) {
       r.choice = *hit;
@@ -269,7 +270,6 @@ std::unique_ptr<OpImpl> make_impl(const ImplContext& ctx) {
 
 Plan::Plan(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
   const auto& t = team.state();
-  if (t == nullptr) throw Error(ErrorCode::kInvalidArgument, "a Plan on a moved-from Team");
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   const DeviceScope device(t->device);  // the plan's GPU while it is made; the caller's current one after
   PlanOptions asked = options;
@@ -432,7 +432,8 @@ namespace {
 // The route of calls of `m` rows, for the accessors: null where its range is not made; an `m` no
 // call could have (out of range, not a multiple of W where the op shards M) is an InvalidArgument.
 const detail::Route* made_route(const std::unique_ptr<detail::PlanState>& state, int64_t m, const char* what) {
-  detail::PlanState& s = const_cast<detail::PlanState&>(detail::live(state, what));
+  detail::live(state, what);
+  detail::PlanState& s = *state;
   throw_if_error(plan::check_call_m(s.problem, s.team->world, m));
   return detail::route_for(s, m);
 }
@@ -460,8 +461,11 @@ const PlanSelection* Plan::selection(int64_t m) const {
 }
 
 Status Plan::can_implement(const Team& team, const GemmProblem& problem, const PlanOptions& options) {
-  if (team.state() == nullptr) return {ErrorCode::kInvalidArgument, "can_implement on a moved-from Team"};
-  return detail::check_locally(*team.state(), problem, options);
+  try {  // (non-throwing: a moved-from Team is a Status too)
+    return detail::check_locally(*team.state(), problem, options);
+  } catch (const Error& e) {
+    return e.status();
+  }
 }
 
 }  // namespace tpgemm

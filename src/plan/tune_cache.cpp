@@ -67,17 +67,12 @@ class LockedFile {
     fd_ = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
     if (fd_ < 0) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(TuneCache::kLockWaitMs);
-    int err = 0;
-    locked_ = poll_until(deadline, [&] {
+    timed_out_ = !poll_until(deadline, [&] {
       if (::flock(fd_, lock | LOCK_NB) == 0) return true;
-      err = errno;
-      if (err == EWOULDBLOCK || err == EINTR) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        return false;
-      }
-      return true;  // no locks here
+      if (errno != EWOULDBLOCK && errno != EINTR) return true;  // no locks here
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return false;
     });
-    timed_out_ = !locked_;
   }
   ~LockedFile() {
     if (fd_ >= 0) ::close(fd_);  // (releases the lock)
@@ -96,7 +91,6 @@ class LockedFile {
 
  private:
   int fd_ = -1;
-  bool locked_ = false;
   bool timed_out_ = false;
 };
 
@@ -182,13 +176,10 @@ std::string compacted(const std::vector<std::string>& lines) {
 }  // namespace
 
 std::string tune_key(const TuneContext& ctx, const GemmProblem& p, const PlanOptions& o, bool any_m) {
-  std::string device = ctx.device;
-  for (char& c : device)
-    if (c == '\t' || c == '\n') c = ' ';
   std::string key =
       strfmt("%s sms=%d W=%d lsa=%d nccl=%d tpgemm=%s%s | %s alpha=%g beta=%g c=%d gathered_a=%d any_m=%d "
              "deterministic=%d chunks=%d comm_sms=%d matmul=%s",
-             device.c_str(), ctx.topo.num_sms, ctx.topo.world, ctx.topo.all_lsa_peers ? 1 : 0, ctx.nccl_version,
+             ctx.device.c_str(), ctx.topo.num_sms, ctx.topo.world, ctx.topo.all_lsa_peers ? 1 : 0, ctx.nccl_version,
              TPGEMM_VERSION_STRING, ctx.timing.c_str(), describe(p).c_str(), p.alpha, p.beta, p.has_c ? 1 : 0,
              o.return_gathered_a ? 1 : 0, any_m ? 1 : 0, o.deterministic ? 1 : 0, o.chunks_per_rank, o.comm_sms,
              std::string(to_string(o.matmul)).c_str());

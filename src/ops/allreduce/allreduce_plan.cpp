@@ -142,7 +142,6 @@ void make_algorithm(AllReduceState& s, int64_t count, const Status& mine) {
 AllReducePlan::AllReducePlan(const Team& team, int64_t count, DType dtype, AllReduceImpl impl,
                              PlanOptions::Tune tuning) {
   const auto& t = team.state();
-  if (t == nullptr) throw Error(ErrorCode::kInvalidArgument, "an AllReducePlan on a moved-from Team");
   const uint64_t id = ++t->plans_made;  // first: the same number on every rank, whatever fails
   const DeviceScope device(t->device);  // the plan's GPU while it is made; the caller's current one after
   Status local = t->failure();
