@@ -51,6 +51,15 @@ TeamOptions team_options(int64_t timeout_ms, int64_t host_timeout_ms, const std:
   return o;
 }
 
+constexpr const char* kImplNames =
+    "auto, baseline, pipelined_ce, fused, allgather_gemm, gemm_reducescatter, gemm_oneshot, gemm_twoshot, "
+    "gather_then_gemm, threadload_gather or naive_remote";
+
+PlanOptions::Tune tune_arg(std::optional<bool> tune) {
+  if (!tune) return PlanOptions::Tune::kDefault;
+  return *tune ? PlanOptions::Tune::kOn : PlanOptions::Tune::kOff;
+}
+
 struct ProblemArgs {
   GemmProblem p;
   PlanOptions o;
@@ -82,7 +91,7 @@ ProblemArgs problem_args(const std::string& op, int64_t m, int64_t n, int64_t k,
   a.p.beta = beta;
   a.p.has_c = has_c;
   a.p.shard_dim = parsed(parse_shard_dim(shard_dim), "shard_dim", shard_dim, "m or n");
-  a.o.impl = parsed(parse_impl(impl), "impl", impl, "an implementation's name (auto, baseline, pipelined_ce, ...)");
+  a.o.impl = parsed(parse_impl(impl), "impl", impl, kImplNames);
   a.o.chunks_per_rank = chunks_per_rank;
   a.o.comm_sms = comm_sms;
   a.o.matmul = parsed(parse_matmul(matmul), "matmul", matmul, "auto, cublaslt or sm90");
@@ -173,6 +182,14 @@ NB_MODULE(_C, m) {
   }, "The version code of the libnccl this process loaded (e.g. 22809).");
   m.attr("NCCL_BUILD_VERSION") = NCCL_VERSION_CODE;
 
+  m.def("impl_name", [](const std::string& op, const std::string& impl) {
+    if (op == "all_reduce")
+      return std::string(to_string(parsed(parse_allreduce_impl(impl), "impl", impl, "auto, nccl, oneshot or twoshot")));
+    (void)parsed(parse_op(op), "op", op, "ag_gemm, gemm_rs, gemm_ar or all_reduce");
+    return std::string(to_string(parsed(parse_impl(impl), "impl", impl, kImplNames)));
+  }, nb::arg("op"), nb::arg("impl"),
+        "The implementation's canonical name for `op` (an InvalidArgument naming the choices where there is none).");
+
   nb::class_<Team>(m, "Team")
       .def_static(
           "from_unique_id",
@@ -216,10 +233,11 @@ NB_MODULE(_C, m) {
              const std::string& shard_dim, const std::string& impl, int chunks_per_rank, int comm_sms,
              bool return_gathered_a, const std::string& out_dtype, const std::string& scale, const std::string& a_layout,
              int64_t lda, int64_t ldb, int64_t ldc, int64_t ldd, const std::string& b_dtype, bool deterministic,
-             const std::string& matmul) {
-            const ProblemArgs a = problem_args(op, m_, n, k, l, dtype, b_layout, alpha, beta, has_c, shard_dim, impl,
-                                               chunks_per_rank, comm_sms, return_gathered_a, out_dtype, scale, a_layout,
-                                               lda, ldb, ldc, ldd, b_dtype, deterministic, matmul);
+             const std::string& matmul, std::optional<bool> tune) {
+            ProblemArgs a = problem_args(op, m_, n, k, l, dtype, b_layout, alpha, beta, has_c, shard_dim, impl,
+                                         chunks_per_rank, comm_sms, return_gathered_a, out_dtype, scale, a_layout, lda,
+                                         ldb, ldc, ldd, b_dtype, deterministic, matmul);
+            a.o.tune = tune_arg(tune);
             nb::gil_scoped_release release;
             new (self) Plan(team, a.p, a.o);
           },
@@ -229,8 +247,10 @@ NB_MODULE(_C, m) {
           nb::arg("chunks_per_rank") = 0, nb::arg("comm_sms") = -1, nb::arg("return_gathered_a") = false,
           nb::arg("out_dtype") = "", nb::arg("scale") = "tensor", nb::arg("a_layout") = "mk", nb::arg("lda") = 0,
           nb::arg("ldb") = 0, nb::arg("ldc") = 0, nb::arg("ldd") = 0, nb::arg("b_dtype") = "",
-          nb::arg("deterministic") = false, nb::arg("matmul") = "auto",
-          "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `deterministic`: "
+          nb::arg("deterministic") = false, nb::arg("matmul") = "auto", nb::arg("tune") = nb::none(),
+          "Collective: every rank makes the same plan at the same point (see tpgemm/plan.h). `tune` "
+          "(PlanOptions::tune): None: auto times its candidates unless TPGEMM_TUNE=0; True: it times them; False: "
+          "the rules choose (the same choice in every process). `deterministic`: "
           "sums in a fixed order only (PlanOptions::deterministic: no gemm_rs / gemm_ar baseline). `out_dtype`: D's "
           "and C's type ('fp32' for bf16 / fp16 inputs; 'bf16', 'fp16' or 'fp32' for FP8; '': dtype). `b_dtype`: "
           "B's type where it differs from A's ('e4m3' or 'e5m2' beside an FP8 A; '': dtype). `scale`: "

@@ -61,6 +61,9 @@ def _no_capture(what):
 
 def _make_team(pg, timeout_ms, host_timeout_ms, call_check):
     rank, world = dist.get_rank(pg), dist.get_world_size(pg)
+    if not torch.cuda.is_available():
+        raise InvalidArgument(f"rank {rank}: no CUDA device is usable (torch.cuda.is_available() is False): a "
+                              "tpgemm team needs one GPU per rank; CPU tensors take torch's path without one")
     device = torch.cuda.current_device()
     # Rank 0 of the group makes the NCCL unique id and the group's own backend carries it to the
     # others: no port of tpgemm's own is needed.
@@ -114,7 +117,7 @@ def set_impl(op, impl="auto"):
     `impl` (for tests and experiments; "auto" restores the planner's choice)."""
     if op not in ("ag_gemm", "gemm_rs", "gemm_ar", "all_reduce"):
         raise InvalidArgument(f"op={op!r}: expected 'ag_gemm', 'gemm_rs', 'gemm_ar' or 'all_reduce'")
-    _forced_impl[op] = impl
+    _forced_impl[op] = _C.impl_name(op, impl)  # (an unknown name raises here, not at the next plan)
     from . import ops  # the calls it worked out name plans of the old impl (NOTE [calls worked out once])
     ops.forget_calls()
 

@@ -181,6 +181,9 @@ def _reduce_scatter_torch(C, reduce_op, scatter_dim, group_name):
     """C reduced over the group and scattered along `scatter_dim`, by torch's collective."""
     W = T.world_size(group_name)
     sd = _dim("scatter_dim", scatter_dim, C.dim())
+    if C.shape[sd] % W:  # (torch's collective would fail with a message of its own, or not at all)
+        raise InvalidArgument(f"scatter_dim={scatter_dim}: the product's dim {sd} has {C.shape[sd]} entries, which "
+                              f"the group's size {W} does not divide (the product is {tuple(C.shape)})")
     out = _c10d.wait_tensor(_c10d.reduce_scatter_tensor(C.movedim(sd, 0).contiguous(), reduce_op, W, group_name))
     return out.movedim(0, sd).contiguous()
 

@@ -359,35 +359,38 @@ def check_serving_async_tp(g, W):
     log("torch's async-TP served by tpgemm: done")
 
 
-def make_block(H, F, sp, dtype=torch.bfloat16):
+def make_block(H, F, sp, dtype=torch.bfloat16, seq=0):
     torch.manual_seed(1234)  # the same whole layers on every rank
     full = [torch.nn.Linear(H, F, bias=False, device="cuda"), torch.nn.Linear(F, H, bias=False, device="cuda")]
-    col = ColumnParallelLinear.from_linear(full[0].to(dtype), sequence_parallel=sp)
-    row = RowParallelLinear.from_linear(full[1].to(dtype), sequence_parallel=sp)
+    col = ColumnParallelLinear.from_linear(full[0].to(dtype), sequence_parallel=sp, sequence_dim=seq)
+    row = RowParallelLinear.from_linear(full[1].to(dtype), sequence_parallel=sp, sequence_dim=seq)
     return full, torch.nn.Sequential(col, torch.nn.GELU(), row)
 
 
 def check_modules(W, r):
+    """Sequence-parallel along dim 0 ([S, H]), batch first along dim 1 ([B, S, H]: a batch of one
+    on tpgemm's kernels, of two on torch's path), and without sequence parallelism."""
     H, F, S = 1024, 4096, 512 * W
-    for sp in (True, False):
-        full, block = make_block(H, F, sp)
+    for sp, seq, batch in ((True, 0, 0), (False, 0, 0), (True, 1, 1), (True, 1, 2)):
+        what = f"sp={sp} sequence_dim={seq}" + (f" batch={batch}" if batch else "")
+        full, block = make_block(H, F, sp, seq=seq)
         ref_block = torch.nn.Sequential(full[0].float(), torch.nn.GELU(), full[1].float())
         torch.manual_seed(99)
-        x = torch.randn(S, H, device="cuda")
+        x = torch.randn((batch, S, H) if batch else (S, H), device="cuda")
         xr = x.clone().requires_grad_()
         yr = ref_block(xr)
         yr.square().mean().backward()
-        xs = (x.chunk(W)[r] if sp else x).to(torch.bfloat16).clone().requires_grad_()
+        xs = (x.chunk(W, seq)[r] if sp else x).to(torch.bfloat16).clone().requires_grad_()
         y = block(xs)
-        want = yr.chunk(W)[r] if sp else yr
-        check(rel(y, want) < BF16_TOL, f"module forward sp={sp}: {rel(y, want):.2e}")
+        want = yr.chunk(W, seq)[r] if sp else yr
+        check(y.shape == want.shape and rel(y, want) < BF16_TOL, f"module forward {what}: {rel(y, want):.2e}")
         (y.float().square().sum() / yr.numel()).backward()
-        gx = xr.grad.chunk(W)[r] if sp else xr.grad
-        check(rel(xs.grad, gx) < 3e-2, f"module input grad sp={sp}: {rel(xs.grad, gx):.2e}")
+        gx = xr.grad.chunk(W, seq)[r] if sp else xr.grad
+        check(rel(xs.grad, gx) < 3e-2, f"module input grad {what}: {rel(xs.grad, gx):.2e}")
         gw0 = full[0].weight.grad.chunk(W, 0)[r]
         gw1 = full[1].weight.grad.chunk(W, 1)[r]
-        check(rel(block[0].weight.grad, gw0) < 3e-2, f"column weight grad sp={sp}: {rel(block[0].weight.grad, gw0):.2e}")
-        check(rel(block[2].weight.grad, gw1) < 3e-2, f"row weight grad sp={sp}: {rel(block[2].weight.grad, gw1):.2e}")
+        check(rel(block[0].weight.grad, gw0) < 3e-2, f"column weight grad {what}: {rel(block[0].weight.grad, gw0):.2e}")
+        check(rel(block[2].weight.grad, gw1) < 3e-2, f"row weight grad {what}: {rel(block[2].weight.grad, gw1):.2e}")
     log("modules: done")
 
 

@@ -262,6 +262,14 @@ def test_prepare_is_public_and_skips_layers_torch_serves(group_name):
     col = ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.float32)
     row = RowParallelLinear(32, 16, bias=True, group=group_name, device="cpu", dtype=torch.float32)
     tpgemm.prepare(torch.nn.Sequential(col, row), 64)  # fp32: torch's path, no plan to make
+    col16 = ColumnParallelLinear(16, 32, group=group_name, device="cpu")
+    tpgemm.prepare(col16, 64)  # bf16 on the CPU: torch's path too, and no team or GPU needed
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error of a machine without a usable GPU")
+def test_a_team_without_a_gpu_is_a_clear_error(group_name):
+    with pytest.raises(tpgemm.InvalidArgument, match="no CUDA device is usable"):
+        tpgemm.team_for_group(group_name)
 
 
 def test_dims_out_of_range_raise_on_every_path(group_name):
@@ -419,6 +427,7 @@ def test_prepare_leaves_refused_problems_to_torch(group_name, monkeypatch):
         raise tpgemm.Unsupported("deterministic=true with impl=baseline: no fixed-order implementation here")
 
     monkeypatch.setattr(T, "plan", refuse)
+    monkeypatch.setattr(tpgemm.nn._ParallelLinear, "_served_by_torch", lambda self: False)  # as on a GPU
     col = ColumnParallelLinear(16, 32, group=group_name, device="cpu", dtype=torch.bfloat16)
     row = RowParallelLinear(32, 16, group=group_name, device="cpu", dtype=torch.bfloat16, sequence_parallel=False)
     with pytest.warns(UserWarning, match="running torch's own path"):
@@ -573,6 +582,11 @@ def test_set_impl_is_public_and_checks_its_op():
     assert tpgemm.set_impl is T.set_impl
     with pytest.raises(tpgemm.InvalidArgument, match="op='matmul'"):
         tpgemm.set_impl("matmul", "baseline")
+    with pytest.raises(tpgemm.InvalidArgument, match="impl='no_such_impl'.*pipelined_ce"):
+        tpgemm.set_impl("ag_gemm", "no_such_impl")  # at once, not at the next plan
+    with pytest.raises(tpgemm.InvalidArgument, match="impl='pipelined_ce'.*oneshot"):
+        tpgemm.set_impl("all_reduce", "pipelined_ce")
+    assert T.impl_for("ag_gemm") == "auto"  # a refused name changes nothing
     tpgemm.set_impl("gemm_rs", "baseline")
     try:
         assert T.impl_for("gemm_rs") == "baseline"

@@ -97,7 +97,9 @@ all local GPUs.
   --scale=tensor|row|block
                          FP8 scales: one per operand (default), one per row of A and per
                          column of D (row-wise), or per 1x128 block of A and 128x128 block of
-                         B (block: e4m3, K a multiple of 128); row and block: --l=1, baseline
+                         B (block: e4m3, K a multiple of 128); row and block: --l=1, run by
+                         the baseline, pipelined_ce and the matmul-then-collective
+                         implementations (the others are skipped)
   --b-layout=nk|kn       B as [N,K] (nn.Linear weight, default) or [K,N]
   --a-layout=mk|km       A as [M,K] (default) or [K,M] (stored transposed)
   --lda=PAD --ldb=PAD    A's and B's rows PAD elements longer than they are (a slice of a wider
@@ -141,7 +143,7 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     } else if (!boolean) {
-      if (i + 1 >= args.size()) throw Error(ErrorCode::kInvalidArgument, strfmt("%s: expected a value", flag.c_str()));
+      if (i + 1 >= args.size()) throw Error(ErrorCode::kInvalidArgument, strfmt("%s: expected a value (or not a flag: see --help)", flag.c_str()));
       value = args[++i];
     }
     if (boolean && eq != std::string::npos)  // --check=false would read as --check
