@@ -13,9 +13,11 @@ struct TeamState;
 }
 
 struct TeamOptions {
-  // Bound on every wait for a peer on the GPU (flags, barriers). Those waits start only once
-  // every rank has entered the call, so they cover GPU-side skew only.
-  // 0 = TPGEMM_TIMEOUT_MS from the environment, else 5000 ms.
+  // Bound on every wait for a peer on the GPU (flags, barriers). Without a host rendezvous before
+  // the call (call_check kLocal, the default, and every replay of a CUDA graph) such a wait also
+  // counts the time the peer's host takes to reach the call, so by default it is the host's
+  // bound; where the ranks' hosts stay in step, a few seconds find a lost peer sooner.
+  // 0 = TPGEMM_TIMEOUT_MS from the environment, else host_timeout_ms.
   int64_t timeout_ms = 0;
   // Bound on the per-call host rendezvous, which waits for the slowest rank's host to reach
   // the same call (a rank busy with I/O or a slow data loader is not an error).
@@ -24,8 +26,10 @@ struct TeamOptions {
   // The per-call check across ranks (NOTE [collective argument check]).
   //   kLocal       each rank checks its own operands and throws alone if they are bad; no host
   //                waits for another's, so a program's CPU runs ahead of its GPUs. A rank that
-  //                throws leaves its peers to fail on their own bounded waits (Timeout naming it;
-  //                the baseline's NCCL collectives wait as NCCL does): a bug to find with kCollective.
+  //                throws cannot know whether its peers ran the call, after which its calls would
+  //                pair with theirs one off: the team fails on that rank (its later calls refuse),
+  //                and its peers fail on their own bounded waits (Timeout naming it; the
+  //                baseline's NCCL collectives wait as NCCL does): a bug to find with kCollective.
   //   kCollective  every rank also waits (bounded by host_timeout_ms) for every other's verdict on
   //                the same call: one rank's bad operands throw on all ranks before anything is
   //                enqueued. A few microseconds per call plus the skew between the ranks' hosts.

@@ -278,7 +278,7 @@ def _ag_scaled_kernel(A, Bs, A_scale, B_scales, gather_dim, group_name, biases, 
         G_scale = _gather_block_scales(A_scale, group_name)
     sa, sb = (_aligned_block_scales if kind == "block" else _aligned_scales)(A_scale, B_scales[0])
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"), T.address(G, "A_gathered"),
-               T.stream(A.device.index), sa.data_ptr(), sb.data_ptr())
+               T.call_stream(c.plan, A.device.index), sa.data_ptr(), sb.data_ptr())
     G2 = G.flatten(0, -2)
     outs = [D] + [torch._scaled_mm(G2, B, G_scale, bs, bias, rs, out_dtype=od, use_fast_accum=fast)
                   .unflatten(0, G.shape[:-1])
@@ -337,8 +337,8 @@ def _rs_scaled_kernel(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatt
     D = torch.empty(c.shape, dtype=out_dtype, device=A.device)
     block = _scales_kind(A, B, A_scale, B_scale) == "block"
     sa, sb = (_aligned_block_scales if block else _aligned_scales)(A_scale, B_scale)
-    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index),
-               sa.data_ptr(), sb.data_ptr())
+    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0,
+               T.call_stream(c.plan, A.device.index), sa.data_ptr(), sb.data_ptr())
     return D
 
 

@@ -277,3 +277,28 @@ def stream(device=None):
     if _raw_stream is not None and device is not None:
         return _raw_stream(device)
     return torch.cuda.current_stream(device).cuda_stream
+
+
+# NOTE [one plan, several streams]
+# A plan's calls share its buffers and counters, so they must run in order on the GPU (plan.h),
+# and torch code may call one op shape from several streams (a side stream for part of a model,
+# say). Each plan's last eager stream is kept: a call on another stream first waits for all that
+# stream holds so far, which includes the plan's last call (only on a switch: a dictionary lookup
+# otherwise). A graph's replays are ordered as its launches are, by the caller: during capture
+# nothing is recorded or waited for here.
+_last_stream = {}  # id(C++ plan) -> the stream handle of its last eager call
+
+
+def call_stream(plan, device):
+    """The current stream's handle for a call of `plan` (a PlanCall or an AllReducePlan) on GPU
+    `device`, made to wait first for the plan's last call if that ran on another stream."""
+    s = stream(device)
+    key = id(plan.plan if isinstance(plan, PlanCall) else plan)
+    last = _last_stream.get(key)
+    if last != s and not torch.cuda.is_current_stream_capturing():
+        if last is not None:
+            ev = torch.cuda.Event()
+            ev.record(torch.cuda.ExternalStream(last, device=device))
+            torch.cuda.ExternalStream(s, device=device).wait_event(ev)
+        _last_stream[key] = s
+    return s

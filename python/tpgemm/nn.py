@@ -226,7 +226,7 @@ class _ParallelLinear(nn.Module):
         """The sequence's dim of x, checked: x must have a dim before its features there."""
         if x.dim() < self.sequence_dim + 2:
             raise InvalidArgument(f"x has shape {tuple(x.shape)}: sequence_dim={self.sequence_dim} needs at least "
-                                  f"{self.sequence_dim + 2} dims ({'[s, ..., h]' if self.sequence_dim == 0 else '[b, s, ..., h]'})")
+                                  f"{self.sequence_dim + 2} dims ([b, s, ..., h])")
         return self.sequence_dim
 
     def extra_repr(self):
@@ -266,9 +266,10 @@ class ColumnParallelLinear(_ParallelLinear):
 
     def prepare(self, tokens, *, backward=True):
         """Makes the plans a call with `tokens` rows in all (every token of the batch: S x B, of
-        which each rank holds S x B / W in sequence parallel) needs, forward and (with backward) the gradients' too, so that the first call can be captured.
-        A problem tpgemm does not serve makes no plan (ops._plan: the reason is kept and named once):
-        its calls take torch's path, as they would without prepare."""
+        which each rank holds S x B / W in sequence parallel) needs, forward and (with backward)
+        the gradients' too, so that the first call can be captured. A problem tpgemm does not
+        serve makes no plan (ops._plan: the reason is kept and named once): its calls take
+        torch's path, as they would without prepare."""
         if self._served_by_torch():
             return  # (nothing to make)
         dt = T.DTYPES[self.weight.dtype]

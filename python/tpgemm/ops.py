@@ -313,7 +313,7 @@ def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True, torch_path=None):
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
     G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device) if c.gathered_shape else None
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"),
-               T.address(G, "A_gathered") if G is not None else 0, T.stream(A.device.index))
+               T.address(G, "A_gathered") if G is not None else 0, T.call_stream(c.plan, A.device.index))
     outs = [D] + [torch.matmul(G, B) for B in Bs[1:]]
     return (G if return_A else None), outs
 
@@ -364,7 +364,7 @@ def _rs_kernel(A, B, reduce_op, scatter_dim, group_name, torch_path=None):  # (N
         return torch_path() if torch_path is not None else _rs_torch(A, B, reduce_op, scatter_dim, group_name)
     A2, B2 = _operands(c, A, B)
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
-    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index))
+    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.call_stream(c.plan, A.device.index))
     return D
 
 
@@ -393,7 +393,7 @@ def _ar_kernel(A, B, reduce_op, group_name):
         return _ar_torch(A, B, reduce_op, group_name)
     A2, B2 = _operands(c, A, B)
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
-    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.stream(A.device.index))
+    c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.call_stream(c.plan, A.device.index))
     return D
 
 
@@ -428,7 +428,7 @@ def _all_reduce_kernel(input, reduce_op, group_name):
     if x.data_ptr() % 16:  # a view at an odd offset: the kernels move 16-byte vectors (a fresh copy is aligned)
         x = x.clone()
     out = torch.empty_like(x)
-    c.plan.run(T.address(x, "input"), T.address(out, "output"), T.stream(input.device.index), x.numel())
+    c.plan.run(T.address(x, "input"), T.address(out, "output"), T.call_stream(c.plan, input.device.index), x.numel())
     return out.div_(T.world_size(group_name)) if reduce_op == "avg" else out
 
 

@@ -129,9 +129,13 @@ void TeamState::init(ncclComm_t c, bool owns, const TeamOptions& options) {
                   strfmt("TeamOptions timeout_ms=%lld host_timeout_ms=%lld: expected 0 (the environment's, else the "
                          "default) or a positive number of milliseconds up to 2^40",
                          (long long)options.timeout_ms, (long long)options.host_timeout_ms));
-    timeout_ms =
-        options.timeout_ms > 0 ? options.timeout_ms : env_int("TPGEMM_TIMEOUT_MS", 1, kMaxTimeoutMs).value_or(5000);
     host_timeout_ms = resolve_host_timeout_ms(options);
+    // NOTE [device bound]: by default the host's. No host rendezvous precedes a call checked
+    // locally (the default) or a CUDA graph's replay, so a wait for a peer on the GPU also counts
+    // the time its host takes to reach the call (a checkpoint written by one rank, a recompile):
+    // the GPU's bound must allow as much as the host's does, or a slow host fails the team.
+    timeout_ms = options.timeout_ms > 0 ? options.timeout_ms
+                                        : env_int("TPGEMM_TIMEOUT_MS", 1, kMaxTimeoutMs).value_or(host_timeout_ms);
     collective_calls = resolve_call_check(options.call_check) == TeamOptions::CallCheck::kCollective;
     const ncclTeam_t lsa = ncclTeamLsa(comm);
     lsa_size = lsa.nRanks > 0 ? lsa.nRanks : 1;
@@ -309,8 +313,20 @@ void rendezvous_agree(const TeamState& t, const Status& mine, const char* what, 
 }  // namespace
 
 void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {
-  if (collective_calls && rendezvous != nullptr) rendezvous_agree(*this, mine, what, plan);
-  else if (!mine.ok()) throw Error(mine);
+  if (collective_calls && rendezvous != nullptr) return rendezvous_agree(*this, mine, what, plan);
+  if (mine.ok()) return;
+  // NOTE [refused alone]: checked locally, this rank's refusal enqueued nothing, and its peers
+  // may have run the call. Ranks pair their calls by count alone (every flag, epoch and NCCL
+  // collective), so this rank's next call would pair with their last: a silent mix of two
+  // steps' data. The team fails here instead: this rank's later calls refuse, and its peers' waits
+  // for it end in a Timeout naming it.
+  if (world > 1 && failure().ok())
+    mark_failed({mine.code, strfmt("rank %d: %s refused a call on this rank alone (call_check local: %s); its peers "
+                                   "may have run it, so its calls no longer pair with theirs: make a new team "
+                                   "(call_check collective refuses such a call on every rank, and the team stays "
+                                   "usable)",
+                                   rank, what, mine.message.c_str())});
+  throw Error(mine);
 }
 
 void TeamState::agree_step(const Status& mine, const std::string& what, uint64_t plan, const char* step) {

@@ -80,7 +80,8 @@ struct TeamState {
   void agree_local(const char* what, const std::function<void()>& work) { agreement.agree_local(what, work); }
 
   // The per-call check of NOTE [collective argument check]: `plan` is the calling plan's id. Local
-  // (throws `mine` if bad) unless the team checks calls collectively.
+  // (throws `mine` if bad, and marks the team failed: NOTE [refused alone]) unless the team checks
+  // calls collectively.
   void agree_call(const Status& mine, const char* what, uint64_t plan);
   // A step every rank takes together (making a range of a plan, an all-reduce's algorithm):
   // through the host rendezvous where there is one, else the team's agreement. A rendezvous some

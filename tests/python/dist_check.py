@@ -394,6 +394,33 @@ def check_modules(W, r):
     log("modules: done")
 
 
+def check_two_streams(g, W, r):
+    """Calls of one op shape (one plan) from two streams, nothing joining them: tpgemm orders them
+    (NOTE [one plan, several streams]), so every result is right."""
+    n = 1 << 20
+    xs = [randn(n) for _ in range(6)]
+    wants = [gather(x.unsqueeze(0)).float().sum(0) for x in xs]
+    torch.cuda.synchronize()
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = []
+    def operands(x):  # A [512, 256] and B [256, 512], views of x
+        return x.view(-1, 256)[:512], x.view(256, -1)[:, :512]
+
+    for i, x in enumerate(xs):
+        with torch.cuda.stream(streams[i % 2]):
+            outs.append(torch.ops.tpgemm.all_reduce(x, "sum", g))
+            a, b = operands(x)
+            outs.append(torch.ops.tpgemm.fused_all_gather_matmul(a, [b], 0, g)[1][0])
+    torch.cuda.synchronize()
+    for i, x in enumerate(xs):
+        got, y = outs[2 * i], outs[2 * i + 1]
+        check(rel(got, wants[i]) < BF16_TOL, f"all_reduce on stream {i % 2}, call {i}: {rel(got, wants[i]):.2e}")
+        a, b = operands(x)
+        want = gather(a).float() @ b.float()
+        check(rel(y, want) < BF16_TOL, f"ag_gemm on stream {i % 2}, call {i}: {rel(y, want):.2e}")
+    log("calls of one plan from two streams: done")
+
+
 def check_compile_and_graphs(W, r):
     H, F, S = 1024, 4096, 1024 * W
     _, block = make_block(H, F, True)
@@ -496,7 +523,7 @@ def main():
     torch.manual_seed(100 + r)
     log(f"tpgemm dist_check: W={W}, torch {torch.__version__}, NCCL {tpgemm.nccl_version()}")
     for fn in (lambda: check_ops(g, W, r), lambda: check_fp32_output(g, W, r), lambda: check_against_torch(g, W),
-               lambda: check_modules(W, r),
+               lambda: check_modules(W, r), lambda: check_two_streams(g, W, r),
                lambda: check_compile_and_graphs(W, r), lambda: check_bad_input(g, W, r),
                lambda: check_deterministic(g, W, r), lambda: host_time_per_call(g, W)):
         try:
