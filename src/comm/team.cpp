@@ -335,6 +335,13 @@ void TeamState::agree_step(const Status& mine, const std::string& what, uint64_t
 }
 
 Status TeamState::check_stream(cudaStream_t stream) const {
+  // Capture forbids cudaStreamGetDevice on a capturing stream (and is then invalidated), but
+  // not the query of its status: a captured call's stream is left to the capture, where a launch
+  // on another GPU's stream fails before any replay.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone)
+    return Status::Ok();
+  cudaGetLastError();  // (a bad handle is refused below, with its error)
   int owner = -1;
   if (const cudaError_t e = cudaStreamGetDevice(stream, &owner); e != cudaSuccess) {
     cudaGetLastError();  // (not sticky: clear it)

@@ -165,6 +165,51 @@ TEST(TeamOfOne, BadOperandsThrowAndLeaveDUntouched) {
   for (uint16_t v : host) ASSERT_EQ(v, 0xFFFF) << "a rejected call wrote D";
 }
 
+// The caller's own graph capture (global mode, as torch captures): a plan's call and an
+// all-reduce's captured, then replayed, give what the eager calls gave. Nothing in a call may use
+// an API that capture forbids (the capture would be invalidated).
+TEST(TeamOfOne, CallsCapturedInTheCallersGraphReplayAsTheyRan) {
+  TPGEMM_REQUIRE_GPUS(1);
+  GemmProblem p;
+  p.op = Op::kGemmAr;
+  p.m = 128, p.n = 256, p.k = 64;
+  Plan plan(solo(), p);
+  AllReducePlan ar(solo(), 4096, DType::kBF16);
+  Stream stream = Stream::create();
+  const cudaStream_t st = stream.get();
+  const int64_t nd = p.m * p.n;
+  DeviceBuffer a(p.m * p.k * 2), b(p.n * p.k * 2), eager(nd * 2), replayed(nd * 2), x(4096 * 2), y(4096 * 2);
+  testing::fill_random(a.get(), DType::kBF16, 1, 1, p.m * p.k, 0, 1, 7, st);
+  testing::fill_random(b.get(), DType::kBF16, 1, 1, p.n * p.k, 0, 1, 8, st);
+  testing::fill_random(x.get(), DType::kBF16, 1, 1, 4096, 0, 1, 9, st);
+  plan.run({a.get(), b.get(), nullptr, eager.get()}, st);
+  testing::poison(replayed.get(), nd, DType::kBF16, st);
+  testing::poison(y.get(), 4096, DType::kBF16, st);
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+  TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  const Status captured = testsupport::caught([&] {
+    plan.run({a.get(), b.get(), nullptr, replayed.get()}, st);
+    ar.run(x.get(), y.get(), 4096, st);
+  });
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(st, &graph);
+  ASSERT_TRUE(captured.ok()) << captured.message;
+  ASSERT_EQ(ended, cudaSuccess) << cudaGetErrorString(ended);
+  cudaGraphExec_t exec = nullptr;
+  TPGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st));
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+  std::vector<uint16_t> want(nd), got(nd), in(4096), out(4096);
+  TPGEMM_CUDA_CHECK(cudaMemcpy(want.data(), eager.get(), nd * 2, cudaMemcpyDeviceToHost));
+  TPGEMM_CUDA_CHECK(cudaMemcpy(got.data(), replayed.get(), nd * 2, cudaMemcpyDeviceToHost));
+  TPGEMM_CUDA_CHECK(cudaMemcpy(in.data(), x.get(), 4096 * 2, cudaMemcpyDeviceToHost));
+  TPGEMM_CUDA_CHECK(cudaMemcpy(out.data(), y.get(), 4096 * 2, cudaMemcpyDeviceToHost));
+  TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
+  EXPECT_EQ(got, want) << "the replayed gemm_ar differs from the eager call";
+  EXPECT_EQ(out, in) << "the replayed all-reduce of one rank is not its input";
+}
+
 // The all-reduce on a team of one: every call a copy of its input, whatever its count (any count
 // up to the plan's with auto; a multiple of 8 with the symmetric kernels asked for by name).
 TEST(TeamOfOne, AllReduceOfAnyCountIsItsInput) {
