@@ -33,8 +33,8 @@ class Plan {
   // rank (null, misaligned, D overlapping an input, the call's M); a rank whose are bad throws
   // before it enqueues anything, so nothing of the caller's is written. With
   // TeamOptions::call_check = kCollective every rank throws with it (the ranks compare verdicts
-  // on the host); with kLocal (the default) its peers fail on their own bounded waits instead
-  // (team.h). The calls of one plan must be ordered on the GPU (one stream, or streams joined by
+  // on the host); with kLocal (the default) the team fails on that rank, which cannot know
+  // whether its peers ran the call, and they fail on their own bounded waits (team.h). The calls of one plan must be ordered on the GPU (one stream, or streams joined by
   // events): they share the plan's buffers and counters.
   // Operands::m may give the call fewer rows than the plan's M: such a call runs the
   // implementation chosen for its range of M, [R/2, R) for a power of two R (in units of W where

@@ -182,6 +182,15 @@ NB_MODULE(_C, m) {
   }, "The version code of the libnccl this process loaded (e.g. 22809).");
   m.attr("NCCL_BUILD_VERSION") = NCCL_VERSION_CODE;
 
+  m.def("stream_capturing", [](uintptr_t stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream_of(stream), &status) != cudaSuccess) {
+      cudaGetLastError();  // (not sticky)
+      return true;  // unknown: a stream the caller should leave alone, as a capturing one
+    }
+    return status != cudaStreamCaptureStatusNone;
+  }, nb::arg("stream"), "Whether the stream (a cudaStream_t as an int) is capturing, or cannot be asked.");
+
   m.def("impl_name", [](const std::string& op, const std::string& impl) {
     if (op == "all_reduce")
       return std::string(to_string(parsed(parse_allreduce_impl(impl), "impl", impl, "auto, nccl, oneshot or twoshot")));

@@ -284,8 +284,9 @@ def stream(device=None):
 # and torch code may call one op shape from several streams (a side stream for part of a model,
 # say). Each plan's last eager stream is kept: a call on another stream first waits for all that
 # stream holds so far, which includes the plan's last call (only on a switch: a dictionary lookup
-# otherwise). A graph's replays are ordered as its launches are, by the caller: during capture
-# nothing is recorded or waited for here.
+# otherwise). A graph's replays are ordered as its launches are, by the caller: where either
+# stream is capturing, nothing is recorded or waited for here. (Plans live as long as the process
+# group's team: their ids are never reused.)
 _last_stream = {}  # id(C++ plan) -> the stream handle of its last eager call
 
 
@@ -295,8 +296,8 @@ def call_stream(plan, device):
     s = stream(device)
     key = id(plan.plan if isinstance(plan, PlanCall) else plan)
     last = _last_stream.get(key)
-    if last != s and not torch.cuda.is_current_stream_capturing():
-        if last is not None:
+    if last != s and not _C.stream_capturing(s):
+        if last is not None and not _C.stream_capturing(last):
             ev = torch.cuda.Event()
             ev.record(torch.cuda.ExternalStream(last, device=device))
             torch.cuda.ExternalStream(s, device=device).wait_event(ev)

@@ -86,12 +86,13 @@ Status TeamState::failure() const {
   return Status::Ok();
 }
 
-void TeamState::mark_failed(const Status& why) const {
+void TeamState::mark_failed(const Status& why, bool stop_work) const {
   {
     std::lock_guard<std::mutex> lock(failure_mutex);
     if (first_failure.ok()) first_failure = why;
   }
-  if (failed.exchange(true) || !owns_comm || comm == nullptr) return;
+  failed.store(true);
+  if (!stop_work || !owns_comm || aborted.exchange(true) || comm == nullptr) return;
   // Not ncclCommRevoke: it raises the abort flag only for as long as it drains NCCL's own
   // streams, so a kernel on the caller's stream that polls the flag later spins on for good.
   ncclCommAbort(comm);
@@ -315,17 +316,19 @@ void rendezvous_agree(const TeamState& t, const Status& mine, const char* what, 
 void TeamState::agree_call(const Status& mine, const char* what, uint64_t plan) {
   if (collective_calls && rendezvous != nullptr) return rendezvous_agree(*this, mine, what, plan);
   if (mine.ok()) return;
-  // NOTE [refused alone]: checked locally, this rank's refusal enqueued nothing, and its peers
-  // may have run the call. Ranks pair their calls by count alone (every flag, epoch and NCCL
-  // collective), so this rank's next call would pair with their last: a silent mix of two
-  // steps' data. The team fails here instead: this rank's later calls refuse, and its peers' waits
-  // for it end in a Timeout naming it.
+  // NOTE [refused alone]: checked locally, this rank's refusal enqueued nothing, and it cannot
+  // know whether its peers ran the call. Ranks pair their calls by count alone (every flag, epoch
+  // and NCCL collective, the team's own exchanges too), so this rank's next call would pair with
+  // their last: a silent mix of two steps' data. The team fails here instead: this rank's later
+  // calls refuse, and its peers' waits for it end in a Timeout naming it. Its work so far is valid
+  // and paired: it is left to finish (the communicator is aborted only at teardown).
   if (world > 1 && failure().ok())
-    mark_failed({mine.code, strfmt("rank %d: %s refused a call on this rank alone (call_check local: %s); its peers "
-                                   "may have run it, so its calls no longer pair with theirs: make a new team "
-                                   "(call_check collective refuses such a call on every rank, and the team stays "
-                                   "usable)",
-                                   rank, what, mine.message.c_str())});
+    mark_failed({mine.code, strfmt("rank %d: %s refused a call on this rank, checked locally (%s); it cannot know "
+                                   "whether its peers ran it, so its later calls could pair with theirs one off: "
+                                   "make a new team (call_check collective refuses a bad call on every rank, and "
+                                   "the team stays usable)",
+                                   rank, what, mine.message.c_str())},
+                /*stop_work=*/false);
   throw Error(mine);
 }
 
@@ -339,9 +342,10 @@ Status TeamState::check_stream(cudaStream_t stream) const {
   // not the query of its status: a captured call's stream is left to the capture, where a launch
   // on another GPU's stream fails before any replay.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone)
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
+    cudaGetLastError();  // (not sticky: cleared; a bad handle is refused below, with its error)
+  else if (capture != cudaStreamCaptureStatusNone)
     return Status::Ok();
-  cudaGetLastError();  // (a bad handle is refused below, with its error)
   int owner = -1;
   if (const cudaError_t e = cudaStreamGetDevice(stream, &owner); e != cudaSuccess) {
     cudaGetLastError();  // (not sticky: clear it)

@@ -109,13 +109,16 @@ struct TeamState {
   // team owns the communicator: ncclCommAbort at once (its kernels see the abort flag and end;
   // the team's comm is then null, so windows have nothing left to deregister from and later
   // plans and calls refuse with failure()). `why` is the first failure's error, kept for them.
-  void mark_failed(const Status& why) const;
+  // `stop_work` false: refused from here on, but this rank's work so far (valid, and paired with
+  // its peers') left to finish: NOTE [refused alone]; the communicator is aborted at teardown.
+  void mark_failed(const Status& why, bool stop_work = true) const;
   bool has_failed() const { return failed.load() || (mailbox != nullptr && !mailbox->status().ok()); }
   // Ok, or why this team can take no more work: the tripped device wait, or the host wait that
   // ran out (every later plan and call refuses with it). A trip alone leaves the communicator
   // whole, so that the peers, alive but slow, learn it in the next agreement instead of waiting.
   Status failure() const;
   mutable std::atomic<bool> failed{false};
+  mutable std::atomic<bool> aborted{false};  // mark_failed aborted the communicator (once)
   mutable std::mutex failure_mutex;
   mutable Status first_failure;  // (under failure_mutex) what mark_failed was told first
 

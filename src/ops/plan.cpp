@@ -393,7 +393,8 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
       // Checked collectively, the peers hear of it (one with another M fails there too, naming
       // both calls) rather than wait for this rank; checked locally, the ranks made the same
       // ranges, so with the same M every one refuses alike.
-      if (t.collective_calls) t.agree_call(refused, strfmt("Plan::run with M=%lld", (long long)o.m).c_str(), s.id);
+      if (t.collective_calls && t.rendezvous != nullptr)
+        t.agree_call(refused, strfmt("Plan::run with M=%lld", (long long)o.m).c_str(), s.id);
       throw Error(refused);
     }
     route = &detail::make_range(s, o.m, mine);  // collective, like the plan; agrees on `mine` first
