@@ -342,6 +342,52 @@ TEST(DistErrors, ARankThatSkipsItsStepMakesPeersTimeOutNamingIt) {
     });
 }
 
+// NOTE [refused alone]: checked locally, rank 1 refuses a call (no D) that rank 0 runs. Rank 1's
+// team fails there (its next call refuses, naming the first), and rank 0's call, whose partner
+// never comes, ends in a Timeout naming rank 1: neither pairs a call with the other's next.
+TEST(DistErrors, ACallRefusedOnOneRankAloneFailsTheTeamThereAndItsPeerTimesOut) {
+  TPGEMM_REQUIRE_GPUS(2);
+  TeamOptions to;
+  to.call_check = TeamOptions::CallCheck::kLocal;
+  to.timeout_ms = 2000;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = testsupport::run_on_ranks(2, [](const Team& team) {
+    Stream stream = Stream::create();
+    const cudaStream_t st = stream.get();
+    PlanOptions o;
+    o.impl = Impl::kGemmOneShot;
+    const GemmProblem p = small(Op::kGemmAr);
+    auto* plan = new Plan(team, p, o);  // left alive: a failed team is abandoned, not torn down with peers
+    auto* data = new testing::RankData(p, team.world_size(), team.rank(), 5, st);
+    const Status first = caught([&] {
+      plan->run(data->operands(), st);
+      TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+      team.check();
+    });
+    RANK_EXPECT(first.ok(), "the first call, good on both ranks: %s", first.message.c_str());
+    if (team.rank() == 1) {
+      Operands bad = data->operands();
+      bad.d = nullptr;
+      const Status refused = caught([&] { plan->run(bad, st); });
+      RANK_EXPECT(refused.code == ErrorCode::kInvalidArgument && has(refused, "D is null"), "%s", refused.message.c_str());
+      const Status next = caught([&] { plan->run(data->operands(), st); });
+      RANK_EXPECT(next.code == ErrorCode::kInvalidArgument && has(next, "refused a call on this rank"), "%s",
+                  next.message.c_str());
+    } else {
+      const Status lone = caught([&] {
+        plan->run(data->operands(), st);
+        TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
+        team.check();
+      });
+      RANK_EXPECT(lone.code == ErrorCode::kTimeout && has(lone, "for rank 1"), "%s", lone.message.c_str());
+    }
+    std::fflush(stderr);
+    std::_Exit(testsupport::rank_failures() == 0 ? 0 : 1);
+  }, to, 90);
+  EXPECT_EQ(rc, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+}
+
 // NOTE [failed team]: rank 1 leaves after a plan with symmetric windows is made; rank 0's next
 // plan's exchange times out (the host bound), and rank 0 then tears its plan and team down as any
 // caller would, with destructors: within a bound, no free or deregistration waiting for rank 1.
