@@ -125,6 +125,15 @@ TEST_P(Layouts, TransposedAAndStridesMatchTheReference) {
                   const auto c = testsupport::check_calls_of_m(team, p, PlanOptions{}, ms, seed += 100);
                   RANK_EXPECT(c.ok, "calls of fewer rows: %s", describe_check(p, PlanOptions{}, c).c_str());
                 }
+              // Batch entries of A stored [K, M] whose rank blocks of M/W columns are not 16 bytes
+              // wide: gemm_rs's block-by-block matmuls start a block at an unaligned column.
+              if (24 % W == 0 && 24 / W % 8 != 0) {
+                GemmProblem p;
+                p.op = Op::kGemmRs;
+                p.m = 24, p.n = 136, p.k = 200, p.l = 2;
+                p.a_layout = ALayout::kKM;
+                expect_the_strided_implementations(team, p, "packed", seed, /*graph=*/false);
+              }
             }),
             0);
 }

@@ -91,8 +91,21 @@ std::vector<ShapeSpec> Runner::selected_shapes() const {
   else if (cfg_.m == 0 && cfg_.shapes_file.empty())
     for (const auto& s : parse_shapes(kDefaultAllReduceSizes, "built-in bench/allreduce_sizes.txt")) all.push_back(s);
   std::vector<ShapeSpec> out;
-  for (const auto& s : all)
-    if (s.allreduce ? cfg_.allreduce : std::find(cfg_.ops.begin(), cfg_.ops.end(), s.op) != cfg_.ops.end()) out.push_back(s);
+  for (auto s : all) {
+    if (!(s.allreduce ? cfg_.allreduce : std::find(cfg_.ops.begin(), cfg_.ops.end(), s.op) != cfg_.ops.end())) continue;
+    // A listed shape whose M the ranks cannot share (the shared shapes' M at W = 3, 5, 6, 7)
+    // runs with M rounded down to a multiple of W, said once, rather than not at all. An M
+    // given with --m is run as given (and refused if it does not split).
+    const bool shards_m = !s.allreduce && s.op != Op::kGemmAr && cfg_.shard_dim == ShardDim::kM;
+    if (cfg_.m == 0 && shards_m && s.m % t_.world != 0 && s.m > t_.world) {
+      const int64_t m = s.m - s.m % t_.world;
+      if (root_)
+        std::printf("tpgemm-bench: %s M=%lld is not a multiple of W=%d: run with M=%lld\n",
+                    std::string(to_string(s.op)).c_str(), (long long)s.m, t_.world, (long long)m);
+      s.m = m;
+    }
+    out.push_back(s);
+  }
   return out;
 }
 

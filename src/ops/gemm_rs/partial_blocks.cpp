@@ -31,6 +31,9 @@ gemm::MatmulShape PartialBlocks::shape(int64_t m) const {
   s.stride_a = plan::a_batch_stride(call(m), world_);
   s.stride_b = plan::b_batch_stride(p_, world_);
   s.a_transposed = p_.a_layout == ALayout::kKM;
+  // Block w of a [K, M] A starts w M/W columns in: 16-byte aligned only where M/W elements are.
+  s.a_unaligned = s.a_transposed && !one_matmul_ && p_.shard_dim == ShardDim::kM &&
+                  mw * static_cast<int64_t>(dtype_size(p_.dtype)) % 16 != 0;
   return s;
 }
 
