@@ -77,6 +77,11 @@ void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, c
     fill_random(a, p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, rank), stream);
 }
 
+void fill_gathered_a(void* a, const GemmProblem& p, uint64_t seed, cudaStream_t stream) {
+  TPGEMM_ASSERT(gathers_a(p));
+  fill_random(a, p.dtype, p.l, p.m, p.k, 0, p.m, seed_of(seed, kA, 0), stream);  // (fill_a's rows, all of them)
+}
+
 void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream, bool every_batch) {
   // (along N, ag_gemm's B is this rank's own block of columns)
   const int64_t rows = plan::b_stored_rows(p, world), cols = plan::b_stored_row(p, world);

@@ -53,6 +53,9 @@ float a_block_scale_of(int rank, int64_t row, int64_t kb, uint64_t seed);
 float b_block_scale_of(int rank, int64_t nb, int64_t kb, uint64_t seed);
 
 void fill_a(void* a, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream);
+// ag_gemm along M: the whole A of which every rank holds a block of rows, packed [L, M, K] (what
+// PlanOptions::return_gathered_a writes).
+void fill_gathered_a(void* a, const GemmProblem& p, uint64_t seed, cudaStream_t stream);
 // (b_broadcast: one B; with every_batch, as the reference reads it, that B in every batch entry)
 void fill_b(void* b, const GemmProblem& p, int world, int rank, uint64_t seed, cudaStream_t stream,
             bool every_batch = false);

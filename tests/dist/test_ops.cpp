@@ -216,6 +216,32 @@ TEST_P(Dist, CudaGraphReplaysNeedNoReset) {
             0);
 }
 
+// PlanOptions::return_gathered_a: every implementation that returns the gathered A writes the
+// whole A, byte for byte, beside a correct D: one batch entry, and batch entries sharing one B
+// (the torch layer's batch-first activations would need those), eagerly and replayed.
+TEST_P(Dist, TheGatheredAIsTheWholeA) {
+  const int W = GetParam();
+  TPGEMM_REQUIRE_GPUS(W);
+  EXPECT_EQ(testsupport::run_on_ranks(W, [&](const Team& team) {
+              uint64_t seed = 9400;
+              for (Impl impl : {Impl::kAuto, Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
+                for (int64_t l : {int64_t(1), int64_t(3)})
+                  for (bool graph : {false, true}) {
+                    GemmProblem p;
+                    p.op = Op::kAgGemm;
+                    p.m = 256 * W, p.n = 256, p.k = 136, p.l = l;
+                    p.b_broadcast = l > 1;
+                    PlanOptions o;
+                    o.impl = impl;
+                    o.return_gathered_a = true;
+                    if (!Plan::can_implement(team, p, o).ok()) continue;  // (alike on every rank)
+                    const auto c = check_plan(team, p, o, 2, seed += 10, graph);
+                    RANK_EXPECT(c.ok, "%s: %s", graph ? "replayed" : "eager", describe_check(p, o, c).c_str());
+                  }
+            }),
+            0);
+}
+
 // Plan::options reports what the planner resolved: the options asked for, and auto's choice.
 TEST_P(Dist, PlanReportsTheOptionsItResolved) {
   const int W = GetParam();

@@ -93,6 +93,25 @@ TEST(TeamOfOne, EveryOpAndImplementationIsCorrect) {
         }
 }
 
+// PlanOptions::return_gathered_a on a team of one: the gathered A is A, byte for byte, in every
+// implementation that returns it, one batch entry or three sharing one B.
+TEST(TeamOfOne, TheGatheredAIsTheWholeA) {
+  TPGEMM_REQUIRE_GPUS(1);
+  for (Impl impl : {Impl::kAuto, Impl::kBaseline, Impl::kPipelinedCE, Impl::kFused, Impl::kAllGatherGemm})
+    for (int64_t l : {int64_t(1), int64_t(3)}) {
+      GemmProblem p;
+      p.op = Op::kAgGemm;
+      p.m = 200, p.n = 136, p.k = 72, p.l = l;
+      p.b_broadcast = l > 1;
+      PlanOptions o;
+      o.impl = impl;
+      o.return_gathered_a = true;
+      if (!Plan::can_implement(solo(), p, o).ok()) continue;
+      const auto c = check_plan(solo(), p, o, 2, 300 + static_cast<uint64_t>(l));
+      EXPECT_TRUE(c.ok) << describe_check(p, o, c);
+    }
+}
+
 // Types beyond the input type, on one GPU: an fp32 D of bf16 / fp16 operands, and e4m3 operands
 // with their scales (tensor-wise, row-wise and block) into a bf16, fp16 or fp32 D, with and without
 // C, batched where the scales allow.

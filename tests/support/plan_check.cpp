@@ -26,6 +26,18 @@ bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, cons
   return same;
 }
 
+// PlanOptions::return_gathered_a: the gathered A a run wrote, byte for byte the whole A of which
+// every rank holds a block (NOTE [reproducible problem data]). Synchronises.
+bool gathered_a_is_the_whole_a(const GemmProblem& p, const DeviceBuffer& gathered, uint64_t seed, cudaStream_t stream) {
+  const DeviceBuffer want(gathered.bytes());
+  testing::fill_gathered_a(want.get(), p, seed, stream);
+  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<uint8_t> got_host(gathered.bytes()), want_host(gathered.bytes());
+  TPGEMM_CUDA_CHECK(cudaMemcpy(got_host.data(), gathered.get(), gathered.bytes(), cudaMemcpyDeviceToHost));
+  TPGEMM_CUDA_CHECK(cudaMemcpy(want_host.data(), want.get(), want.bytes(), cudaMemcpyDeviceToHost));
+  return got_host == want_host;
+}
+
 }  // namespace
 
 uint64_t hash_device_bytes(const void* d, size_t bytes) {
@@ -47,15 +59,24 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
     out.ran = plan.impl();
     testing::RankData data(p, team.world_size(), team.rank(), seed, stream.get());
     const int64_t d_count = operand_sizes(p, team.world_size()).d;
+    // PlanOptions::return_gathered_a: the whole A, packed, written beside D.
+    const int64_t a_count = options.return_gathered_a ? p.l * p.m * p.k : 0;
+    const DeviceBuffer gathered(static_cast<size_t>(a_count) * dtype_size(p.dtype));
+    const auto operands = [&] {
+      Operands o = data.operands();
+      if (a_count > 0) o.a_gathered = gathered.get();
+      return o;
+    };
     CudaGraph replay;
-    if (graph) replay = CudaGraph::capture(stream.get(), [&] { plan.run(data.operands(), stream.get()); });
+    if (graph) replay = CudaGraph::capture(stream.get(), [&] { plan.run(operands(), stream.get()); });
     out.ok = true;
     for (int i = 0; i < runs; ++i) {
       const uint64_t s = seed + static_cast<uint64_t>(i);
       data.refill(s, stream.get());
       testing::poison(data.d.get(), d_count, d_dtype(p), stream.get());
+      if (a_count > 0) TPGEMM_CUDA_CHECK(cudaMemsetAsync(gathered.get(), 0xFF, gathered.bytes(), stream.get()));
       if (graph) replay.launch(stream.get());
-      else plan.run(data.operands(), stream.get());
+      else plan.run(operands(), stream.get());
       TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
       team.check();
       const DeviceBuffer want = testing::expected_d(p, team.world_size(), team.rank(), s, testing::RefEngine::kNaive,
@@ -64,7 +85,8 @@ PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& 
       out.worst_rel_err = std::max(out.worst_rel_err, d.rel_err);
       out.nonfinite += d.nonfinite;
       out.same_d_on_every_rank = out.same_d_on_every_rank && same_d_on_every_rank(team, p, out.ran, data, d_count);
-      out.ok = out.ok && d.passes(testing::default_eps(p)) && out.same_d_on_every_rank;
+      out.gathered_a_ok = out.gathered_a_ok && (a_count == 0 || gathered_a_is_the_whole_a(p, gathered, s, stream.get()));
+      out.ok = out.ok && d.passes(testing::default_eps(p)) && out.same_d_on_every_rank && out.gathered_a_ok;
     }
   } catch (const Error& e) {
     out.status = {e.code(), e.what()};
@@ -136,9 +158,11 @@ PlanCheck check_calls_of_m(const Team& team, const GemmProblem& p, const PlanOpt
 }
 
 std::string describe_check(const GemmProblem& p, const PlanOptions& o, const PlanCheck& c) {
-  return describe(p) + strfmt(" impl=%s chunks=%d ran=%s: rel_err %.2e, %lld non-finite%s%s%s", std::string(to_string(o.impl)).c_str(),
-                              o.chunks_per_rank, std::string(to_string(c.ran)).c_str(), c.worst_rel_err,
-                              (long long)c.nonfinite, c.same_d_on_every_rank ? "" : ", D differs between ranks",
+  return describe(p) + strfmt(" impl=%s chunks=%d ran=%s: rel_err %.2e, %lld non-finite%s%s%s%s",
+                              std::string(to_string(o.impl)).c_str(), o.chunks_per_rank,
+                              std::string(to_string(c.ran)).c_str(), c.worst_rel_err, (long long)c.nonfinite,
+                              c.same_d_on_every_rank ? "" : ", D differs between ranks",
+                              c.gathered_a_ok ? "" : ", the gathered A differs from the whole A",
                               c.status.ok() ? "" : ", error: ", c.status.message.c_str());
 }
 

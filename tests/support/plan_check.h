@@ -15,12 +15,14 @@ struct PlanCheck {
   double worst_rel_err = 0;
   int64_t nonfinite = 0;
   bool same_d_on_every_rank = true;  // gemm_ar without C, tpgemm's own implementations
+  bool gathered_a_ok = true;         // PlanOptions::return_gathered_a: the whole A, byte for byte
   bool ok = false;          // every run within eps, nothing left unwritten, D alike where it must be
 };
 
 // Makes the plan, then `runs` times: fresh random data (seed, seed + 1, ...), D poisoned, one
 // run, D compared with an fp32 reference computed on this GPU by a plain CUDA kernel from
 // every rank's data. Collective. Optionally captures the run into a CUDA graph and replays it.
+// With PlanOptions::return_gathered_a, the gathered A (poisoned before each run) is compared too.
 PlanCheck check_plan(const Team& team, const GemmProblem& p, const PlanOptions& options, int runs, uint64_t seed,
                      bool graph = false);
 
