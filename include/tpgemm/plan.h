@@ -34,8 +34,9 @@ class Plan {
   // before it enqueues anything, so nothing of the caller's is written. With
   // TeamOptions::call_check = kCollective every rank throws with it (the ranks compare verdicts
   // on the host); with kLocal (the default) the team fails on that rank, which cannot know
-  // whether its peers ran the call, and they fail on their own bounded waits (team.h). The calls of one plan must be ordered on the GPU (one stream, or streams joined by
-  // events): they share the plan's buffers and counters.
+  // whether its peers ran the call, and they fail on their own bounded waits (team.h). The calls
+  // of one plan must be ordered on the GPU (one stream, or streams joined by events): they share
+  // the plan's buffers and counters.
   // Operands::m may give the call fewer rows than the plan's M: such a call runs the
   // implementation chosen for its range of M, [R/2, R) for a power of two R (in units of W where
   // the op shards M), made on the first call in that range, collectively, the way a plan is
