@@ -30,7 +30,8 @@ nccl_version = _C.nccl_version
 __version__ = "0.1.0"
 
 __all__ = ["Team", "Plan", "AllReducePlan", "unique_id", "nccl_version", "Error", "InvalidArgument", "Unsupported",
-           "CudaError", "NcclError", "Timeout", "PeerFailure", "InternalError", "team_for_group", "prepare", "set_impl"]
+           "CudaError", "NcclError", "Timeout", "PeerFailure", "InternalError", "team_for_group", "team_from_env",
+           "prepare", "set_impl"]
 
 
 def __getattr__(name):
