@@ -593,3 +593,48 @@ def test_set_impl_is_public_and_checks_its_op():
     finally:
         tpgemm.set_impl("gemm_rs", "auto")
     assert T.impl_for("gemm_rs") == "auto"
+
+
+def test_one_plans_calls_from_another_stream_wait_for_its_last(monkeypatch):
+    """NOTE [one plan, several streams]: a call of a plan on another stream than its last waits for
+    that stream first (an event), only on a switch; nothing is recorded or waited for where either
+    stream captures."""
+    log, capturing = [], set()
+
+    class Event:
+        def record(self, stream):
+            log.append(("record", stream.handle))
+
+    class Stream:
+        def __init__(self, handle, device=None):
+            self.handle = handle
+
+        def wait_event(self, ev):
+            log.append(("wait", self.handle))
+
+    current = {"s": 1}
+    monkeypatch.setattr(T, "stream", lambda device=None: current["s"])
+    monkeypatch.setattr(T._C, "stream_capturing", lambda s: s in capturing)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "ExternalStream", Stream)
+    plan, other = object(), object()
+
+    def call(p, s):
+        current["s"] = s
+        assert T.call_stream(p, 0) == s
+
+    call(plan, 1)
+    call(plan, 1)
+    assert log == []  # the first call, then the same stream: nothing to order
+    call(plan, 2)
+    assert log == [("record", 1), ("wait", 2)]  # a switch: stream 2 waits for what stream 1 holds
+    call(other, 1)
+    assert log == [("record", 1), ("wait", 2)]  # another plan: its own last stream
+    capturing.add(3)
+    call(plan, 3)  # captured: neither recorded nor kept as the last
+    call(plan, 2)
+    assert log == [("record", 1), ("wait", 2)]
+    capturing.add(2)
+    call(plan, 4)  # the last stream (2) captures: not waited for, and 4 becomes the last
+    call(plan, 4)
+    assert log == [("record", 1), ("wait", 2)]
