@@ -337,14 +337,13 @@ void TeamState::agree_step(const Status& mine, const std::string& what, uint64_t
   else agree(mine, what, step);
 }
 
-Status TeamState::check_stream(cudaStream_t stream) const {
+Status TeamState::check_stream(cudaStream_t stream, bool* capturing) const {
   // Capture forbids cudaStreamGetDevice on a capturing stream (and is then invalidated), but
   // not the query of its status: a captured call's stream is left to the capture, where a launch
   // on another GPU's stream fails before any replay.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess)
+  if (!query_capturing(stream, capturing).ok())
     cudaGetLastError();  // (not sticky: cleared; a bad handle is refused below, with its error)
-  else if (capture != cudaStreamCaptureStatusNone)
+  else if (*capturing)
     return Status::Ok();
   int owner = -1;
   if (const cudaError_t e = cudaStreamGetDevice(stream, &owner); e != cudaSuccess) {

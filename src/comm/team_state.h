@@ -88,8 +88,8 @@ struct TeamState {
   // rank gave up on marks the team failed (NOTE [failed team]) before the error is thrown.
   void agree_step(const Status& mine, const std::string& what, uint64_t plan, const char* step);
   // Ok, or InvalidArgument: `stream` is not a stream of the team's GPU (its launches would fail
-  // after the peers committed to the call).
-  Status check_stream(cudaStream_t stream) const;
+  // after the peers committed to the call). `*capturing`: whether it is capturing a CUDA graph.
+  Status check_stream(cudaStream_t stream, bool* capturing) const;
   // Waits for `stream`'s work, which waits for the peers (the agreement's NCCL all-gather, the
   // planner's timed calls), at most host_timeout_ms: a peer that never joins is a Timeout naming
   // `what` ("rank 0 waited N ms for <what>: ..."), and the team is marked failed, not a hang.

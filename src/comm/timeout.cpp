@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstdlib>
 
 #include "core/check.h"
 #include "core/env.h"
@@ -110,6 +111,10 @@ bool test_drops_signals(int rank) {
 bool test_fails_setup(int rank) {
   if (!test_hooks_compiled()) return false;
   return env_int("TPGEMM_TEST_FAIL_SETUP_RANK", 0, 1 << 20).value_or(-1) == rank;
+}
+
+int64_t in_step_timeout_ms(int64_t asked) {
+  return asked != 0 || std::getenv("TPGEMM_TIMEOUT_MS") != nullptr ? asked : 5000;
 }
 
 }  // namespace tpgemm::comm

@@ -27,6 +27,11 @@ class TimeoutMailbox {
   int32_t* tripped_ = nullptr;
 };
 
+// TeamOptions::timeout_ms for a team whose ranks run in step (tpgemm-bench's, the tests'), where a
+// peer lost on the GPU is found in seconds rather than at the host's bound (NOTE [device bound]):
+// `asked` where given, the team's own default (0) where TPGEMM_TIMEOUT_MS is set, else 5000 ms.
+int64_t in_step_timeout_ms(int64_t asked);
+
 // Test hook: whether TPGEMM_TEST_DROP_SIGNALS_RANK names `rank`. That rank raises no flag and
 // sends no data, so its peers' bounded waits must end in Error(Timeout) naming it. Always false
 // unless the library was built with TPGEMM_TEST_HOOKS (test builds).

@@ -127,14 +127,16 @@ class Event {
   cudaEvent_t e_ = nullptr;
 };
 
-// The work `enqueue` puts on `stream`, captured (thread-local mode) into a CUDA graph and
-// instantiated, ready to replay. The capture ends even if `enqueue` throws (the error is its).
+// The work `enqueue` puts on `stream`, captured (thread-local mode unless `mode` says otherwise:
+// torch captures in global mode) into a CUDA graph and instantiated, ready to replay. The capture
+// ends even if `enqueue` throws (the error is its).
 class CudaGraph {
  public:
   CudaGraph() = default;
-  static CudaGraph capture(cudaStream_t stream, const std::function<void()>& enqueue) {
+  static CudaGraph capture(cudaStream_t stream, const std::function<void()>& enqueue,
+                           cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal) {
     cudaGraph_t graph = nullptr;
-    TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(stream, mode));
     try {
       enqueue();
     } catch (...) {

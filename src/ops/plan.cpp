@@ -372,7 +372,8 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   Status mine = t.failure();  // a failed team stops every rank, not only this one
   const Status m_ok = plan::check_call_m(s.problem, t.world, o.m);
   if (mine.ok()) mine = m_ok;
-  if (mine.ok()) mine = t.check_stream(stream);
+  bool capturing = false;  // (a bad stream is this rank's verdict, which its peers hear of in make_range)
+  if (const Status q = t.check_stream(stream, &capturing); mine.ok()) mine = q;
   if (mine.ok()) mine = plan::validate_operands(call, t.world, o, s.return_gathered_a);
   const std::array<const void*, 7> ptrs = {o.a, o.b, s.problem.has_c ? o.c : nullptr, o.d,
                                            s.return_gathered_a ? o.a_gathered : nullptr, o.a_scale, o.b_scale};
@@ -382,8 +383,6 @@ void Plan::run(const Operands& operands, cudaStream_t stream) {
   // peers (with the same M) are about to: it tells them there, instead of leaving them waiting.
   detail::Route* route = m_ok.ok() ? detail::route_for(s, o.m) : &s.main;
   if (route == nullptr) {
-    bool capturing = false;  // (a bad stream is this rank's verdict, which its peers hear of in make_range)
-    if (const Status q = query_capturing(stream, &capturing); mine.ok()) mine = q;
     if (capturing) {
       const Status refused{
           ErrorCode::kInvalidArgument,

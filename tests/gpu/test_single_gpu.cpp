@@ -205,26 +205,21 @@ TEST(TeamOfOne, CallsCapturedInTheCallersGraphReplayAsTheyRan) {
   testing::poison(replayed.get(), nd, DType::kBF16, st);
   testing::poison(y.get(), 4096, DType::kBF16, st);
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
-  TPGEMM_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  CudaGraph graph;
   const Status captured = testsupport::caught([&] {
-    plan.run({a.get(), b.get(), nullptr, replayed.get()}, st);
-    ar.run(x.get(), y.get(), 4096, st);
+    graph = CudaGraph::capture(st, [&] {
+      plan.run({a.get(), b.get(), nullptr, replayed.get()}, st);
+      ar.run(x.get(), y.get(), 4096, st);
+    }, cudaStreamCaptureModeGlobal);
   });
-  cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(st, &graph);
-  ASSERT_TRUE(captured.ok()) << captured.message;
-  ASSERT_EQ(ended, cudaSuccess) << cudaGetErrorString(ended);
-  cudaGraphExec_t exec = nullptr;
-  TPGEMM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  TPGEMM_CUDA_CHECK(cudaGraphLaunch(exec, st));
+  ASSERT_TRUE(captured.ok()) << captured.message;  // (an invalidated capture fails here too)
+  graph.launch(st);
   TPGEMM_CUDA_CHECK(cudaStreamSynchronize(st));
   std::vector<uint16_t> want(nd), got(nd), in(4096), out(4096);
   TPGEMM_CUDA_CHECK(cudaMemcpy(want.data(), eager.get(), nd * 2, cudaMemcpyDeviceToHost));
   TPGEMM_CUDA_CHECK(cudaMemcpy(got.data(), replayed.get(), nd * 2, cudaMemcpyDeviceToHost));
   TPGEMM_CUDA_CHECK(cudaMemcpy(in.data(), x.get(), 4096 * 2, cudaMemcpyDeviceToHost));
   TPGEMM_CUDA_CHECK(cudaMemcpy(out.data(), y.get(), 4096 * 2, cudaMemcpyDeviceToHost));
-  TPGEMM_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  TPGEMM_CUDA_CHECK(cudaGraphDestroy(graph));
   EXPECT_EQ(got, want) << "the replayed gemm_ar differs from the eager call";
   EXPECT_EQ(out, in) << "the replayed all-reduce of one rank is not its input";
 }

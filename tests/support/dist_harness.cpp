@@ -2,9 +2,8 @@
 
 #include <nccl.h>
 
-#include <cstdlib>
-
 #include "comm/launcher.h"
+#include "comm/timeout.h"
 #include "core/check.h"
 
 namespace tpgemm::testsupport {
@@ -39,8 +38,7 @@ int run_on_ranks(int world, const std::function<void(const Team&)>& body, const 
     // per-call check, unless a test asks for another.
     TeamOptions o = options;
     if (o.call_check == TeamOptions::CallCheck::kDefault) o.call_check = TeamOptions::CallCheck::kCollective;
-    // The tests' ranks run in step: a peer lost on the GPU is found in seconds, not the host's bound.
-    if (o.timeout_ms == 0 && std::getenv("TPGEMM_TIMEOUT_MS") == nullptr) o.timeout_ms = 5000;
+    o.timeout_ms = comm::in_step_timeout_ms(o.timeout_ms);  // (the tests' ranks run in step)
     const Team team = Team::from_unique_id(id, rank, world, rank, o);
     body(team);
     std::fflush(stderr);

@@ -14,6 +14,15 @@
 namespace tpgemm::testsupport {
 namespace {
 
+// `bytes` bytes of device memory on the host, after all work on the device: the copy runs on the
+// legacy default stream, which does not wait for the non-blocking streams the tests run on.
+std::vector<uint8_t> host_copy(const void* d, size_t bytes) {
+  std::vector<uint8_t> host(bytes);
+  TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());
+  TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), d, bytes, cudaMemcpyDeviceToHost));
+  return host;
+}
+
 // tpgemm's gemm_ar implementations give every rank the same bits of D when there is no C (each
 // rank's own C is added last): a hash of D, compared across ranks. Collective, like the run.
 bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, const testing::RankData& data,
@@ -31,23 +40,14 @@ bool same_d_on_every_rank(const Team& team, const GemmProblem& p, Impl ran, cons
 bool gathered_a_is_the_whole_a(const GemmProblem& p, const DeviceBuffer& gathered, uint64_t seed, cudaStream_t stream) {
   const DeviceBuffer want(gathered.bytes());
   testing::fill_gathered_a(want.get(), p, seed, stream);
-  TPGEMM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<uint8_t> got_host(gathered.bytes()), want_host(gathered.bytes());
-  TPGEMM_CUDA_CHECK(cudaMemcpy(got_host.data(), gathered.get(), gathered.bytes(), cudaMemcpyDeviceToHost));
-  TPGEMM_CUDA_CHECK(cudaMemcpy(want_host.data(), want.get(), want.bytes(), cudaMemcpyDeviceToHost));
-  return got_host == want_host;
+  return host_copy(gathered.get(), gathered.bytes()) == host_copy(want.get(), want.bytes());
 }
 
 }  // namespace
 
 uint64_t hash_device_bytes(const void* d, size_t bytes) {
-  std::vector<uint8_t> host(bytes);
-  // All work on the device first: the copy runs on the legacy default stream, which does not wait
-  // for the non-blocking streams the tests run on.
-  TPGEMM_CUDA_CHECK(cudaDeviceSynchronize());
-  TPGEMM_CUDA_CHECK(cudaMemcpy(host.data(), d, bytes, cudaMemcpyDeviceToHost));
   uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : host) h = (h ^ b) * 1099511628211ull;
+  for (uint8_t b : host_copy(d, bytes)) h = (h ^ b) * 1099511628211ull;
   return h;
 }
 

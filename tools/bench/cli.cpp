@@ -143,7 +143,8 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
     } else if (!boolean) {
-      if (i + 1 >= args.size()) throw Error(ErrorCode::kInvalidArgument, strfmt("%s: expected a value (or not a flag: see --help)", flag.c_str()));
+      if (i + 1 >= args.size())
+        throw Error(ErrorCode::kInvalidArgument, strfmt("%s: expected a value (or not a flag: see --help)", flag.c_str()));
       value = args[++i];
     }
     if (boolean && eq != std::string::npos)  // --check=false would read as --check

@@ -12,6 +12,7 @@
 #include "comm/bootstrap.h"
 #include "comm/gpu_count.h"
 #include "comm/launcher.h"
+#include "comm/timeout.h"
 #include "core/check.h"
 #include "tpgemm/tpgemm.h"
 
@@ -33,9 +34,8 @@ int main(int argc, char** argv) {
   // shared machines this project is measured on).
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   TeamOptions topts;
-  // Every timed run starts from the start line (ranks in step on the GPU): a peer lost there is
-  // found in seconds, not the host's bound (NOTE [device bound]).
-  topts.timeout_ms = cfg.timeout_ms > 0 || std::getenv("TPGEMM_TIMEOUT_MS") != nullptr ? cfg.timeout_ms : 5000;
+  // Every timed run starts from the start line: ranks in step on the GPU.
+  topts.timeout_ms = comm::in_step_timeout_ms(cfg.timeout_ms);
   try {
     if (const auto env = comm::read_launch_env()) {  // started by torchrun / mpirun: one rank per process
       const Team team = Team::from_env(topts);

@@ -219,11 +219,10 @@ void AllReducePlan::run(const void* in, void* out, int64_t count, cudaStream_t s
   Status mine = t.failure();  // a failed team stops every rank, not only this one
   const Status count_ok = detail::check_call_count(s, count);
   if (mine.ok()) mine = count_ok;
-  if (mine.ok()) mine = t.check_stream(stream);
-  AllReduceImpl algo = count_ok.ok() ? detail::algorithm(s, count) : AllReduceImpl::kNccl;
   // Capture first, whatever the verdict, so that ranks which all capture describe their call alike.
   bool capturing = false;
-  if (const Status q = query_capturing(stream, &capturing); mine.ok()) mine = q;
+  if (const Status q = t.check_stream(stream, &capturing); mine.ok()) mine = q;
+  AllReduceImpl algo = count_ok.ok() ? detail::algorithm(s, count) : AllReduceImpl::kNccl;
   if (mine.ok())
     mine = detail::check_allreduce_operands(in, out, static_cast<size_t>(count) * dtype_size(s.dtype),
                                             /*vectors=*/algo != AllReduceImpl::kNccl);
