@@ -26,6 +26,9 @@ constexpr ConfigInfo kConfigs[] = {
     {"streamk_128x256_c2x1", 128, 256, 64, 2, 1, Schedule::kStreamK, 1.00, 3.0},
     {"coop_128x128_c1x1", 128, 128, 64, 1, 1, Schedule::kCooperative, 0.90, 3.0, /*in_rule=*/false},
     {"pingpong_64x128_c1x1", 64, 128, 64, 1, 1, Schedule::kPingpong, 0.85, 0.0, /*in_rule=*/false},
+    {"coop_256x192_c1x2", 256, 192, 64, 1, 2, Schedule::kCooperative, 1.05, 3.0, /*in_rule=*/false},
+    {"coop_256x192_c2x1", 256, 192, 64, 2, 1, Schedule::kCooperative, 1.05, 3.0, /*in_rule=*/false},
+    {"coop_128x192_c2x1", 128, 192, 64, 2, 1, Schedule::kCooperative, 0.97, 3.0, /*in_rule=*/false},
 };
 
 // Stream-K pays for partial sums through global memory and their ordered reduction: a fixed

@@ -13,7 +13,8 @@ namespace tpgemm::gemm {
 namespace sm90 {
 // One per src/gemm/sm90/<config>.cu, in the order of sm90_config.cpp's table.
 extern const KernelTable kCoop128x256C2x1, kCoop256x128C1x2, kPingpong128x128C1x2, kStreamK128x256C2x1,
-    kCoop128x128C1x1, kPingpong64x128C1x1;
+    kCoop128x128C1x1, kPingpong64x128C1x1, kCoop256x192C1x2, kCoop256x192C2x1,
+    kCoop128x192C2x1;
 extern const KernelTable kGatherCoop128x256C2x1;  // coop_128x256_c2x1: chunk-wait mainloop, rotated tile rows
 extern const KernelTable kSignalCoop128x256C2x1;  // coop_128x256_c2x1: tile-signal epilogue, interleaved tile rows
 }  // namespace sm90
@@ -22,7 +23,9 @@ namespace {
 
 const sm90::KernelTable* const kTables[] = {&sm90::kCoop128x256C2x1, &sm90::kCoop256x128C1x2,
                                             &sm90::kPingpong128x128C1x2, &sm90::kStreamK128x256C2x1,
-                                            &sm90::kCoop128x128C1x1,      &sm90::kPingpong64x128C1x1};
+                                            &sm90::kCoop128x128C1x1,      &sm90::kPingpong64x128C1x1,
+                                            &sm90::kCoop256x192C1x2,      &sm90::kCoop256x192C2x1,
+                                            &sm90::kCoop128x192C2x1};
 
 int pick_config(const MatmulShape& s, std::string_view asked, int sm_count, bool measure) {
   std::string name(asked);
