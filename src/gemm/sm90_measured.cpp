@@ -18,8 +18,11 @@
 namespace tpgemm::gemm {
 namespace {
 
-constexpr int kRounds = 3;
-constexpr double kRoundMs = 1.0;  // calls of one configuration per round: about this long
+// A single call of a large matmul varies by a few percent (clocks, the tile order's luck): five
+// rounds of at least two calls each keep one outlier from deciding.
+constexpr int kRounds = 5;
+constexpr double kRoundMs = 2.0;  // calls of one configuration per round: about this long
+constexpr int kMinCalls = 2;
 constexpr int kMaxCalls = 20;
 
 // Elements a strided operand spans: `rows` rows of stride `ld`, `batch` entries `stride` apart.
@@ -70,7 +73,7 @@ std::optional<int> time_configs(const MatmulShape& s, int rule) {
   };
   for (Timed& t : cands) time_between(st, start, stop, [&] { enqueue(t, 1); });  // first use: not timed
   const float first = time_between(st, start, stop, [&] { enqueue(cands[0], 1); });
-  const int n = static_cast<int>(std::clamp<double>(std::ceil(kRoundMs / std::max(first, 1e-3f)), 1, kMaxCalls));
+  const int n = static_cast<int>(std::clamp<double>(std::ceil(kRoundMs / std::max(first, 1e-3f)), kMinCalls, kMaxCalls));
   // Each round replays a graph of n calls: the GPU's time, not the host's (CUTLASS builds each
   // call's parameters on the host, as long as a small matmul).
   for (Timed& t : cands) t.calls = CudaGraph::capture(st, [&] { enqueue(t, n); });
