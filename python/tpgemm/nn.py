@@ -14,8 +14,9 @@ GEMM+ReduceScatter, that of GEMM+ReduceScatter an AllGather+GEMM (which also ret
 output gradient for the weight gradient); the weight gradient of the column layer uses the
 gathered input its forward kept. Without sequence parallelism (sequence_parallel=False) the input
 of the column layer is whole on every rank, its input gradient a GEMM+AllReduce, and the row
-layer's output a GEMM+AllReduce. Batch first, tpgemm's kernels take a batch of one ([1, S/W, h]);
-a larger batch runs torch's path (its collective, then the matmul) and says so once.
+layer's output a GEMM+AllReduce. Batch first with a batch above one, the sequence's dim goes
+first for the ops (ops.py, NOTE [gather dim moved first]): the column layer's output is a view of
+[S, B, out/W] rows, which the row layer reads in place.
 
 Plans are made on the first call with each shape (collectively: every rank runs the same model),
 or ahead of time by prepare(tokens); never during CUDA-graph capture.

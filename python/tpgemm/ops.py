@@ -172,6 +172,8 @@ def _ag_torch(A, Bs, gather_dim, group_name, return_A=True):
     W = T.world_size(group_name)
     gd = _dim("gather_dim", gather_dim, A.dim())
     gathered = _c10d.wait_tensor(_c10d.all_gather_into_tensor(A.movedim(gd, 0).contiguous(), W, group_name))
+    if _moved_first(A, gd):  # (the outputs' layout of tpgemm's kernels: NOTE [gather dim moved first])
+        return (gathered.movedim(0, gd) if return_A else None), [torch.matmul(gathered, B).movedim(0, gd) for B in Bs]
     A_full = gathered.movedim(0, gd)
     outs = [torch.matmul(A_full, B) for B in Bs]
     return (A_full.contiguous() if return_A else None), outs
@@ -213,7 +215,7 @@ def _all_reduce_torch(input, reduce_op, group_name):
 
 class _Call:
     """What a call of one key runs: `plan` (None: torch's path) and the outputs' shapes."""
-    __slots__ = ("plan", "shape", "gathered_shape", "a_rows", "b_copy", "a_ld")
+    __slots__ = ("plan", "shape", "gathered_shape", "a_rows", "b_copy", "a_ld", "moved")
 
     def __init__(self, plan=None, shape=None, gathered_shape=None, a_rows=False, b_copy=False, a_ld=0):
         self.plan = plan
@@ -222,6 +224,7 @@ class _Call:
         self.a_rows = a_rows    # A is copied into rows each call (its rows not equally spaced)
         self.b_copy = b_copy    # B is neither [K, N] nor [N, K] row-major: copied each call
         self.a_ld = a_ld        # > 0: A's rows are read in place this far apart (the plan's lda)
+        self.moved = 0          # > 0: this dim of A goes first, and back in the outputs (NOTE [gather dim moved first])
 
 
 TORCH_PATH = _Call()
@@ -273,16 +276,35 @@ def _rows_dim(A, dim):
     return d == 0 or (d < A.dim() - 1 and all(x == 1 for x in A.shape[:d]))
 
 
+# NOTE [gather dim moved first]
+# A gather or scatter along a dim of A that does not split its rows into whole blocks (the
+# sequence of batch-first activations, [B, S/W, H] with B > 1) runs on the dim moved first, as
+# torch's async-TP ops do: A [S/W, B, H] is rows (copied into that order once, unless it lies so:
+# a gathered output below, say), each rank's a block of them. The AllGather's outputs come back as
+# views with that dim moved back (torch's symm_mem op returns the same strides, and torch's path
+# and the fake here do too); the ReduceScatter's is copied back contiguous, as torch's op returns it.
+def _moved_first(A, dim):
+    """Whether a gather or scatter along `dim` of A runs on that dim moved first (NOTE [gather dim
+    moved first]): neither a dim _rows_dim takes nor A's last."""
+    d = dim % A.dim()
+    return d < A.dim() - 1 and not _rows_dim(A, d)
+
+
 def _ag_call(A, Bs, gather_dim, group_name, return_A):
     gd = _dim("gather_dim", gather_dim, A.dim())
     K = A.shape[-1] * (T.world_size(group_name) if gd == A.dim() - 1 else 1)  # a gather along K widens it
     why = _why_not(A, Bs, [f"Bs[{i}]" for i in range(len(Bs))], K)
-    why = why or ("" if _rows_dim(A, gd) else f"gather_dim={gather_dim}")
+    why = why or ("" if gd < A.dim() - 1 else f"gather_dim={gather_dim}")
     why = why or ("" if Bs else "no B")
     if why:
         _note_fallback("fused_all_gather_matmul", why)
         return TORCH_PATH
-    return _ag_plan_call(A, Bs[0], group_name, T.DTYPES[A.dtype], return_A or len(Bs) > 1, gather_dim=gd)
+    moved = gd if _moved_first(A, gd) else 0
+    c = _ag_plan_call(A.movedim(gd, 0) if moved else A, Bs[0], group_name, T.DTYPES[A.dtype], return_A or len(Bs) > 1,
+                      gather_dim=0 if moved else gd)
+    if c.plan is not None:
+        c.moved = moved
+    return c
 
 
 def _ag_plan_call(A, B, group_name, dtype, gathered, gather_dim=0, **kw):
@@ -309,12 +331,15 @@ def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True, torch_path=None):
     c = _kept(key, lambda: _ag_call(A, Bs, gather_dim, group_name, return_A))
     if c.plan is None:
         return torch_path() if torch_path is not None else _ag_torch(A, Bs, gather_dim, group_name, return_A)
-    A2, B0 = _operands(c, A, Bs[0])
+    A2, B0 = _operands(c, A.movedim(c.moved, 0) if c.moved else A, Bs[0])
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
     G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device) if c.gathered_shape else None
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"),
                T.address(G, "A_gathered") if G is not None else 0, T.call_stream(c.plan, A.device.index))
     outs = [D] + [torch.matmul(G, B) for B in Bs[1:]]
+    if c.moved:
+        outs = [o.movedim(0, c.moved) for o in outs]
+        G = G.movedim(0, c.moved) if G is not None else None
     return (G if return_A else None), outs
 
 
@@ -324,10 +349,19 @@ def _rs_call(A, B, reduce_op, scatter_dim, group_name):
     why = _why_not(A, [B], ["B"])
     sd = _dim("scatter_dim", scatter_dim, max(A.dim(), 1))
     rows = _rows_dim(A, sd) if A.dim() > 1 else sd == 0
-    why = why or ("" if rows or sd == A.dim() - 1 else f"scatter_dim={scatter_dim}")
     if why:
         _note_fallback("fused_matmul_reduce_scatter", why)
         return TORCH_PATH
+    if A.dim() > 1 and _moved_first(A, sd):
+        if A.shape[sd] % W:
+            raise InvalidArgument(f"A has shape {tuple(A.shape)}: its scatter dim {sd} ({A.shape[sd]}) must be divisible "
+                                  f"by the group's size {W}")
+        A1 = A.movedim(sd, 0)
+        c = _rs_plan_call(A1, B, tuple(A1.shape[:-1]), f"A has shape {tuple(A.shape)}", True, group_name,
+                          T.DTYPES[A.dtype], alpha=alpha)
+        if c.plan is not None:
+            c.moved = sd
+        return c
     return _rs_plan_call(A, B, tuple(A.shape[:-1]), f"A has shape {tuple(A.shape)}", rows, group_name,
                          T.DTYPES[A.dtype], row_dim=sd if rows else 0, alpha=alpha)
 
@@ -362,10 +396,10 @@ def _rs_kernel(A, B, reduce_op, scatter_dim, group_name, torch_path=None):  # (N
     c = _kept(key, lambda: _rs_call(A, B, reduce_op, scatter_dim, group_name))
     if c.plan is None:
         return torch_path() if torch_path is not None else _rs_torch(A, B, reduce_op, scatter_dim, group_name)
-    A2, B2 = _operands(c, A, B)
+    A2, B2 = _operands(c, A.movedim(c.moved, 0) if c.moved else A, B)
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
     c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.call_stream(c.plan, A.device.index))
-    return D
+    return D.movedim(0, c.moved).contiguous() if c.moved else D
 
 
 def _ar_call(A, B, reduce_op, group_name):
@@ -446,6 +480,11 @@ for _name, _kernel in (("fused_all_gather_matmul", _ag_kernel), ("fused_matmul_r
 def _ag_fake(A, Bs, gather_dim, group_name, return_A=True):
     W = T.world_size(group_name)
     gd = _dim("gather_dim", gather_dim, A.dim())
+    if _moved_first(A, gd):  # views of the gathered dim moved back (NOTE [gather dim moved first])
+        shape = list(A.movedim(gd, 0).shape)
+        shape[0] *= W
+        A_full = A.new_empty(shape).movedim(0, gd)
+        return (A_full if return_A else None), [A.new_empty(shape[:-1] + [B.shape[1]]).movedim(0, gd) for B in Bs]
     shape = list(A.shape)
     shape[gd] *= W
     A_full = A.new_empty(shape)

@@ -138,6 +138,25 @@ def check_ops(g, W, r):
     check(tuple(D2.shape) == (1, 40, 768) and rel(D2, ref2) < BF16_TOL,
           f"rs along dim 1 of [1, S, K]: D {tuple(D2.shape)}, rel err {rel(D2, ref2):.2e}")
     check(len(T._entry(g).plans) > before, "dim-1 calls of [1, S, K] made no tpgemm plan: torch's path ran them")
+    # Batch first, [3, S/W, H] split along dim 1: the dim moved first (NOTE [gather dim moved
+    # first]), on tpgemm's plans; the AllGather's outputs views with torch's async-TP strides.
+    before = len(T._entry(g).plans)
+    A = randn(3, 40, 1024)
+    G, (D,) = ops.fused_all_gather_matmul(A, [w.t()], 1, g)
+    full = gather(A, 1)
+    check(tuple(D.shape) == (3, 40 * W, 768) and D.stride() == (768, 3 * 768, 1) and G.stride() == (1024, 3 * 1024, 1)
+          and torch.equal(G, full) and rel(D, full.float() @ w.float().t()) < BF16_TOL,
+          f"ag along dim 1 of [3, S/W, K]: D {tuple(D.shape)} strides {D.stride()}, G strides {G.stride()}, "
+          f"rel err {rel(D, full.float() @ w.float().t()):.2e}")
+    A2 = randn(3, 40 * W, 1024)
+    D2 = ops.fused_matmul_reduce_scatter(A2, w.t(), "sum", 1, g)
+    ref2 = (gather(A2[None]).float().sum(0) @ w.float().t()).chunk(W, 1)[r]
+    check(tuple(D2.shape) == (3, 40, 768) and D2.is_contiguous() and rel(D2, ref2) < BF16_TOL,
+          f"rs along dim 1 of [3, S, K]: D {tuple(D2.shape)}, rel err {rel(D2, ref2):.2e}")
+    D3 = ops.fused_matmul_reduce_scatter(D, w[:, :768].t(), "sum", 1, g)  # (D moved first lies packed)
+    ref3 = (gather(D[None]).float().sum(0) @ w[:, :768].float().t()).chunk(W, 1)[r]
+    check(rel(D3, ref3) < BF16_TOL, f"rs along dim 1 of a gathered output (read in place): {rel(D3, ref3):.2e}")
+    check(len(T._entry(g).plans) > before, "dim-1 calls of [3, S, K] made no tpgemm plan: torch's path ran them")
     log(f"ops: {len(failures)} failure(s) so far")
 
 
@@ -368,8 +387,8 @@ def make_block(H, F, sp, dtype=torch.bfloat16, seq=0):
 
 
 def check_modules(W, r):
-    """Sequence-parallel along dim 0 ([S, H]), batch first along dim 1 ([B, S, H]: a batch of one
-    on tpgemm's kernels, of two on torch's path), and without sequence parallelism."""
+    """Sequence-parallel along dim 0 ([S, H]), batch first along dim 1 ([B, S, H], batches of one
+    and two), and without sequence parallelism."""
     H, F, S = 1024, 4096, 512 * W
     for sp, seq, batch in ((True, 0, 0), (False, 0, 0), (True, 1, 1), (True, 1, 2)):
         what = f"sp={sp} sequence_dim={seq}" + (f" batch={batch}" if batch else "")

@@ -181,6 +181,14 @@ def test_fake_shapes(group_name, monkeypatch, world):
         assert g.shape == (2 * world, 64, 32) and d.shape == (2 * world, 64, 48) and e.shape == (2 * world, 64, 16)
         g, (d,) = ops.fused_all_gather_matmul(A, [B], 1, group_name, return_A=False)
         assert g is None and d.shape == (2, 64 * world, 48)
+        # Along dim 1 of [2, 64, 32] (batch first): views with the gathered dim moved back, the strides
+        # tpgemm's kernels and torch's async-TP op return (NOTE [gather dim moved first]).
+        g, (d,) = ops.fused_all_gather_matmul(A, [B], 1, group_name)
+        assert g.shape == (2, 64 * world, 32) and g.stride() == (32, 2 * 32, 1)
+        assert d.shape == (2, 64 * world, 48) and d.stride() == (48, 2 * 48, 1)
+        A3 = torch.empty(2, 8 * world, 32)
+        d = ops.fused_matmul_reduce_scatter(A3, B, "sum", 1, group_name)
+        assert d.shape == (2, 8, 48) and d.is_contiguous()
         A2 = torch.empty(8 * world, 32)
         assert ops.fused_matmul_reduce_scatter(A2, B, "sum", 0, group_name).shape == (8, 48)
         assert ops.fused_matmul_reduce_scatter(A2, B, "sum", -1, group_name).shape == (8 * world, 48 // world)
@@ -638,3 +646,71 @@ def test_one_plans_calls_from_another_stream_wait_for_its_last(monkeypatch):
     call(plan, 4)  # the last stream (2) captures: not waited for, and 4 becomes the last
     call(plan, 4)
     assert log == [("record", 1), ("wait", 2)]
+
+
+class _EmulatedPlan:
+    """A plan whose run() does the op on CPU tensors at W=2, for a rank 0 whose peer's rows are its
+    own plus one: what tpgemm's kernels compute, to check the op layer's layouts around them."""
+
+    def __init__(self, op, n, k, kw, tensors):
+        self.op, self.n, self.k, self.kw, self.tensors = op, n, k, kw, tensors
+
+    def run(self, a, b, c, d, a_gathered, stream):
+        t = self.tensors
+        rows = t[a].reshape(-1, self.k)
+        both = torch.cat([rows, rows + 1])  # rank 0's rows, then rank 1's
+        if self.op == "ag_gemm":
+            t[d].view(-1, self.n).copy_(both @ t[b])
+            if a_gathered:
+                t[a_gathered].view(-1, self.k).copy_(both)
+        else:
+            p = rows @ t[b] + (rows + 1) @ t[b]
+            t[d].copy_((p[: len(p) // 2] if self.kw.get("shard_dim") == "m" else p[:, : self.n // 2]).view(t[d].shape))
+
+
+def test_a_dim_moved_first_around_the_kernels(group_name, monkeypatch):
+    """NOTE [gather dim moved first], on tpgemm's path with the kernels emulated on the CPU (W=2,
+    rank 0): a gather or scatter along the sequence of batch-first activations gives what gathering
+    along that dim gives, the AllGather's outputs with the strides torch's async-TP op returns;
+    rows along dim 0 (or after 1s) keep their packed outputs."""
+    tensors = {}
+
+    def address(t, name):
+        tensors[id(t)] = t
+        return id(t)
+
+    monkeypatch.setattr(T, "world_size", lambda g: 2)
+    monkeypatch.setattr(T, "plan", lambda group, op, m, n, k, dtype, layout, **kw: _EmulatedPlan(op, n, k, kw, tensors))
+    monkeypatch.setattr(T, "check_tensor", lambda *args, **kw: None)
+    monkeypatch.setattr(T, "team_device", lambda group: None)
+    monkeypatch.setattr(T, "address", address)
+    monkeypatch.setattr(T, "call_stream", lambda plan, device: 0)
+    monkeypatch.setattr(tpgemm.ops, "_why_not", lambda *args, **kw: "")
+    tpgemm.ops.forget_calls()
+    try:
+        bf16 = dict(dtype=torch.bfloat16)
+        B = torch.randint(-2, 3, (16, 12)).to(**bf16)
+        for shape, dim, moved in (((3, 4, 16), 1, True), ((2, 3, 4, 16), 2, True), ((4, 3, 16), 0, False),
+                                  ((1, 4, 16), 1, False)):
+            A = torch.randint(-2, 3, shape).to(**bf16)
+            full = torch.cat([A, A + 1], dim)
+            G, (D,) = tpgemm.ops._ag_kernel(A, [B], dim, group_name)
+            assert tpgemm.ops._calls and all(c.plan is not None for c in tpgemm.ops._calls.values())
+            torch.testing.assert_close(G, full)
+            torch.testing.assert_close(D, full @ B)
+            if moved:  # views of [.., S, ..] rows moved back: torch's async-TP strides
+                assert D.stride() == full.movedim(dim, 0).contiguous().matmul(B).movedim(0, dim).stride()
+                assert G.stride() == full.movedim(dim, 0).contiguous().movedim(0, dim).stride()
+            else:
+                assert D.is_contiguous() and G.is_contiguous()
+            A2 = torch.randint(-2, 3, shape[:dim] + (shape[dim] * 2,) + shape[dim + 1:]).to(**bf16)
+            D2 = tpgemm.ops._rs_kernel(A2, B, "sum", dim, group_name)
+            torch.testing.assert_close(D2, (A2 @ B + (A2 + 1) @ B).chunk(2, dim)[0])
+            assert D2.is_contiguous()
+            if moved:  # the AllGather's output read in place as the ReduceScatter's A (no copy into rows)
+                c = tpgemm.ops._rs_call(D, B[:12], "sum", dim, group_name)
+                assert c.moved == dim and not c.a_rows and c.a_ld == 0
+        with pytest.raises(tpgemm.InvalidArgument, match=r"scatter dim 1 \(5\) must be divisible by the group's size 2"):
+            tpgemm.ops._rs_kernel(torch.zeros(3, 5, 16, **bf16), B, "sum", 1, group_name)
+    finally:
+        tpgemm.ops.forget_calls()

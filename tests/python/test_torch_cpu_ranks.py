@@ -64,12 +64,41 @@ def _fused_projection_and_bad_calls(rank, world, group_name):
         torch.ops.tpgemm.fused_matmul_reduce_scatter(torch.randn(5, 16), torch.randn(16, 8), "sum", 0, group_name)
 
 
+def _ops_as_torch_async_tp(rank, world, group_name):
+    """Gathers and scatters along every dim but K's, of batch-first [B, S, H] and [S, B, H]
+    activations: the values and the strides of torch's own async-TP ops (their fallbacks, which
+    torch's compiler traces), so that either can stand in for the other (NOTE [gather dim moved
+    first])."""
+    from torch.distributed import _symmetric_memory as symm
+    torch.manual_seed(5 + rank)
+    B = torch.randn(16, 12)
+    for shape, dim in (((3, 4, 16), 1), ((4, 3, 16), 0), ((2, 3, 4, 16), 2), ((1, 4, 16), 1)):
+        A = torch.randn(shape)
+        for return_A in (True, False):
+            got = torch.ops.tpgemm.fused_all_gather_matmul(A, [B, B[:, :4]], dim, group_name, return_A=return_A)
+            want = symm._fused_all_gather_matmul_fallback(A, [B, B[:, :4]], dim, group_name, return_A=return_A)
+            for g, w in zip([got[0]] + got[1], [want[0]] + want[1]):
+                if w is None:
+                    assert g is None
+                    continue
+                torch.testing.assert_close(g, w)
+                if w.dim() < 3 or w.shape[:dim].numel() > 1:  # (dims of one entry: any stride)
+                    assert g.stride() == w.stride(), f"ag {shape} dim {dim}: strides {g.stride()}, torch's {w.stride()}"
+        A = torch.randn(shape[:dim] + (shape[dim] * world,) + shape[dim + 1:])
+        got = torch.ops.tpgemm.fused_matmul_reduce_scatter(A, B, "sum", dim, group_name)
+        want = symm._fused_matmul_reduce_scatter_fallback(A, B, "sum", dim, group_name)
+        torch.testing.assert_close(got, want)
+        assert got.is_contiguous() and want.is_contiguous()
+
+
 def _rank(rank, world, store_path, case, result_dir):
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
     try:
         import tpgemm.ops  # noqa: F401
         if case == "extras":
             _fused_projection_and_bad_calls(rank, world, dist.group.WORLD.group_name)
+        elif case == "ops":
+            _ops_as_torch_async_tp(rank, world, dist.group.WORLD.group_name)
         else:
             _layers_match_nn_linear(rank, world, dist.group.WORLD.group_name, case)
         outcome = "ok"
@@ -80,10 +109,11 @@ def _rank(rank, world, store_path, case, result_dir):
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("case", ["seq0", "seq1", "whole", "extras"])
+@pytest.mark.parametrize("case", ["seq0", "seq1", "whole", "extras", "ops"])
 def test_layers_on_two_ranks(case):
     """seq0 / seq1 / whole: the layers match nn.Linear (_layers_match_nn_linear); extras: a fused
-    projection's shards and the errors of bad layers and calls."""
+    projection's shards and the errors of bad layers and calls; ops: gathers and scatters along
+    any dim as torch's async-TP ops give them (_ops_as_torch_async_tp)."""
     d = tempfile.mkdtemp()
     mp.spawn(_rank, args=(WORLD, os.path.join(d, "store"), case, d), nprocs=WORLD)
     for r in range(WORLD):
