@@ -57,8 +57,11 @@ def _group_name(group):
     return T.resolve_group(group).group_name
 
 
-def _flat(t):
-    return t.reshape(-1, t.shape[-1])
+def _flat(t, seq=0):
+    """t's rows, the sequence's dim `seq` first: with seq=1 the gathered activations and their
+    gradients lie so (ops.py, NOTE [gather dim moved first]), and both sides of a weight gradient
+    take their rows in the same order, without a copy."""
+    return t.movedim(seq, 0).reshape(-1, t.shape[-1])
 
 
 class _AllGatherLinear(torch.autograd.Function):
@@ -82,9 +85,9 @@ class _AllGatherLinear(torch.autograd.Function):
         w, xg = ctx.saved_tensors
         dx = dw = None
         if ctx.needs_input_grad[0]:
-            dx = _k(dy).fused_matmul_reduce_scatter(dy.contiguous(), w, "sum", ctx.seq, ctx.group_name)
+            dx = _k(dy).fused_matmul_reduce_scatter(dy, w, "sum", ctx.seq, ctx.group_name)
         if ctx.needs_input_grad[1]:
-            dw = _flat(dy).t() @ _flat(xg)
+            dw = _flat(dy, ctx.seq).t() @ _flat(xg, ctx.seq)
         return dx, dw, None, None, None
 
 
@@ -111,9 +114,9 @@ class _MatmulReduceScatter(_SavesOperands):
     @staticmethod
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
-        dyg, (dx,) = _k(dy).fused_all_gather_matmul(dy.contiguous(), [w], ctx.seq, ctx.group_name,
-                                                 return_A=ctx.needs_input_grad[1])
-        dw = _flat(dyg).t() @ _flat(x) if ctx.needs_input_grad[1] else None
+        dyg, (dx,) = _k(dy).fused_all_gather_matmul(dy, [w], ctx.seq, ctx.group_name,
+                                                    return_A=ctx.needs_input_grad[1])
+        dw = _flat(dyg, ctx.seq).t() @ _flat(x, ctx.seq) if ctx.needs_input_grad[1] else None
         return (dx if ctx.needs_input_grad[0] else None), dw, None, None
 
 
