@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time timeline gemm_core bench random auto_vs_rules direct_stores dtypes layouts bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time timeline gemm_core bench random auto_vs_rules direct_stores dtypes batch_first layouts bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -18,7 +18,7 @@
 # -R regex for the dist tests; RANDOM_SHAPES and SEED the random stage's draw; TIMELINE_ARGS the
 # timeline stage's flags (e.g. "--op gemm_ar --m 8192 --configs pipelined_ce:4"); SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
 # sweep_decode and sweep_ring stages; BLOCK_ARGS the block stage's bench/torch_block.py flags;
-# SOAK_CALLS (and SEED) the soak stage's; TPGEMM_PEERS another torch_peers.py. Every stage
+# SOAK_CALLS (and SEED) the soak stage's; BATCH the batch_first stage's batch; TPGEMM_PEERS another torch_peers.py. Every stage
 # takes DEADLINE (seconds from the start) as the whole run's bound. NVLink multicast
 # stays off (NCCL_NVLS_ENABLE=0 and friends).
 set -uo pipefail
@@ -163,6 +163,15 @@ for s in $STAGES; do
         stage "rules_W$w" 900 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar --impl auto --rules --check \
           --iterations 20 --timing graph --json "$LOGS/rules_W$w.json"
         grep -A12 "^geomean" "$LOGS/rules_W$w.log" | tee -a "$SUMMARY" > /dev/null
+      done ;;
+    batch_first)  # batch-first activations ([B, S/W, H], B = BATCH, default 4) split along S: torch's
+                  # functional collectives + matmul, torch's async-TP ops and tpgemm's torch ops
+                  # along dim 1, the shared shapes (after python_install)
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || continue
+        stage "batch_first_W$w" 900 python3 -m torch.distributed.run --standalone --nproc-per-node "$w" \
+          bench/torch_peers.py bench/shapes.txt --batch "${BATCH:-4}" --json "$LOGS/batch_first_W$w.json"
+        rows_to_summary "batch_first_W$w" "^(ag|rs) "
       done ;;
     dtypes)  # FP8 beside bf16 in the same call: every op's implementations on the shared shapes with
              # e4m3 A and B (each rank's scales: tensor-wise, row-wise, then in blocks) and with bf16,
