@@ -252,9 +252,12 @@ def _kept(key, work_out):
 
 
 def _operands(c, A, B):
-    """A's rows and B as the plan reads them, for call `c`. Rows at a stride from an address that
-    is not 16-byte aligned (a slice at an odd offset; the call's key does not fix the offset) are
-    copied to an aligned buffer at the same stride; packed rows, and B, to a fresh tensor."""
+    """A's rows and B as the plan reads them, for call `c`: A's dim `c.moved` first where it is one
+    (NOTE [gather dim moved first]). Rows at a stride from an address that is not 16-byte aligned
+    (a slice at an odd offset; the call's key does not fix the offset) are copied to an aligned
+    buffer at the same stride; packed rows, and B, to a fresh tensor."""
+    if c.moved:
+        A = A.movedim(c.moved, 0)
     if c.a_rows:
         A = _rows(A)
     elif c.a_ld and A.data_ptr() % 16:
@@ -331,7 +334,7 @@ def _ag_kernel(A, Bs, gather_dim, group_name, return_A=True, torch_path=None):
     c = _kept(key, lambda: _ag_call(A, Bs, gather_dim, group_name, return_A))
     if c.plan is None:
         return torch_path() if torch_path is not None else _ag_torch(A, Bs, gather_dim, group_name, return_A)
-    A2, B0 = _operands(c, A.movedim(c.moved, 0) if c.moved else A, Bs[0])
+    A2, B0 = _operands(c, A, Bs[0])
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
     G = torch.empty(c.gathered_shape, dtype=A.dtype, device=A.device) if c.gathered_shape else None
     c.plan.run(T.address(A2, "A"), T.address(B0, "Bs[0]"), 0, T.address(D, "D"),
@@ -352,7 +355,7 @@ def _rs_call(A, B, reduce_op, scatter_dim, group_name):
     if why:
         _note_fallback("fused_matmul_reduce_scatter", why)
         return TORCH_PATH
-    if A.dim() > 1 and _moved_first(A, sd):
+    if _moved_first(A, sd):
         if A.shape[sd] % W:
             raise InvalidArgument(f"A has shape {tuple(A.shape)}: its scatter dim {sd} ({A.shape[sd]}) must be divisible "
                                   f"by the group's size {W}")
@@ -396,7 +399,7 @@ def _rs_kernel(A, B, reduce_op, scatter_dim, group_name, torch_path=None):  # (N
     c = _kept(key, lambda: _rs_call(A, B, reduce_op, scatter_dim, group_name))
     if c.plan is None:
         return torch_path() if torch_path is not None else _rs_torch(A, B, reduce_op, scatter_dim, group_name)
-    A2, B2 = _operands(c, A.movedim(c.moved, 0) if c.moved else A, B)
+    A2, B2 = _operands(c, A, B)
     D = torch.empty(c.shape, dtype=A.dtype, device=A.device)
     c.plan.run(T.address(A2, "A"), T.address(B2, "B"), 0, T.address(D, "D"), 0, T.call_stream(c.plan, A.device.index))
     return D.movedim(0, c.moved).contiguous() if c.moved else D
