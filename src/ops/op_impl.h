@@ -47,7 +47,7 @@ class OpImpl {
     (void)stream;
   }
   // The rest of the call. Operands are validated on every rank. Operands::m is the call's M: the
-  // problem's M, or any M up to it for the implementations plan::takes_any_m names.
+  // problem's M, or any M up to it for the implementations plan::takes_any_m takes.
   virtual void run(const Operands& ops, cudaStream_t stream) = 0;
 };
 

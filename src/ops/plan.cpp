@@ -1,5 +1,6 @@
 #include "tpgemm/plan.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -200,9 +201,12 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
         // that t.check() finds, a bad TPGEMM_TUNE_BUDGET_MS) meets its peers' next step there and
         // stops them too (NOTE [agreement]), so no rank goes on to the rules while the others
         // still time.
+        // A range's calls are timed at its middle M: its choice serves Ms from about half its top.
+        const int64_t bottom = plan::range_bottom(p, t.world, p.m), unit = plan::call_m_unit(p, t.world);
+        const int64_t call_m = any_m ? std::max(bottom, (bottom + p.m) / 2 / unit * unit) : 0;
         Measured m;
         t.agree_local("tuning the plan",
-                      [&] { m = measure(team, p, cands, o.return_gathered_a, measures_core(o)); });
+                      [&] { m = measure(team, p, cands, o.return_gathered_a, measures_core(o), call_m); });
         r.choice = m.choice;  // built below, afresh (NOTE [measured planner])
         r.selection = {PlanSelection::Source::kTuned, m.table, m.tuning_ms};
       } catch (const Error& e) {
@@ -320,10 +324,11 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
   const DeviceScope device(t.device);  // it allocates on the plan's GPU, whatever the caller's current one
   const int64_t top = plan::range_top(s.problem, t.world, m);
   Status verdict = mine;
-  if (verdict.ok() && s.asked.impl != Impl::kAuto && !plan::takes_any_m(s.asked.impl))
+  if (verdict.ok() && s.asked.impl != Impl::kAuto && !plan::takes_any_m(s.problem, s.asked.impl, s.asked.matmul))
     verdict = {ErrorCode::kUnsupported,
-               strfmt("Operands::m=%lld with impl=%s: it runs only the plan's M=%lld; use impl=auto, or a plan per M",
-                      (long long)m, std::string(to_string(s.asked.impl)).c_str(), (long long)s.problem.m)};
+               strfmt("Operands::m=%lld with impl=%s%s: it runs only the plan's M=%lld; use impl=auto, or a plan per M",
+                      (long long)m, std::string(to_string(s.asked.impl)).c_str(),
+                      s.asked.matmul == Matmul::kSm90 ? " matmul=sm90" : "", (long long)s.problem.m)};
   // A range's implementations read the protocol settings anew: the plan's agreement holds only
   // while they are those it was made with.
   if (const std::string now = protocol_settings(); verdict.ok() && now != s.protocol)

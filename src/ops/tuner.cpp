@@ -155,7 +155,7 @@ double tune_budget_ms() {
 }
 
 Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const std::vector<plan::Choice>& candidates,
-                 bool gathered_a, bool measure_core) {
+                 bool gathered_a, bool measure_core, int64_t call_m) {
   TeamState& t = *team;
   const auto start = std::chrono::steady_clock::now();
   // Rank 0's budget, for the counts of collective calls that follow from it.
@@ -168,6 +168,7 @@ Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
   t.agree_local("allocating the planner's operands", [&] {
     stream = Stream::create();
     operands = make_operands(p, t.world, t.rank, gathered_a, stream.get());
+    if (call_m > 0) operands.ops.m = call_m;
   });
   const comm::StartLine line(team);
   Measured best;

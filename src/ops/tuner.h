@@ -43,9 +43,10 @@ struct Measured {
 
 // Collective: every rank passes the same problem and candidates. Throws only when the team has
 // failed (or no candidate could be built: Unsupported).
-// `measure_core`: ImplContext::measure_core of every candidate built.
+// `measure_core`: ImplContext::measure_core of every candidate built. `call_m`: the M of the timed
+// calls (Operands::m; a range's candidates, which take any M, are timed inside it), else p.m.
 Measured measure(const std::shared_ptr<TeamState>& team, const GemmProblem& p, const std::vector<plan::Choice>& candidates,
-                 bool gathered_a, bool measure_core);
+                 bool gathered_a, bool measure_core, int64_t call_m = 0);
 
 // TPGEMM_TUNE_BUDGET_MS (1 to 600,000), else the default: the time for the timed calls of all
 // candidates together. Throws InvalidArgument naming the variable on any other value.

@@ -211,16 +211,26 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
   return fill_defaults(p, topo, impl, options);
 }
 
-bool takes_any_m(Impl impl) {
-  return impl == Impl::kBaseline || impl == Impl::kAllGatherGemm || impl == Impl::kGemmReduceScatter ||
-         impl == Impl::kGemmOneShot || impl == Impl::kGemmTwoShot;
+bool takes_any_m(const GemmProblem& p, Impl impl, Matmul matmul) {
+  switch (impl) {
+    case Impl::kBaseline:
+    case Impl::kAllGatherGemm:
+    case Impl::kGemmReduceScatter:
+    case Impl::kGemmOneShot:
+    case Impl::kGemmTwoShot: return true;
+    case Impl::kPipelinedCE: return !is_fp8(p.dtype) && matmul != Matmul::kSm90;
+    default: return false;
+  }
 }
 
 Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOptions& options) {
   Choice c = choose(p, topo, options);
-  if (takes_any_m(c.impl)) return c;
-  // The rules' choice needs its exact M: the collective-then-matmul implementation of the op, where
-  // it serves the problem, in its place (the rules pick those below the overlapped ones' range).
+  // The range's calls run from about half its top up: the rules' choice must be theirs at both ends.
+  GemmProblem bottom = p;
+  bottom.m = range_bottom(p, topo.world, p.m);
+  if (takes_any_m(p, c.impl, c.matmul) && choose(bottom, topo, options).impl == c.impl) return c;
+  // Else the collective-then-matmul implementation of the op, where it serves the problem (the
+  // rules pick those below the overlapped ones' range).
   Impl impl = Impl::kBaseline;
   if (p.op == Op::kAgGemm) impl = Impl::kAllGatherGemm;
   if (p.op == Op::kGemmRs) impl = Impl::kGemmReduceScatter;
@@ -237,7 +247,6 @@ bool pipelined_core_possible(const GemmProblem& p, const Topology& topo) {
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m) {
   std::vector<Choice> out;
   const auto add = [&](Impl impl, int chunks, int comm_sms = -1, Matmul matmul = Matmul::kAuto) {
-    if (any_m && !takes_any_m(impl)) return;
     if (options.deterministic && !fixed_reduction_order(p, impl, topo.world)) return;
     if (!impl_supported(p, impl, topo).ok()) return;
     if (options.return_gathered_a && !gathered_a_supported(p, impl).ok()) return;
@@ -247,6 +256,7 @@ std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const
     if (options.comm_sms < 0 && comm_sms >= 0) o.comm_sms = comm_sms;
     if (options.matmul == Matmul::kAuto) o.matmul = matmul;
     const Choice c = fill_defaults(p, topo, impl, o);
+    if (any_m && !takes_any_m(p, impl, c.matmul)) return;
     if (block_scale_chunks_miss(p, topo, impl, c.chunks)) return;
     if (c.matmul == Matmul::kSm90 && !pipelined_core_possible(p, topo)) return;
     for (const Choice& seen : out)

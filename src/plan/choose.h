@@ -31,9 +31,12 @@ Choice choose(const GemmProblem& p, const Topology& topo, const PlanOptions& opt
 AllReduceImpl choose_allreduce(int64_t bytes, const Topology& topo);
 int64_t allreduce_largest(AllReduceImpl impl, const Topology& topo);
 
-// Implementations whose calls may have any M up to the problem's (Operands::m): the collective and
-// the matmul apart, each sized per call. The overlapped ones (pipelined_ce, fused) run their M.
-bool takes_any_m(Impl impl);
+// Whether `impl` (with `matmul`) runs calls of `p` of any M up to p.m (Operands::m): the collective
+// and the matmul apart, each sized per call; and pipelined_ce, whose schedule follows the call's
+// rows (NOTE [pipelined calls of fewer rows]), with cuBLASLt's matmuls on bf16 or fp16 operands.
+// fused, and pipelined_ce on the Hopper core (its configuration measured per matmul shape) or on
+// FP8 operands (scales laid out per chunk), run p.m only.
+bool takes_any_m(const GemmProblem& p, Impl impl, Matmul matmul = Matmul::kAuto);
 
 // Whether `impl` sums the partial products of `p` on `world` ranks in an order of its own
 // schedule's (every implementation but the baseline's gemm_rs and gemm_ar on several ranks, which
@@ -42,12 +45,14 @@ bool takes_any_m(Impl impl);
 bool fixed_reduction_order(const GemmProblem& p, Impl impl, int world);
 Status deterministic_supported(const GemmProblem& p, Impl impl, int world);
 
-// choose(), among the implementations that take any M.
+// choose(), among the implementations that take any M, for the calls of a range of M up to p.m
+// (plan::range_top): the rules' choice where it takes any M and is the same at the range's
+// bottom, half of p.m; else the op's collective-then-matmul implementation.
 Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOptions& options);
 
 // What the planner times for `p` (NOTE [measured planner]): every implementation that serves it
 // (never the ladder's), with the chunk counts worth trying; the baseline first. `any_m`: only
-// those takes_any_m names. Options the caller fixed (chunks, comm_sms) stay fixed.
+// those takes_any_m takes. Options the caller fixed (chunks, comm_sms) stay fixed.
 std::vector<Choice> candidates(const GemmProblem& p, const Topology& topo, const PlanOptions& options, bool any_m);
 
 // The winner among `candidates` (in their order) timed at `ms` each (< 0: not built or failed):

@@ -211,15 +211,15 @@ Status validate_problem(const GemmProblem& p, int world) {
   return validate_layouts(p, world);
 }
 
-namespace {
-bool shards_m(const GemmProblem& p) { return p.op != Op::kGemmAr && p.shard_dim == ShardDim::kM; }
-}  // namespace
+int64_t call_m_unit(const GemmProblem& p, int world) {
+  return p.op != Op::kGemmAr && p.shard_dim == ShardDim::kM ? world : 1;
+}
 
 Status check_call_m(const GemmProblem& p, int world, int64_t m) {
   if (m < 1 || m > p.m)
     return invalid(strfmt("Operands::m=%lld: expected 1 to the plan's M=%lld (0: the plan's M); make a plan for the "
                           "largest M it will see", (long long)m, (long long)p.m));
-  if (shards_m(p) && m % world != 0)
+  if (m % call_m_unit(p, world) != 0)
     return invalid(strfmt("Operands::m=%lld: %s along M needs a multiple of W=%d (whole rows per rank)", (long long)m,
                           std::string(to_string(p.op)).c_str(), world));
   if (p.scale_mode == ScaleMode::kBlock && m % 4 != 0)
@@ -231,10 +231,17 @@ Status check_call_m(const GemmProblem& p, int world, int64_t m) {
 
 int64_t range_top(const GemmProblem& p, int world, int64_t m) {
   if (m >= p.m) return p.m;
-  const int64_t unit = shards_m(p) ? world : 1;
+  const int64_t unit = call_m_unit(p, world);
   int64_t top = unit;
   while (top < m) top *= 2;
   return std::min(top, p.m);
+}
+
+int64_t range_bottom(const GemmProblem& p, int world, int64_t top) {
+  const int64_t unit = call_m_unit(p, world);
+  int64_t below = unit;  // the largest u x 2^j under top, the top of the range before
+  while (below * 2 < top) below *= 2;
+  return top <= unit ? unit : below + unit;
 }
 
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a) {

@@ -54,12 +54,18 @@ Status validate_problem(const GemmProblem& p, int world);
 // With `gathered_a` (PlanOptions::return_gathered_a) also Operands::a_gathered.
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a = false);
 
-// The M of one call (Operands::m) against the plan's problem: 1 to p.m, and a multiple of W where
-// the op shards M (ag_gemm and gemm_rs along M).
+// The step between the Ms of calls of p (Operands::m): W where the op shards M (ag_gemm and
+// gemm_rs along M), else 1.
+int64_t call_m_unit(const GemmProblem& p, int world);
+// The M of one call (Operands::m) against the plan's problem: 1 to p.m, and a multiple of
+// call_m_unit.
 Status check_call_m(const GemmProblem& p, int world, int64_t m);
 // The M of the implementation a call of `m` rows runs (Plan::run): the plan's own for m == p.m,
-// else the top of m's range, the least u x 2^j >= m (u = W where the op shards M, else 1), at most p.m.
+// else the top of m's range, the least u x 2^j >= m (u: call_m_unit), at most p.m. A range holds
+// the Ms above half its top (and u itself).
 int64_t range_top(const GemmProblem& p, int world, int64_t m);
+// The least M of the range whose top is `top` (a value range_top returns).
+int64_t range_bottom(const GemmProblem& p, int world, int64_t top);
 
 double flops_per_rank(const GemmProblem& p);
 

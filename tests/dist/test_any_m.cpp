@@ -24,8 +24,8 @@ using testsupport::describe_check;
 
 // Operands::m: one plan, made for the largest M, serves calls of fewer rows, each checked against
 // the reference of its own M with nothing of D beyond it written; the gemm_ar plan from one row
-// (fewer than the ranks) up, in a CUDA graph too. The implementations that take any M by name,
-// and auto (whose ranges choose among them).
+// (fewer than the ranks) up, in a CUDA graph too. The implementations that take any M by name
+// (pipelined_ce: NOTE [pipelined calls of fewer rows]), and auto (whose ranges choose among them).
 TEST_P(Dist, OnePlanServesCallsOfAnyM) {
   const int W = GetParam();
   TPGEMM_REQUIRE_GPUS(W);
@@ -40,7 +40,7 @@ TEST_P(Dist, OnePlanServesCallsOfAnyM) {
                 const std::vector<int64_t> ms =
                     op == Op::kGemmAr ? std::vector<int64_t>{1, 2, 3, 512, 16384, 700, 1}
                                       : std::vector<int64_t>{int64_t(W), 3 * int64_t(W), 512 * int64_t(W), 37 * int64_t(W), int64_t(W)};
-                std::vector<Impl> impls = {Impl::kAuto, Impl::kBaseline};
+                std::vector<Impl> impls = {Impl::kAuto, Impl::kBaseline, Impl::kPipelinedCE};
                 if (op == Op::kGemmAr) impls.insert(impls.end(), {Impl::kGemmOneShot, Impl::kGemmTwoShot});
                 if (op == Op::kGemmRs) impls.push_back(Impl::kGemmReduceScatter);
                 if (op == Op::kAgGemm) impls.push_back(Impl::kAllGatherGemm);

@@ -19,6 +19,7 @@
 namespace tpgemm {
 namespace {
 
+using testsupport::check_calls_of_m;
 using testsupport::check_plan;
 using testsupport::describe_check;
 
@@ -110,6 +111,47 @@ TEST(TeamOfOne, TheGatheredAIsTheWholeA) {
       const auto c = check_plan(solo(), p, o, 2, 300 + static_cast<uint64_t>(l));
       EXPECT_TRUE(c.ok) << describe_check(p, o, c);
     }
+}
+
+// NOTE [pipelined calls of fewer rows] on a team of one: one pipelined_ce plan serves calls of
+// several M in turn (each range's instance, then the plan's own M again), in one and in three
+// pieces per block, batched with C and with A's rows at a stride of its own; each checked against
+// its own M's reference with nothing of D beyond it written, and from a CUDA graph. On the Hopper
+// core's matmuls (configured per shape) a call of fewer rows is refused, naming the option.
+TEST(TeamOfOne, PipelinedServesCallsOfAnyM) {
+  TPGEMM_REQUIRE_GPUS(1);
+  uint64_t seed = 700;
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int chunks : {1, 3})
+      for (int variant : {0, 1}) {
+        GemmProblem p;
+        p.op = op;
+        p.m = 520;
+        p.n = 136;
+        p.k = 72;
+        if (variant == 1) p.l = 2, p.alpha = 0.5f, p.beta = -1.25f, p.has_c = true, p.lda = 80;
+        PlanOptions o;
+        o.impl = Impl::kPipelinedCE;
+        o.chunks_per_rank = chunks;
+        o.matmul = Matmul::kCublasLt;
+        const std::vector<int64_t> ms = {520, 1, 3, 7, 260, 517, 64, 520, 129};
+        const auto c = check_calls_of_m(solo(), p, o, ms, seed += 100);
+        EXPECT_TRUE(c.ok) << describe_check(p, o, c);
+        EXPECT_EQ(c.ran, Impl::kPipelinedCE);
+        const auto g = check_calls_of_m(solo(), p, o, {300, 520, 257}, seed += 100, /*graph=*/true);
+        EXPECT_TRUE(g.ok) << "graph: " << describe_check(p, o, g);
+      }
+  GemmProblem p;
+  p.op = Op::kGemmRs;
+  p.m = 512, p.n = 128, p.k = 64;
+  PlanOptions o;
+  o.impl = Impl::kPipelinedCE;
+  o.matmul = Matmul::kSm90;
+  if (!Plan::can_implement(solo(), p, o).ok()) return;  // (no Hopper core on this GPU)
+  const auto c = check_calls_of_m(solo(), p, o, {256}, 99);
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.status.code, ErrorCode::kUnsupported) << c.status.message;
+  EXPECT_NE(c.status.message.find("matmul=sm90"), std::string::npos) << c.status.message;
 }
 
 // Types beyond the input type, on one GPU: an fp32 D of bf16 / fp16 operands, and e4m3 operands

@@ -46,7 +46,8 @@ TEST(Candidates, StartWithTheBaselineAndServeTheProblem) {
             << "a candidate twice";
         EXPECT_EQ(c.impl == Impl::kPipelinedCE, c.matmul != Matmul::kAuto) << to_string(c.impl);
       }
-      for (const Choice& c : candidates(p, topo, {}, /*any_m=*/true)) EXPECT_TRUE(takes_any_m(c.impl)) << to_string(c.impl);
+      for (const Choice& c : candidates(p, topo, {}, /*any_m=*/true))
+        EXPECT_TRUE(takes_any_m(p, c.impl, c.matmul)) << to_string(c.impl);
     }
   // The overlapped implementations where they apply, with more than one chunk count.
   const std::vector<Choice> big = candidates(problem(Op::kAgGemm, 16384, 8192, 8192), topo, {}, false);
@@ -195,7 +196,7 @@ TEST(Candidates, DeterministicLeavesNoSumToNccl) {
         const Choice rules = any_m ? choose_any_m(p, topo, o) : choose(p, topo, o);
         EXPECT_TRUE(fixed_reduction_order(p, rules.impl, 4)) << describe(p) << " " << to_string(rules.impl);
         if (any_m) {
-          EXPECT_TRUE(takes_any_m(rules.impl)) << describe(p) << " " << to_string(rules.impl);
+          EXPECT_TRUE(takes_any_m(p, rules.impl, rules.matmul)) << describe(p) << " " << to_string(rules.impl);
         }
         if (op == Op::kAgGemm) {
           EXPECT_EQ(all[0].impl, Impl::kBaseline);
@@ -220,7 +221,7 @@ TEST(Candidates, AnOutputTypeOfItsOwnKeepsThoseThatTakeIt) {
       ASSERT_FALSE(all.empty()) << describe(p);
       EXPECT_EQ(all[0].impl, Impl::kBaseline);
       for (const Choice& c : all) {
-        EXPECT_TRUE(c.impl == Impl::kBaseline || (op == Op::kAgGemm && !any_m && c.impl == Impl::kPipelinedCE))
+        EXPECT_TRUE(c.impl == Impl::kBaseline || (op == Op::kAgGemm && c.impl == Impl::kPipelinedCE))
             << describe(p) << " " << to_string(c.impl);
       }
     }
@@ -254,8 +255,68 @@ TEST(Candidates, ReturningTheGatheredAKeepsThoseThatCan) {
 TEST(ChooseAnyM, PicksAnImplementationThatTakesAnyM) {
   for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
     for (int w : {2, 4, 8})
-      for (int64_t m : {int64_t(w), int64_t(1024), int64_t(16384)})
-        EXPECT_TRUE(takes_any_m(choose_any_m(problem(op, m, 8192, 4096), {w, true}, {}).impl));
+      for (int64_t m : {int64_t(w), int64_t(1024), int64_t(16384)}) {
+        const GemmProblem p = problem(op, m, 8192, 4096);
+        const Choice c = choose_any_m(p, {w, true}, {});
+        EXPECT_TRUE(takes_any_m(p, c.impl, c.matmul)) << describe(p) << " " << to_string(c.impl);
+      }
+}
+
+// NOTE [pipelined calls of fewer rows]: a range of M times pipelined_ce on cuBLASLt's matmuls,
+// never on the Hopper core's (measured per shape) nor fused (made for one M), nor on FP8 operands.
+TEST(Candidates, ARangeOfMTimesPipelinedOnCublasLtOnly) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr}) {
+    const GemmProblem p = problem(op, 16384, 8192, 8192);
+    bool pipelined = false;
+    for (const Choice& c : candidates(p, Topology{4, true}, {}, /*any_m=*/true)) {
+      EXPECT_NE(c.impl, Impl::kFused) << describe(p);
+      EXPECT_NE(c.matmul, Matmul::kSm90) << describe(p);
+      pipelined = pipelined || c.impl == Impl::kPipelinedCE;
+    }
+    EXPECT_TRUE(pipelined) << describe(p);
+    GemmProblem f = p;
+    f.dtype = DType::kE4M3;
+    f.out_dtype = DType::kBF16;
+    for (const Choice& c : candidates(f, Topology{4, true}, {}, /*any_m=*/true)) EXPECT_NE(c.impl, Impl::kPipelinedCE);
+    EXPECT_FALSE(takes_any_m(f, Impl::kPipelinedCE));
+    EXPECT_FALSE(takes_any_m(p, Impl::kPipelinedCE, Matmul::kSm90));
+    EXPECT_TRUE(takes_any_m(p, Impl::kPipelinedCE, Matmul::kCublasLt));
+  }
+}
+
+// Where the rules choose pipelined_ce at a range's top and at its bottom, the range keeps it;
+// where they would not at its bottom, the collective-then-matmul implementation serves it.
+TEST(ChooseAnyM, KeepsPipelinedWhereTheRulesChooseItAcrossTheRange) {
+  const Topology topo{4, true};
+  int kept = 0;
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int64_t m = 4; m <= 65536; m *= 2) {
+      const GemmProblem p = problem(op, m, 8192, 4096);
+      GemmProblem bottom = p;
+      bottom.m = range_bottom(p, 4, p.m);
+      const Choice top = choose(p, topo, {}), low = choose(bottom, topo, {}), any = choose_any_m(p, topo, {});
+      const bool both = top.impl == Impl::kPipelinedCE && low.impl == Impl::kPipelinedCE;
+      EXPECT_EQ(any.impl == Impl::kPipelinedCE, both) << describe(p);
+      kept += both;
+    }
+  EXPECT_GT(kept, 0);
+}
+
+TEST(CallM, RangesTileEveryM) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int w : {1, 2, 3, 4, 8}) {
+      const GemmProblem p = problem(op, op == Op::kGemmAr ? 1000 : 1000 * w, 64, 64);
+      const int64_t unit = call_m_unit(p, w);
+      for (int64_t m = unit; m < p.m; m += unit) {
+        const int64_t top = range_top(p, w, m), bottom = range_bottom(p, w, top);
+        EXPECT_LE(bottom, m) << describe(p) << " W=" << w << " m=" << m;
+        EXPECT_LE(m, top);
+        EXPECT_EQ(range_top(p, w, bottom), top) << describe(p) << " W=" << w << " m=" << m;
+        if (bottom > unit) {
+          EXPECT_LT(range_top(p, w, bottom - unit), top);
+        }
+      }
+    }
 }
 
 TEST(CallM, IsCheckedAgainstThePlansM) {

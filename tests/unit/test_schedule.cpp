@@ -335,6 +335,62 @@ INSTANTIATE_TEST_SUITE_P(AllOpsW1to8, Simulated,
                            return std::string(to_string(info.param.op)) + "_W" + std::to_string(info.param.world);
                          });
 
+// NOTE [pipelined calls of fewer rows]: every M's schedule keeps the protocol of the plan's M (the
+// same rounds, barriers and events, so that calls of different M follow one another on one
+// signal pad) and fits in its buffers.
+TEST(Schedule, CallsOfFewerRowsKeepTheProtocolAndFitTheBuffers) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int w = 1; w <= 8; ++w)
+      for (int chunks = 1; chunks <= 4; ++chunks)
+        for (bool partial_as_c : {false, true}) {
+          const int64_t unit = op == Op::kGemmAr ? 1 : w;
+          const GemmProblem big = make(op, unit * 37, 2, false);
+          if (partial_as_c && (!plan::partial_as_c_fits(big, w) || chunks < 2)) continue;
+          for (int64_t m = unit; m <= big.m; m += unit) {
+            GemmProblem p = big;
+            p.m = m;
+            for (int r = 0; r < w; ++r) {
+              const plan::Schedule a = plan::build_pipelined(big, w, r, chunks, partial_as_c);
+              const plan::Schedule b = plan::build_pipelined(p, w, r, chunks, partial_as_c);
+              ASSERT_EQ(a.rounds, b.rounds) << name(p, w, chunks);
+              ASSERT_EQ(a.num_barriers, b.num_barriers) << name(p, w, chunks);
+              ASSERT_EQ(a.num_events, b.num_events) << name(p, w, chunks);
+              ASSERT_TRUE(plan::check_schedule(b, p).ok()) << name(p, w, chunks);
+            }
+            for (int buf = 0; buf < plan::kNumBufs; ++buf) {
+              const plan::BufGeometry g = plan::buffer_geometry(static_cast<plan::Buf>(buf), p, w);
+              const plan::BufGeometry h = plan::buffer_geometry(static_cast<plan::Buf>(buf), big, w);
+              EXPECT_LE(g.slots * g.rows * g.cols, h.slots * h.rows * h.cols) << name(p, w, chunks) << " buffer " << buf;
+              EXPECT_EQ(g.slots, h.slots);
+            }
+          }
+        }
+}
+
+// One plan's calls of several M in turn, each on its own M's schedule in the buffers of the
+// largest, simulated with random delays: every call's D is the product, and no call reads a row
+// before it is written or overwrites one a peer has yet to read (of this call or the one before,
+// whose geometry differs).
+TEST_P(Simulated, CallsOfSeveralMInTurnComputeTheirProducts) {
+  const auto [op, w] = GetParam();
+  const int64_t unit = op == Op::kGemmAr ? 1 : w;
+  int seed = 500;
+  for (int chunks : {1, 2, 3})
+    for (const char* mode : {"", "partial as C", "direct stores"})
+      for (bool with_c : {false, true}) {
+        const GemmProblem p = make(op, unit * 9, 2, with_c, seed % 2 ? BLayout::kKN : BLayout::kNK);
+        const bool partial_as_c = mode == std::string("partial as C"), direct = mode == std::string("direct stores");
+        if (partial_as_c && (with_c || !plan::partial_as_c_fits(p, w) || chunks < 2)) continue;
+        if (direct && !plan::direct_stores_fit(p, w)) continue;
+        std::vector<int64_t> ms = {unit * 9, unit * 2, unit * 9, unit, unit * 7, unit * 5, unit * 9};
+        if (op == Op::kGemmAr) ms.insert(ms.begin() + 2, {2, 3, 1, 8});
+        sim::SimOptions o;
+        o.seed = static_cast<uint64_t>(seed++);
+        o.max_delay_us = 40;
+        EXPECT_EQ(sim::simulate_calls(p, ms, w, chunks, o, partial_as_c, direct), "") << name(p, w, chunks) << " " << mode;
+      }
+}
+
 // The simulation must be able to fail: drop a synchronisation step and it reports the hazard.
 std::vector<plan::Schedule> without(const GemmProblem& p, int w, plan::StepKind kind, int index) {
   std::vector<plan::Schedule> out;
@@ -381,6 +437,20 @@ TEST(SimulationCanFail, ReduceScatterWithoutArrivalSignalsDeadlocksAndSaysWhere)
   // Which blocked step times out first depends on thread timing (the reduction, or a step
   // behind it on another rank); each names its rank and step.
   EXPECT_NE(err.find("step '"), std::string::npos) << err;
+}
+
+// Ranks that disagree on a call's M (one runs the schedule of another M) are caught: the rows
+// the others wait for never come, or come at the wrong place.
+TEST(SimulationCanFail, ARankOnTheScheduleOfAnotherMIsCaught) {
+  const GemmProblem p = make(Op::kGemmRs, 4 * 8);
+  GemmProblem small = p;
+  small.m = 4 * 3;
+  sim::SimOptions o;
+  o.wait_timeout_ms = 500;
+  std::vector<plan::Schedule> wrong;
+  for (int r = 0; r < 4; ++r) wrong.push_back(plan::build_pipelined(r == 2 ? small : p, 4, r, 2));
+  const std::string err = sim::simulate(p, wrong, o);
+  EXPECT_NE(err, "");
 }
 
 TEST(SimulationCanFail, WrongArithmeticIsCaughtByTheProductCheck) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "core/format.h"
@@ -32,8 +33,10 @@ float value(uint64_t seed, uint64_t i) {
 
 class Sim {
  public:
-  Sim(const GemmProblem& p, const std::vector<plan::Schedule>& sched, const SimOptions& o)
-      : p_(p), sched_(sched), o_(o), W_(static_cast<int>(sched.size())), ranks_(static_cast<size_t>(W_)) {
+  // Call i of problem ps[i] runs schedules sched[i] (one per rank); the calls differ in M at most.
+  Sim(const std::vector<GemmProblem>& ps, const std::vector<std::vector<plan::Schedule>>& sched, const SimOptions& o)
+      : p_(ps.at(0)), ps_(ps), sched_(sched), o_(o), W_(static_cast<int>(sched.at(0).size())), calls_(static_cast<int>(ps.size())),
+        ranks_(static_cast<size_t>(W_)) {
     for (int r = 0; r < W_; ++r) init_rank(r);
     count_planned_reads();
   }
@@ -52,7 +55,7 @@ class Sim {
     std::vector<float> buf[plan::kNumBufs];     // internal buffers
     std::vector<int> tag[plan::kNumBufs];       // per row unit: the call that last wrote it (-1: never)
     std::vector<int> reads[plan::kNumBufs];     // reads the current version has had
-    std::vector<int> planned[plan::kNumBufs];   // reads every version must get in a call
+    std::vector<std::vector<int>> planned[plan::kNumBufs];  // [call][unit]: the reads a version written in that call must get
     std::vector<std::vector<float>> a, c, d;    // user buffers, one per call
     std::vector<float> b;
     std::vector<uint64_t> barrier_flags, family_flags;  // [index][source]
@@ -61,21 +64,28 @@ class Sim {
     std::map<std::pair<int, int>, bool> recorded;  // (call, event)
   };
 
-  plan::BufGeometry geo(Buf b) const { return plan::buffer_geometry(b, p_, W_); }
+  // Buffer b as call `call` lays it out. Along M a row unit has the same columns in every call, so
+  // unit u is the same memory whatever the call's M: the hazard tags carry over between calls.
+  plan::BufGeometry geo(Buf b, int call) const { return plan::buffer_geometry(b, ps_[static_cast<size_t>(call)], W_); }
 
   void init_rank(int r) {
     RankState& s = ranks_[r];
     for (int b = 0; b < plan::kNumBufs; ++b) {
-      const plan::BufGeometry g = geo(static_cast<Buf>(b));
-      const size_t units = static_cast<size_t>(g.slots * p_.l * g.rows);
       if (!internal(static_cast<Buf>(b))) continue;
-      s.buf[b].assign(units * g.cols, NAN);
+      size_t units = 0;  // the largest call's
+      for (int call = 0; call < calls_; ++call) {
+        const plan::BufGeometry g = geo(static_cast<Buf>(b), call);
+        units = std::max(units, static_cast<size_t>(g.slots * p_.l * g.rows));
+        if (g.slots > 0 && geo(static_cast<Buf>(b), 0).slots > 0 && g.cols != geo(static_cast<Buf>(b), 0).cols)
+          throw std::invalid_argument("the calls' buffers differ in columns");
+      }
+      s.buf[b].assign(units * static_cast<size_t>(geo(static_cast<Buf>(b), 0).cols), NAN);
       s.tag[b].assign(units, -1);
       s.reads[b].assign(units, 0);
-      s.planned[b].assign(units, 0);
+      s.planned[b].assign(static_cast<size_t>(calls_), std::vector<int>(units, 0));
     }
-    const auto ga = geo(Buf::kUserA), gd = geo(Buf::kUserD);
-    for (int call = 0; call < o_.calls; ++call) {
+    for (int call = 0; call < calls_; ++call) {
+      const auto ga = geo(Buf::kUserA, call), gd = geo(Buf::kUserD, call);
       std::vector<float> a(static_cast<size_t>(p_.l * ga.rows * ga.cols));
       for (size_t i = 0; i < a.size(); ++i) a[i] = value(o_.seed + 7919u * call + 104729u * r, i);
       s.a.push_back(std::move(a));
@@ -86,36 +96,46 @@ class Sim {
     }
     s.b.resize(static_cast<size_t>(p_.l * p_.k * p_.n));
     for (size_t i = 0; i < s.b.size(); ++i) s.b[i] = value(o_.seed + 17u + 104729u * r, i);
-    const auto& sc = sched_[r];
-    s.barrier_flags.assign(static_cast<size_t>(std::max(sc.num_barriers, 1) * W_), 0);
+    int barriers = 1;
+    for (int call = 0; call < calls_; ++call) {
+      const plan::Schedule& sc = sched_[static_cast<size_t>(call)][static_cast<size_t>(r)];
+      barriers = std::max(barriers, sc.num_barriers);
+      if (sc.rounds != sched_[0][static_cast<size_t>(r)].rounds)
+        throw std::invalid_argument("the calls' schedules differ in rounds: their sequence numbers would not follow");
+    }
+    s.barrier_flags.assign(static_cast<size_t>(barriers * W_), 0);
     s.family_flags.assign(static_cast<size_t>(plan::kNumFlags * W_), 0);
-    s.seq.assign(static_cast<size_t>(sc.rounds), 0);
+    s.seq.assign(static_cast<size_t>(sched_[0][static_cast<size_t>(r)].rounds), 0);
   }
 
-  size_t unit(Buf b, int slot, int64_t batch, int64_t row) const {
-    const auto g = geo(b);
+  size_t unit(Buf b, int slot, int64_t batch, int64_t row, int call) const {
+    const auto g = geo(b, call);
     return static_cast<size_t>((slot * p_.l + batch) * g.rows + row);
   }
 
   template <typename F>
-  void for_units(const Region& r, F&& f) const {
+  void for_units(const Region& r, int call, F&& f) const {
     for (int64_t batch = 0; batch < p_.l; ++batch)
-      for (int64_t i = 0; i < r.rows; ++i) f(unit(r.buf, r.slot, batch, r.row0 + i), batch, r.row0 + i);
+      for (int64_t i = 0; i < r.rows; ++i) f(unit(r.buf, r.slot, batch, r.row0 + i, call), batch, r.row0 + i);
   }
 
   void count_planned_reads() {
-    for (int r = 0; r < W_; ++r)
-      for (const Step& s : sched_[r].steps) {
-        if ((s.kind == StepKind::kGemm || s.kind == StepKind::kCopy) && internal(s.src.buf))
-          for_units(s.src, [&](size_t u, int64_t, int64_t) { ++ranks_[s.src.rank].planned[static_cast<int>(s.src.buf)][u]; });
-        if (s.kind == StepKind::kGemm && s.has_addend)
-          for_units(s.addend, [&](size_t u, int64_t, int64_t) { ++ranks_[s.addend.rank].planned[static_cast<int>(s.addend.buf)][u]; });
-        if (s.kind == StepKind::kReduce)
-          for (int slot = 0; slot < W_; ++slot) {
-            Region x = s.src;
-            x.slot = slot;
-            for_units(x, [&](size_t u, int64_t, int64_t) { ++ranks_[r].planned[static_cast<int>(Buf::kRecv)][u]; });
-          }
+    for (int call = 0; call < calls_; ++call)
+      for (int r = 0; r < W_; ++r) {
+        const auto plan_read = [&](const Region& x) {
+          for_units(x, call, [&](size_t u, int64_t, int64_t) { ++ranks_[x.rank].planned[static_cast<int>(x.buf)][call][u]; });
+        };
+        for (const Step& s : sched_[static_cast<size_t>(call)][static_cast<size_t>(r)].steps) {
+          if ((s.kind == StepKind::kGemm || s.kind == StepKind::kCopy) && internal(s.src.buf)) plan_read(s.src);
+          if (s.kind == StepKind::kGemm && s.has_addend) plan_read(s.addend);
+          if (s.kind == StepKind::kReduce)
+            for (int slot = 0; slot < W_; ++slot) {
+              Region x = s.src;
+              x.slot = slot;
+              x.rank = r;
+              plan_read(x);
+            }
+        }
       }
   }
 
@@ -128,7 +148,7 @@ class Sim {
   // Pointer to row `row` of batch `batch` of region r's buffer in rank `r.rank`, for call `call`.
   float* row_ptr(const Region& r, int call, int64_t batch, int64_t row) {
     RankState& s = ranks_[r.rank];
-    const auto g = geo(r.buf);
+    const auto g = geo(r.buf, call);
     std::vector<float>* v = nullptr;
     switch (r.buf) {
       case Buf::kUserA: v = &s.a[call]; break;
@@ -143,7 +163,7 @@ class Sim {
     if (!internal(r.buf)) return;
     RankState& s = ranks_[r.rank];
     const int b = static_cast<int>(r.buf);
-    for_units(r, [&](size_t u, int64_t batch, int64_t row) {
+    for_units(r, call, [&](size_t u, int64_t batch, int64_t row) {
       if (s.tag[b][u] != call)
         fail(strfmt("%s (call %d) reads %s@%d slot %d batch %lld row %lld, which was last written in call %d", who.c_str(),
                     call, std::string(plan::to_string(r.buf)).c_str(), r.rank, r.slot, (long long)batch, (long long)row,
@@ -156,11 +176,12 @@ class Sim {
     if (!internal(r.buf)) return;
     RankState& s = ranks_[r.rank];
     const int b = static_cast<int>(r.buf);
-    for_units(r, [&](size_t u, int64_t batch, int64_t row) {
-      if (s.tag[b][u] >= 0 && s.reads[b][u] < s.planned[b][u])
+    for_units(r, call, [&](size_t u, int64_t batch, int64_t row) {
+      const int planned = s.tag[b][u] >= 0 ? s.planned[b][static_cast<size_t>(s.tag[b][u])][u] : 0;
+      if (s.tag[b][u] >= 0 && s.reads[b][u] < planned)
         fail(strfmt("%s (call %d) overwrites %s@%d slot %d batch %lld row %lld (written in call %d) after %d of its %d "
                     "planned reads", who.c_str(), call, std::string(plan::to_string(r.buf)).c_str(), r.rank, r.slot,
-                    (long long)batch, (long long)row, s.tag[b][u], s.reads[b][u], s.planned[b][u]));
+                    (long long)batch, (long long)row, s.tag[b][u], s.reads[b][u], planned));
       s.tag[b][u] = call;
       s.reads[b][u] = 0;
     });
@@ -227,7 +248,7 @@ class Sim {
       case StepKind::kCopy: {
         note_read(s.src, call, who);
         note_write(s.dst, call, who);
-        const int64_t cols = geo(s.src.buf).cols;
+        const int64_t cols = geo(s.src.buf, call).cols;
         for (int64_t batch = 0; batch < p_.l; ++batch)
           for (int64_t i = 0; i < s.src.rows; ++i)
             std::copy_n(row_ptr(s.src, call, batch, s.src.row0 + i), cols, row_ptr(s.dst, call, batch, s.dst.row0 + i));
@@ -282,8 +303,8 @@ class Sim {
   void stream_thread(int r, plan::Stream stream) {
     std::mt19937 rng(static_cast<uint32_t>(o_.seed * 131 + r * 7 + static_cast<int>(stream)));
     try {
-      for (int call = 0; call < o_.calls; ++call)
-        for (const Step& s : sched_[r].steps) {
+      for (int call = 0; call < calls_; ++call)
+        for (const Step& s : sched_[static_cast<size_t>(call)][static_cast<size_t>(r)].steps) {
           if (s.stream != stream) continue;
           int delay = o_.max_delay_us > 0 ? static_cast<int>(rng() % static_cast<uint32_t>(o_.max_delay_us)) : 0;
           if (r == o_.slow_rank) delay += 2000;
@@ -300,10 +321,11 @@ class Sim {
 
   // Every call's D against the full product computed here from the same data.
   std::string check_results() {
-    const int64_t mw = p_.m / W_;
-    for (int call = 0; call < o_.calls; ++call)
+    for (int call = 0; call < calls_; ++call)
       for (int r = 0; r < W_; ++r) {
-        const auto gd = geo(Buf::kUserD);
+        const GemmProblem& p = ps_[static_cast<size_t>(call)];
+        const int64_t mw = p.m / W_;
+        const auto gd = geo(Buf::kUserD, call);
         for (int64_t batch = 0; batch < p_.l; ++batch)
           for (int64_t i = 0; i < gd.rows; ++i)
             for (int64_t j = 0; j < p_.n; ++j) {
@@ -316,7 +338,7 @@ class Sim {
               } else {
                 const int64_t gi = p_.op == Op::kGemmRs ? r * mw + i : i;
                 for (int q = 0; q < W_; ++q) {
-                  const float* a = ranks_[q].a[call].data() + (batch * p_.m + gi) * p_.k;
+                  const float* a = ranks_[q].a[call].data() + (batch * p.m + gi) * p_.k;
                   for (int64_t k = 0; k < p_.k; ++k) want += p_.alpha * double(a[k]) * b_at(q, batch, k, j);
                 }
               }
@@ -330,10 +352,11 @@ class Sim {
     return "";
   }
 
-  const GemmProblem p_;
-  const std::vector<plan::Schedule>& sched_;
+  const GemmProblem p_;  // what the calls share (all but M)
+  const std::vector<GemmProblem> ps_;
+  const std::vector<std::vector<plan::Schedule>>& sched_;
   const SimOptions o_;
-  const int W_;
+  const int W_, calls_;
   std::vector<RankState> ranks_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -343,7 +366,22 @@ class Sim {
 }  // namespace
 
 std::string simulate(const GemmProblem& p, const std::vector<plan::Schedule>& per_rank, const SimOptions& opt) {
-  return Sim(p, per_rank, opt).run();
+  const std::vector<std::vector<plan::Schedule>> calls(static_cast<size_t>(opt.calls), per_rank);
+  return Sim(std::vector<GemmProblem>(static_cast<size_t>(opt.calls), p), calls, opt).run();
+}
+
+std::string simulate_calls(const GemmProblem& p, const std::vector<int64_t>& ms, int world, int chunks, const SimOptions& opt,
+                           bool partial_as_c, bool direct_stores) {
+  std::vector<GemmProblem> ps;
+  std::vector<std::vector<plan::Schedule>> calls;
+  for (int64_t m : ms) {
+    GemmProblem q = p;
+    q.m = m;
+    ps.push_back(q);
+    calls.emplace_back();
+    for (int r = 0; r < world; ++r) calls.back().push_back(plan::build_pipelined(q, world, r, chunks, partial_as_c, direct_stores));
+  }
+  return Sim(ps, calls, opt).run();
 }
 
 std::string simulate_pipelined(const GemmProblem& p, int world, int chunks, const SimOptions& opt, bool direct_stores) {

@@ -34,6 +34,11 @@ struct SimOptions {
 // "" when every call of every rank ran without a hazard and produced the right D; else the
 // first problem found.
 std::string simulate(const GemmProblem& p, const std::vector<plan::Schedule>& per_rank, const SimOptions& opt);
+// Calls of `p` with M = ms[0], ms[1], ... in turn, each running build_pipelined's schedules of
+// its own M (NOTE [pipelined calls of fewer rows]) in buffers sized for the largest: what one
+// plan's calls of several M do. SimOptions::calls is not read.
+std::string simulate_calls(const GemmProblem& p, const std::vector<int64_t>& ms, int world, int chunks, const SimOptions& opt,
+                           bool partial_as_c = false, bool direct_stores = false);
 // build_pipelined's schedules of every rank (`direct_stores`: NOTE [direct stores]).
 std::string simulate_pipelined(const GemmProblem& p, int world, int chunks, const SimOptions& opt,
                                bool direct_stores = false);
