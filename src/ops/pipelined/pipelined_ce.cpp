@@ -156,7 +156,7 @@ class PipelinedCE final : public OpImpl {
         case StepKind::kWaitSignal:
           pad_.wait(static_cast<int>(s.flag), s.peer, s.round,
                     s.flag == plan::Flag::kReady ? comm::WaitSite::kReadyFlag
-                    : P().op == Op::kAgGemm       ? comm::WaitSite::kRowsPushed
+                    : P().op == Op::kAgGemm      ? comm::WaitSite::kRowsPushed
                                                  : comm::WaitSite::kArriveFlag,
                     st);
           break;
