@@ -202,8 +202,7 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
         // stops them too (NOTE [agreement]), so no rank goes on to the rules while the others
         // still time.
         // A range's calls are timed at its middle M: its choice serves Ms from about half its top.
-        const int64_t bottom = plan::range_bottom(p, t.world, p.m), unit = plan::call_m_unit(p, t.world);
-        const int64_t call_m = any_m ? std::max(bottom, (bottom + p.m) / 2 / unit * unit) : 0;
+        const int64_t call_m = any_m ? plan::range_middle(p, t.world) : 0;
         Measured m;
         t.agree_local("tuning the plan",
                       [&] { m = measure(team, p, cands, o.return_gathered_a, measures_core(o), call_m); });

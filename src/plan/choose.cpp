@@ -225,10 +225,13 @@ bool takes_any_m(const GemmProblem& p, Impl impl, Matmul matmul) {
 
 Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOptions& options) {
   Choice c = choose(p, topo, options);
-  // The range's calls run from about half its top up: the rules' choice must be theirs at both ends.
+  // The range's calls run from about half its top up: pipelined_ce, which the rules take from some
+  // rows per block up, only where it is their choice at the range's bottom too.
   GemmProblem bottom = p;
   bottom.m = range_bottom(p, topo.world, p.m);
-  if (takes_any_m(p, c.impl, c.matmul) && choose(bottom, topo, options).impl == c.impl) return c;
+  if (takes_any_m(p, c.impl, c.matmul) &&
+      (c.impl != Impl::kPipelinedCE || choose(bottom, topo, options).impl == Impl::kPipelinedCE))
+    return c;
   // Else the collective-then-matmul implementation of the op, where it serves the problem (the
   // rules pick those below the overlapped ones' range).
   Impl impl = Impl::kBaseline;

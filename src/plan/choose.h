@@ -46,8 +46,9 @@ bool fixed_reduction_order(const GemmProblem& p, Impl impl, int world);
 Status deterministic_supported(const GemmProblem& p, Impl impl, int world);
 
 // choose(), among the implementations that take any M, for the calls of a range of M up to p.m
-// (plan::range_top): the rules' choice where it takes any M and is the same at the range's
-// bottom, half of p.m; else the op's collective-then-matmul implementation.
+// (plan::range_top): the rules' choice where it takes any M (pipelined_ce: where it is their
+// choice at the range's bottom too, about half of p.m); else the op's collective-then-matmul
+// implementation.
 Choice choose_any_m(const GemmProblem& p, const Topology& topo, const PlanOptions& options);
 
 // What the planner times for `p` (NOTE [measured planner]): every implementation that serves it

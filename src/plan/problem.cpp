@@ -244,6 +244,16 @@ int64_t range_bottom(const GemmProblem& p, int world, int64_t top) {
   return top <= unit ? unit : below + unit;
 }
 
+int64_t range_middle(const GemmProblem& p, int world) {
+  const int64_t unit = call_m_unit(p, world), bottom = range_bottom(p, world, p.m);
+  for (int64_t m = std::max(bottom, (bottom + p.m) / 2 / unit * unit); m >= bottom; m -= unit) {
+    GemmProblem q = p;
+    q.m = m;
+    if (check_call_m(p, world, m).ok() && validate_layouts(q, world).ok()) return m;
+  }
+  return p.m;
+}
+
 Status validate_operands(const GemmProblem& p, int world, const Operands& ops, bool gathered_a) {
   if (Status s = validate_layouts(p, world); !s.ok()) return s;
   const OperandSizes n = operand_sizes(p, world);

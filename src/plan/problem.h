@@ -66,6 +66,9 @@ Status check_call_m(const GemmProblem& p, int world, int64_t m);
 int64_t range_top(const GemmProblem& p, int world, int64_t m);
 // The least M of the range whose top is `top` (a value range_top returns).
 int64_t range_bottom(const GemmProblem& p, int world, int64_t top);
+// An M a call of the range topped by p.m may have (check_call_m, and the layouts' rules at that
+// M) near its middle: the range's choice is timed on calls of it. p.m where none below is.
+int64_t range_middle(const GemmProblem& p, int world);
 
 double flops_per_rank(const GemmProblem& p);
 

@@ -319,6 +319,34 @@ TEST(CallM, RangesTileEveryM) {
     }
 }
 
+// The M a range's candidates are timed at: inside the range, and one a call may have (block
+// scales: a multiple of 4 rows; A stored [K, M] packed: 16-byte rows per rank).
+TEST(CallM, ARangeIsTimedAtAnMItsCallsMayHave) {
+  for (Op op : {Op::kAgGemm, Op::kGemmRs, Op::kGemmAr})
+    for (int w : {1, 2, 3, 4, 8})
+      for (int variant : {0, 1, 2}) {
+        GemmProblem base = problem(op, 64, 64, 256);
+        if (variant == 1) base.dtype = DType::kE4M3, base.out_dtype = DType::kBF16, base.scale_mode = ScaleMode::kBlock;
+        if (variant == 2) base.a_layout = ALayout::kKM;
+        const int64_t unit = call_m_unit(base, w);
+        for (int64_t top = unit; top <= unit * 256; top *= 2) {
+          GemmProblem p = base;
+          p.m = top;
+          if (!validate_problem(p, w).ok()) continue;
+          const int64_t mid = range_middle(p, w);
+          EXPECT_GE(mid, range_bottom(p, w, top)) << describe(p) << " W=" << w;
+          EXPECT_LE(mid, top) << describe(p) << " W=" << w;
+          GemmProblem q = p;
+          q.m = mid;
+          EXPECT_TRUE(check_call_m(p, w, mid).ok()) << describe(p) << " W=" << w << " mid=" << mid;
+          EXPECT_TRUE(validate_layouts(q, w).ok()) << describe(p) << " W=" << w << " mid=" << mid;
+          if (top >= unit * 8 && variant == 0) {
+            EXPECT_LT(mid, top) << describe(p) << " W=" << w;
+          }
+        }
+      }
+}
+
 TEST(CallM, IsCheckedAgainstThePlansM) {
   const GemmProblem ag = problem(Op::kAgGemm, 4096, 1024, 1024), ar = problem(Op::kGemmAr, 4096, 1024, 1024);
   EXPECT_TRUE(check_call_m(ag, 4, 4096).ok());

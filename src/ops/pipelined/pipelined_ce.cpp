@@ -108,6 +108,12 @@ class PipelinedCE final : public OpImpl {
     drop_signals_ = comm::test_drops_signals(t.rank);
   }
 
+  // A call of a new M: its schedule and matmuls made before the ranks agree on the call.
+  void prologue(const Operands& o, cudaStream_t stream) override {
+    (void)stream;
+    shape_of(o.m);
+  }
+
   void run(const Operands& o, cudaStream_t stream) override {
     ops_ = o;
     cur_ = &shape_of(o.m);
@@ -259,8 +265,22 @@ class PipelinedCE final : public OpImpl {
       const size_t have = symmetric_[b] ? symmetric_[b].bytes() : local_[b].bytes();
       TPGEMM_ASSERT(bytes_of(buf, x) <= have || !uses(x.schedule, buf));
     }
-    if (fewer_.size() >= kMaxShapes) fewer_.clear();  // (a serving loop's many Ms: the latest stay)
-    return fewer_.emplace(m, std::move(x)).first->second;
+    if (fewer_.size() >= kMaxShapes) fewer_.clear();  // (a serving loop's many Ms: made again as they come)
+    const auto it = fewer_.emplace(m, std::move(x)).first;
+    // Every matmul planned before the call enqueues anything: a shape cuBLASLt refuses fails here,
+    // in the prologue, where the ranks still agree on the call (Plan::run).
+    const Shape* const was = cur_;
+    cur_ = &it->second;
+    try {
+      for (const Step& s : it->second.schedule.steps)
+        if (s.kind == StepKind::kGemm) matmul_for(s);
+    } catch (...) {
+      cur_ = was;
+      fewer_.erase(it);
+      throw;
+    }
+    cur_ = was;
+    return it->second;
   }
 
   static bool uses(const plan::Schedule& schedule, Buf b) {
