@@ -116,8 +116,9 @@ TEST(TeamOfOne, TheGatheredAIsTheWholeA) {
 // NOTE [pipelined calls of fewer rows] on a team of one: one pipelined_ce plan serves calls of
 // several M in turn (each range's instance, then the plan's own M again), in one and in three
 // pieces per block, batched with C and with A's rows at a stride of its own; each checked against
-// its own M's reference with nothing of D beyond it written, and from a CUDA graph. On the Hopper
-// core's matmuls (configured per shape) a call of fewer rows is refused, naming the option.
+// its own M's reference with nothing of D beyond it written, and from a CUDA graph; and `auto`,
+// whose ranges are tuned on calls of their middle M. On the Hopper core's matmuls (configured per
+// shape) a call of fewer rows is refused, naming the option.
 TEST(TeamOfOne, PipelinedServesCallsOfAnyM) {
   TPGEMM_REQUIRE_GPUS(1);
   uint64_t seed = 700;
@@ -140,6 +141,10 @@ TEST(TeamOfOne, PipelinedServesCallsOfAnyM) {
         EXPECT_EQ(c.ran, Impl::kPipelinedCE);
         const auto g = check_calls_of_m(solo(), p, o, {300, 520, 257}, seed += 100, /*graph=*/true);
         EXPECT_TRUE(g.ok) << "graph: " << describe_check(p, o, g);
+        if (chunks == 1 && variant == 0) {  // auto: each range tuned on calls of its middle M
+          const auto a = check_calls_of_m(solo(), p, PlanOptions{}, {520, 300, 7, 129, 520}, seed += 100);
+          EXPECT_TRUE(a.ok) << "auto: " << describe_check(p, PlanOptions{}, a);
+        }
       }
   GemmProblem p;
   p.op = Op::kGemmRs;
