@@ -160,6 +160,34 @@ def check_ops(g, W, r):
     log(f"ops: {len(failures)} failure(s) so far")
 
 
+def check_token_counts(g, W, r):
+    """A serving loop's token counts: more distinct counts per shape than get plans of their own,
+    so that the later ones run on a plan's ranges of M, pipelined_ce's too (NOTE [pipelined calls
+    of fewer rows]); each call against its reference, the counts revisited in another order."""
+    n, k = 1024, 512
+    counts = [W * c for c in (40, 9, 33, 17, 64, 3, 50, 1, 23, 40, 3, 61)]
+    for impl in ("auto", "pipelined_ce"):
+        for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
+            T.set_impl(op, impl)
+        w = randn(n, k)
+        for m in counts:
+            A = randn(m // W, k)
+            _, (d,) = ops.fused_all_gather_matmul(A, [w.t()], 0, g, return_A=False)
+            e = rel(d, gather(A).float() @ w.float().t())
+            check(e < BF16_TOL, f"ag {impl} M={m} (token counts): rel err {e:.2e}")
+            A = randn(m, k)
+            ref = sum(a.float() @ b.float().t() for a, b in zip(gather(A[None]), gather(w[None])))
+            d = ops.fused_matmul_reduce_scatter(A, w.t(), "sum", 0, g)
+            e = rel(d, ref.chunk(W)[r])
+            check(e < BF16_TOL, f"rs {impl} M={m} (token counts): rel err {e:.2e}")
+            A = randn(m // W + 1, k)  # gemm_ar: any M
+            ref = sum(a.float() @ b.float().t() for a, b in zip(gather(A[None]), gather(w[None])))
+            d = ops.matmul_all_reduce(A, w.t(), "sum", g)
+            check(rel(d, ref) < BF16_TOL, f"ar {impl} M={m // W + 1} (token counts): rel err {rel(d, ref):.2e}")
+    for op in ("ag_gemm", "gemm_rs", "gemm_ar"):
+        T.set_impl(op, "auto")
+
+
 def check_fp32_output(g, W, r):
     """A plan with out_dtype='fp32': bf16 A and B, fp32 D, against an fp32 reference; the reducing ops
     run the baseline (its partial sums reduced in fp32; auto takes it, the others refuse by name). And
@@ -541,7 +569,8 @@ def main():
     W, r, g = dist.get_world_size(), dist.get_rank(), dist.group.WORLD.group_name
     torch.manual_seed(100 + r)
     log(f"tpgemm dist_check: W={W}, torch {torch.__version__}, NCCL {tpgemm.nccl_version()}")
-    for fn in (lambda: check_ops(g, W, r), lambda: check_fp32_output(g, W, r), lambda: check_against_torch(g, W),
+    for fn in (lambda: check_ops(g, W, r), lambda: check_token_counts(g, W, r), lambda: check_fp32_output(g, W, r),
+               lambda: check_against_torch(g, W),
                lambda: check_modules(W, r), lambda: check_two_streams(g, W, r),
                lambda: check_compile_and_graphs(W, r), lambda: check_bad_input(g, W, r),
                lambda: check_deterministic(g, W, r), lambda: host_time_per_call(g, W)):
