@@ -186,7 +186,8 @@ Route make_route(const std::shared_ptr<TeamState>& team, const GemmProblem& p, c
     const std::vector<plan::Choice> cands = plan::candidates(p, topo, o, any_m);
     const bool tune = o.tune == PlanOptions::Tune::kOn && cands.size() > 1;
     const std::string key =  // (read and written only where the plan is tuned)
-        tune ? plan::tune_key({t.device_name, t.nccl_version, topo, protocol_settings(), timing_context()}, p, o, any_m)
+        tune ? plan::tune_key({t.device_name, t.nccl_version, topo, protocol_settings(), timing_context()}, p, o, any_m,
+                              cands)
              : std::string();
     const plan::TuneCache cache(plan::TuneCache::default_path());
     std::optional<plan::Choice> hit = tune ? cached_choice(t, key, cands, cache) : std::nullopt;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -175,7 +176,12 @@ std::string compacted(const std::vector<std::string>& lines) {
 
 }  // namespace
 
-std::string tune_key(const TuneContext& ctx, const GemmProblem& p, const PlanOptions& o, bool any_m) {
+std::string tune_key(const TuneContext& ctx, const GemmProblem& p, const PlanOptions& o, bool any_m,
+                     const std::vector<Choice>& candidates) {
+  uint64_t digest = 1469598103934665603ull;  // FNV-1a over the candidates' fields
+  for (const Choice& c : candidates)
+    for (int x : {static_cast<int>(c.impl), c.chunks, c.comm_sms, static_cast<int>(c.matmul)})
+      for (int b = 0; b < 4; ++b) digest = (digest ^ ((static_cast<uint32_t>(x) >> (8 * b)) & 0xff)) * 1099511628211ull;
   std::string key =
       strfmt("%s sms=%d W=%d lsa=%d nccl=%d tpgemm=%s%s | %s alpha=%g beta=%g c=%d gathered_a=%d any_m=%d "
              "deterministic=%d chunks=%d comm_sms=%d matmul=%s",
@@ -183,6 +189,7 @@ std::string tune_key(const TuneContext& ctx, const GemmProblem& p, const PlanOpt
              TPGEMM_VERSION_STRING, ctx.timing.c_str(), describe(p).c_str(), p.alpha, p.beta, p.has_c ? 1 : 0,
              o.return_gathered_a ? 1 : 0, any_m ? 1 : 0, o.deterministic ? 1 : 0, o.chunks_per_rank, o.comm_sms,
              std::string(to_string(o.matmul)).c_str());
+  key += strfmt(" candidates=%zu:%016llx", candidates.size(), static_cast<unsigned long long>(digest));
   if (!ctx.settings.empty()) key += " settings:" + ctx.settings;  // (a schedule of their own)
   for (char& c : key)
     if (c == '\t' || c == '\n') c = ' ';

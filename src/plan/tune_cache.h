@@ -25,7 +25,10 @@ struct TuneContext {
   // versions, and settings such as NCCL_ALGO or TPGEMM_SM90_CONFIG (detail::timing_context()).
   std::string timing;
 };
-std::string tune_key(const TuneContext& ctx, const GemmProblem& p, const PlanOptions& options, bool any_m);
+// `candidates`: what the planner times for it (plan::candidates), as a digest: a tpgemm that times
+// another set (a new implementation or knob, one more that takes any M) asks anew.
+std::string tune_key(const TuneContext& ctx, const GemmProblem& p, const PlanOptions& options, bool any_m,
+                     const std::vector<Choice>& candidates);
 
 // A text file of lines "key<TAB>impl<TAB>chunks<TAB>comm_sms<TAB>matmul<TAB>detail" after a header
 // line; the last line of a key wins. Processes that share the file (the jobs of one user, on one

@@ -616,20 +616,21 @@ TEST(TuneKey, NamesEverythingTheTimeDependsOn) {
   TuneContext ctx{"NVIDIA H200", 22809, {4, true}, "", " cublaslt=130000 cudart=13000 driver=13000"};
   const GemmProblem p = problem(Op::kGemmRs, 4096, 8192, 2048);
   const PlanOptions o;
-  const std::string k = tune_key(ctx, p, o, false);
+  const std::vector<Choice> cands = candidates(p, ctx.topo, o, false);
+  const std::string k = tune_key(ctx, p, o, false, cands);
   for (const char* part : {"NVIDIA H200", "sms=132", "W=4", "nccl=22809", "tpgemm=", "cublaslt=130000", "gemm_rs", "M=4096"})
     EXPECT_NE(k.find(part), std::string::npos) << part << " in " << k;
   EXPECT_EQ(k.find('\t'), std::string::npos);
   TuneContext other = ctx;
   other.topo.world = 2;
-  EXPECT_NE(tune_key(other, p, o, false), k);
+  EXPECT_NE(tune_key(other, p, o, false, cands), k);
   other = ctx;
   other.topo.num_sms = 114;
-  EXPECT_NE(tune_key(other, p, o, false), k);
+  EXPECT_NE(tune_key(other, p, o, false, cands), k);
   other = ctx;
   other.timing += " NCCL_ALGO=Ring";
-  EXPECT_NE(tune_key(other, p, o, false), k);
-  EXPECT_NE(tune_key(ctx, p, o, true), k);
+  EXPECT_NE(tune_key(other, p, o, false, cands), k);
+  EXPECT_NE(tune_key(ctx, p, o, true, cands), k);
   // Every option that narrows the candidates: a constrained plan's winner is no answer for an
   // unconstrained one, nor the other way.
   for (const auto& narrowed : std::vector<std::function<void(PlanOptions&)>>{
@@ -638,16 +639,23 @@ TEST(TuneKey, NamesEverythingTheTimeDependsOn) {
            [](PlanOptions& x) { x.matmul = Matmul::kCublasLt; }}) {
     PlanOptions n = o;
     narrowed(n);
-    EXPECT_NE(tune_key(ctx, p, n, false), k);
+    EXPECT_NE(tune_key(ctx, p, n, false, cands), k);
   }
   GemmProblem fp32_d = p;
   fp32_d.out_dtype = DType::kFP32;
-  EXPECT_NE(tune_key(ctx, fp32_d, o, false), k);
+  EXPECT_NE(tune_key(ctx, fp32_d, o, false, cands), k);
   TuneContext direct = ctx;  // a setting that changes a schedule (NOTE [direct stores])
   direct.settings = " TPGEMM_PIPELINED_DIRECT=1";
-  EXPECT_NE(tune_key(direct, p, o, false).find("TPGEMM_PIPELINED_DIRECT=1"), std::string::npos);
+  EXPECT_NE(tune_key(direct, p, o, false, cands).find("TPGEMM_PIPELINED_DIRECT=1"), std::string::npos);
   direct.device = "odd\tname";
-  EXPECT_EQ(tune_key(direct, p, o, false).find('\t'), std::string::npos);
+  EXPECT_EQ(tune_key(direct, p, o, false, cands).find('\t'), std::string::npos);
+  // Another set of candidates (a tpgemm that times one more, or one fewer): another key.
+  std::vector<Choice> fewer = cands;
+  fewer.pop_back();
+  EXPECT_NE(tune_key(ctx, p, o, false, fewer), k);
+  std::vector<Choice> other_chunks = cands;
+  other_chunks.back().chunks += 1;
+  EXPECT_NE(tune_key(ctx, p, o, false, other_chunks), k);
 }
 
 TEST(RandomShapes, AreValidAndReproducible) {
