@@ -58,6 +58,8 @@ class Plan {
   // The same for the calls of `m` rows, once their range is made (run() or prepare()); else null.
   // An `m` no call of the plan could have throws InvalidArgument, as run() would.
   const PlanSelection* selection(int64_t m) const;
+  // options() for the calls of `m` rows (as selection(m)); impl kAuto where their range is not made.
+  PlanOptions options(int64_t m) const;
   Impl impl(int64_t m) const;  // kAuto where the range of `m` is not made yet
 
   // Would this rank accept the problem with these options? Local and non-throwing.

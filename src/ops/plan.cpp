@@ -443,6 +443,15 @@ const detail::Route* made_route(const std::unique_ptr<detail::PlanState>& state,
   return detail::route_for(s, m);
 }
 
+// The options a plan made with `asked` runs with `c`.
+PlanOptions resolved(PlanOptions asked, const plan::Choice& c) {
+  asked.impl = c.impl;
+  asked.chunks_per_rank = c.chunks;
+  asked.comm_sms = c.comm_sms;
+  asked.matmul = c.matmul;
+  return asked;
+}
+
 }  // namespace
 
 Impl Plan::impl(int64_t m) const {
@@ -452,12 +461,16 @@ Impl Plan::impl(int64_t m) const {
 const GemmProblem& Plan::problem() const { return detail::live(state_, "problem()").problem; }
 PlanOptions Plan::options() const {
   detail::live(state_, "options()");
-  PlanOptions o = state_->asked;
-  o.impl = state_->main.choice.impl;
-  o.chunks_per_rank = state_->main.choice.chunks;
-  o.comm_sms = state_->main.choice.comm_sms;
-  o.matmul = state_->main.choice.matmul;
-  return o;
+  return resolved(state_->asked, state_->main.choice);
+}
+PlanOptions Plan::options(int64_t m) const {
+  const detail::Route* r = made_route(state_, m, "options()");
+  if (r == nullptr) {
+    PlanOptions o = state_->asked;
+    o.impl = Impl::kAuto;
+    return o;
+  }
+  return resolved(state_->asked, r->choice);
 }
 const PlanSelection& Plan::selection() const { return detail::live(state_, "selection()").main.selection; }
 const PlanSelection* Plan::selection(int64_t m) const {

@@ -54,6 +54,9 @@ TEST(Cli, RandomShapesTimingAndThePlannersFlags) {
   EXPECT_EQ(parse({"--matmul=sm90"}).matmul, Matmul::kSm90);
   EXPECT_EQ(parse({"--matmul", "cublaslt"}).matmul, Matmul::kCublasLt);
   expect_rejected({"--matmul=cutlass"}, "--matmul=cutlass: expected cublaslt, sm90 or auto");
+  EXPECT_EQ(parse({}).plan_m, 0);
+  EXPECT_EQ(parse({"--plan-m=16384", "--random=4"}).plan_m, 16384);
+  expect_rejected({"--plan-m=0"}, "--plan-m");
 }
 
 TEST(Cli, CutlassStyleFlagsBothSpellings) {

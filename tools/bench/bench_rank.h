@@ -66,7 +66,8 @@ class Runner {
   }
 
   // The rows' shared steps (runner.cpp).
-  void record_plan(ResultRow& row, const Plan& plan, bool with_selection);
+  // What the plan runs for calls of `m` rows (0: the plan's own M).
+  void record_plan(ResultRow& row, const Plan& plan, bool with_selection, int64_t m = 0);
   void record_selection(ResultRow& row, const PlanSelection& sel);
   double check_once(void* d, int64_t d_count, DType dt, double type_eps, const std::function<void()>& fn,
                     const std::function<testing::Diff()>& compare, bool* ok);

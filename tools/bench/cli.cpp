@@ -72,6 +72,9 @@ all local GPUs.
                          gemm_ar; N and K multiples of 8, every other one odd); with --op gemm,
                          N local matmuls
   --seed=S               the draw's seed (default: from the clock; printed and kept in the JSON)
+  --plan-m=P             every plan but the baseline's made for P rows (a multiple of W where
+                         the op shards M; at least the shape's M), each call passing the
+                         shape's M: the implementation of its range of M runs (Operands::m)
   --tune                 pre-tune: make each shape's auto plan, which times its candidates and
                          keeps the choice in the tuning cache (TPGEMM_TUNE_CACHE), and print what
                          it chose; nothing else is timed or checked
@@ -185,7 +188,8 @@ BenchConfig parse_cli(const std::vector<std::string>& args) {
       if (value != "sync" && value != "batch" && value != "graph") throw bad(flag, value, "sync, batch or graph");
       c.timing = value == "sync" ? BenchConfig::Timing::kSync
                  : value == "batch" ? BenchConfig::Timing::kBatch : BenchConfig::Timing::kGraph;
-    } else if (flag == "--random") c.random = static_cast<int>(int_arg(flag, value, 1, 100000));
+    } else if (flag == "--plan-m") c.plan_m = int_arg(flag, value, 1, int64_t(1) << 31);
+    else if (flag == "--random") c.random = static_cast<int>(int_arg(flag, value, 1, 100000));
     else if (flag == "--seed") c.seed = static_cast<uint64_t>(int_arg(flag, value, 1, int64_t(1) << 62));
     else if (flag == "--json") c.json = value;
     else if (flag == "--dtype") {

@@ -34,6 +34,9 @@ struct BenchConfig {
   int64_t bytes = 0;            // --bytes: one all-reduce size
   std::string shapes_file;      // empty: the built-in shared shape set
   int random = 0;               // --random N: N drawn shapes per GEMM op instead (testing/random_shapes.h)
+  // --plan-m P: tpgemm's plans (every row but the baseline) made for P rows, or the shape's M where
+  // larger, each call giving the shape's M (Operands::m): what a plan serving calls of any M runs.
+  int64_t plan_m = 0;
   uint64_t seed = 0;            // --seed: of the draw (0: from the clock; printed, in the results)
   float alpha = 1.0f, beta = 0.0f;
   // How.

@@ -128,15 +128,33 @@ void Runner::run_gemm(const ShapeSpec& s) {
     opts.comm_sms = cfg_.comm_sms;
     if (impl == Impl::kPipelinedCE || impl == Impl::kAuto) opts.matmul = cfg_.matmul;
     if (rules) opts.tune = PlanOptions::Tune::kOff;
-    auto plan = make_or_note<Plan>(row, team_, p, opts);
+    // --plan-m: a plan for more rows than the call's, whose range of M serves it (the baseline
+    // stays the exact reference).
+    GemmProblem planned = p;
+    if (cfg_.plan_m > p.m && impl != Impl::kBaseline) {
+      const int64_t unit = plan::call_m_unit(p, t_.world);
+      planned.m = (cfg_.plan_m + unit - 1) / unit * unit;
+      row.note = strfmt("plan M=%lld", (long long)planned.m);
+    }
+    auto plan = make_or_note<Plan>(row, team_, planned, opts);
+    if (plan != nullptr && planned.m != p.m) {
+      try {
+        plan->prepare(p.m);  // (its range made and tuned here, not in the first timed call)
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kUnsupported) throw;
+        row.note = std::string("unsupported: ") + e.what();
+        plan.reset();
+      }
+    }
     if (plan != nullptr) {
-      record_plan(row, *plan, /*with_selection=*/impl == Impl::kAuto && !rules);
+      record_plan(row, *plan, /*with_selection=*/impl == Impl::kAuto && !rules, p.m);
       row_of.push_back(made.size());
       plans.push_back(std::move(plan));
     }
     made.push_back(row);
   }
-  const Operands ops = g.operands();
+  Operands ops = g.operands();
+  ops.m = p.m;  // (each plan's own M, or a call of its range: --plan-m)
   std::vector<std::function<void()>> fns;
   for (const auto& plan : plans) fns.emplace_back([&ops, this, plan = plan.get()] { plan->run(ops, stream_.get()); });
   const auto check = [&](size_t i) {

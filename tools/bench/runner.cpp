@@ -129,13 +129,13 @@ std::vector<ShapeSpec> Runner::gemm_core_shapes() const {
 
 // What the plan runs (Plan::options) into the row; with_selection: how auto chose it, and the
 // slowest rank's tuning time (collective: every rank passes the same with_selection).
-void Runner::record_plan(ResultRow& row, const Plan& plan, bool with_selection) {
-  const PlanOptions resolved = plan.options();
+void Runner::record_plan(ResultRow& row, const Plan& plan, bool with_selection, int64_t m) {
+  const PlanOptions resolved = m > 0 ? plan.options(m) : plan.options();
   row.chosen = std::string(to_string(resolved.impl));
   row.chunks = resolved.chunks_per_rank;
   row.comm_sms = resolved.comm_sms;
   if (resolved.matmul != Matmul::kAuto) row.matmul = std::string(to_string(resolved.matmul));
-  if (with_selection) record_selection(row, plan.selection());
+  if (with_selection) record_selection(row, m > 0 && plan.selection(m) != nullptr ? *plan.selection(m) : plan.selection());
 }
 // How a plan's auto chose, and the slowest rank's tuning time (collective: -1 unless tuned, which
 // every rank's plan is alike).
