@@ -250,11 +250,11 @@ class PipelinedCE final : public OpImpl {
 
   // NOTE [pipelined calls of fewer rows]: the shape of a call of `m` rows, built on its first call.
   const Shape& shape_of(int64_t m) {
-    if (m == p_.m) return made_;
+    if (m <= 0 || m == p_.m) return made_;  // (Operands::m 0: the plan's M)
     if (const auto it = fewer_.find(m); it != fewer_.end()) return it->second;
     // Made for p_.m alone: FP8 scales are laid out per chunk, the Hopper core's configuration
     // measured per matmul shape (plan::takes_any_m refuses them; Plan::run routes them nowhere else).
-    TPGEMM_ASSERT(m > 0 && m < p_.m && plan::takes_any_m(p_, Impl::kPipelinedCE, choice_.matmul));
+    TPGEMM_ASSERT(m < p_.m && plan::takes_any_m(p_, Impl::kPipelinedCE, choice_.matmul));
     Shape x = build_shape(detail::call_problem(p_, Operands{.m = m}));
     // Same protocol as the plan's M (its rounds of flags and its barriers follow the chunks
     // alone), in its buffers: fewer rows fit.
