@@ -6,7 +6,7 @@
 # The CUTLASS headers come from .carry/ (scripts/carry_cutlass.sh, run where there is network).
 #
 #   scripts/gpu_check.sh [STAGE ...]
-#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time timeline gemm_core bench random auto_vs_rules direct_stores dtypes batch_first layouts bench_n peers ladder
+#   stages: info build test_cpu test_gpu test_dist soak sanitize python python_install block host_time timeline gemm_core bench random plan_m auto_vs_rules direct_stores dtypes batch_first layouts bench_n peers ladder
 #           sweep sweep_fused sweep_rs
 #           sweep_ar_fused sweep_decode sweep_small sweep_ring
 #   (default: info build test_cpu test_gpu test_dist gemm_core bench peers)
@@ -15,7 +15,7 @@
 # the side-by-side table and where each target stands, also in the summary) and summary.txt; when
 # $OUT is set (a remote GPU machine), they are also packed into $OUT/results.tgz. WORLDS="4 2"
 # picks the world sizes; BENCH_ARGS the tpgemm-bench flags (default --check); DIST_FILTER a ctest
-# -R regex for the dist tests; RANDOM_SHAPES and SEED the random stage's draw; TIMELINE_ARGS the
+# -R regex for the dist tests; RANDOM_SHAPES and SEED the random and plan_m stages' draw, PLAN_M the plan_m stage's plan; TIMELINE_ARGS the
 # timeline stage's flags (e.g. "--op gemm_ar --m 8192 --configs pipelined_ce:4"); SHAPES the shapes file of the sweep_fused, sweep_rs, sweep_ar_fused,
 # sweep_decode and sweep_ring stages; BLOCK_ARGS the block stage's bench/torch_block.py flags;
 # SOAK_CALLS (and SEED) the soak stage's; BATCH the batch_first stage's batch; TPGEMM_PEERS another torch_peers.py. Every stage
@@ -143,6 +143,17 @@ for s in $STAGES; do
           --json "$LOGS/random_W$w.json"
         grep -E "drawn with|^geomean|^auto against|^  (ag_gemm|gemm_rs|gemm_ar) .*(auto|W=)" "$LOGS/random_W$w.log" | \
           tee -a "$SUMMARY" > /dev/null
+      done ;;
+    plan_m)  # the random stage's draw with every plan but the baseline's made for PLAN_M rows (default
+             # 16384, at least the shape's M) and called with the shape's M: what a plan's range of M
+             # runs (a serving loop's, packed batches' token counts), beside the exact baseline
+      for w in $WORLDS; do
+        [ "$w" -le "$GPUS" ] || { note "plan_m W=$w skipped: $GPUS GPUs"; continue; }
+        stage "plan_m_W$w" 1500 "$BUILD/tpgemm-bench" --gpus "$w" --op ag_gemm,gemm_rs,gemm_ar \
+          --random "${RANDOM_SHAPES:-40}" ${SEED:+--seed "$SEED"} --plan-m "${PLAN_M:-16384}" --check --iterations 20 \
+          --warmup-iterations 5 --timing graph --json "$LOGS/plan_m_W$w.json"
+        grep -E "drawn with|^geomean|^auto against|^  (ag_gemm|gemm_rs|gemm_ar) .*(auto|W=)" "$LOGS/plan_m_W$w.log" | \
+          sed "s/^/plan_m /" | tee -a "$SUMMARY" > /dev/null
       done ;;
     direct_stores)  # pipelined_ce's gemm_rs and gemm_ar on the shared shapes with its matmuls storing
                     # into the peers' slots (TPGEMM_PIPELINED_DIRECT=1, NOTE [direct stores]) and staged,
