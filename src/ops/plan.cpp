@@ -328,7 +328,10 @@ Route& make_range(PlanState& s, int64_t m, const Status& mine) {
     verdict = {ErrorCode::kUnsupported,
                strfmt("Operands::m=%lld with impl=%s%s: it runs only the plan's M=%lld; use impl=auto, or a plan per M",
                       (long long)m, std::string(to_string(s.asked.impl)).c_str(),
-                      s.asked.matmul == Matmul::kSm90 ? " matmul=sm90" : "", (long long)s.problem.m)};
+                      s.asked.matmul == Matmul::kSm90 ? " matmul=sm90"
+                      : is_fp8(s.problem.dtype)        ? " on FP8 operands"
+                                                       : "",
+                      (long long)s.problem.m)};
   // A range's implementations read the protocol settings anew: the plan's agreement holds only
   // while they are those it was made with.
   if (const std::string now = protocol_settings(); verdict.ok() && now != s.protocol)
