@@ -7,6 +7,7 @@
 // barrier and flag-wait kernels, a one-thread kernel per ready flag, the reduction, and the add-C
 // pass.
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "comm/signal_pad.h"
@@ -63,7 +64,7 @@ class PipelinedCE final : public OpImpl {
     // NOTE [collective construction]: everything local first (the schedule, cuBLASLt plans,
     // local buffers, streams), agreed on by all ranks; then the symmetric buffers, which are
     // collective and fail on every rank alike.
-    bool used[plan::kNumBufs] = {};
+    std::array<bool, plan::kNumBufs> used{};
     t.agree_local("building the pipelined schedule and its local workspace", [&] {
       // NOTE [direct stores]: asked for by the environment (every rank alike: protocol_settings).
       direct_ = plan::direct_stores_fit(p_, t.world) && env_int("TPGEMM_PIPELINED_DIRECT", 0, 1).value_or(0) == 1;
@@ -71,15 +72,7 @@ class PipelinedCE final : public OpImpl {
       made_ = build_shape(p_);
       cur_ = &made_;
       const plan::Schedule& schedule = made_.schedule;
-      for (const Step& s : schedule.steps) {
-        if (s.kind == StepKind::kGemm || s.kind == StepKind::kCopy)
-          used[static_cast<int>(s.src.buf)] = used[static_cast<int>(s.dst.buf)] = true;
-        if (s.kind == StepKind::kGemm && s.has_addend) used[static_cast<int>(s.addend.buf)] = true;
-        if (s.kind == StepKind::kReduce) {
-          used[static_cast<int>(Buf::kRecv)] = true;
-          if (s.to_reduced && t.world > 1) used[static_cast<int>(Buf::kReduced)] = true;
-        }
-      }
+      used = buffers_used(schedule, t.world);
       for (int b = static_cast<int>(plan::kFirstOwnBuf); b < plan::kNumBufs; ++b)
         if (used[b] && !(plan::is_symmetric(static_cast<Buf>(b)) && t.world > 1))
           local_[b] = DeviceBuffer(bytes_of(static_cast<Buf>(b)));
@@ -260,35 +253,41 @@ class PipelinedCE final : public OpImpl {
     // alone), in its buffers: fewer rows fit.
     TPGEMM_ASSERT(x.schedule.rounds == made_.schedule.rounds && x.schedule.num_barriers == made_.schedule.num_barriers &&
                   x.schedule.num_events <= static_cast<int>(events_.size()));
+    const std::array<bool, plan::kNumBufs> used = buffers_used(x.schedule, team_->world);
     for (int b = static_cast<int>(plan::kFirstOwnBuf); b < plan::kNumBufs; ++b) {
-      const Buf buf = static_cast<Buf>(b);
       const size_t have = symmetric_[b] ? symmetric_[b].bytes() : local_[b].bytes();
-      TPGEMM_ASSERT(bytes_of(buf, x) <= have || !uses(x.schedule, buf));
+      TPGEMM_ASSERT(!used[b] || bytes_of(static_cast<Buf>(b), x) <= have);
     }
     if (fewer_.size() >= kMaxShapes) fewer_.clear();  // (a serving loop's many Ms: made again as they come)
     const auto it = fewer_.emplace(m, std::move(x)).first;
     // Every matmul planned before the call enqueues anything: a shape cuBLASLt refuses fails here,
-    // in the prologue, where the ranks still agree on the call (Plan::run).
-    const Shape* const was = cur_;
+    // in the prologue, where the ranks still agree on the call (Plan::run). (matmul_for reads
+    // cur_, which run() sets anew for every call.)
     cur_ = &it->second;
     try {
       for (const Step& s : it->second.schedule.steps)
         if (s.kind == StepKind::kGemm) matmul_for(s);
     } catch (...) {
-      cur_ = was;
+      cur_ = &made_;
       fewer_.erase(it);
       throw;
     }
-    cur_ = was;
     return it->second;
   }
 
-  static bool uses(const plan::Schedule& schedule, Buf b) {
-    for (const Step& s : schedule.steps)
-      if (s.src.buf == b || s.dst.buf == b || (s.has_addend && s.addend.buf == b) ||
-          (s.kind == StepKind::kReduce && (b == Buf::kRecv || (s.to_reduced && b == Buf::kReduced))))
-        return true;
-    return false;
+  // The buffers a schedule's steps read or write (on `world` ranks: one rank reduces into D alone).
+  static std::array<bool, plan::kNumBufs> buffers_used(const plan::Schedule& schedule, int world) {
+    std::array<bool, plan::kNumBufs> used{};
+    for (const Step& s : schedule.steps) {
+      if (s.kind == StepKind::kGemm || s.kind == StepKind::kCopy)
+        used[static_cast<int>(s.src.buf)] = used[static_cast<int>(s.dst.buf)] = true;
+      if (s.kind == StepKind::kGemm && s.has_addend) used[static_cast<int>(s.addend.buf)] = true;
+      if (s.kind == StepKind::kReduce) {
+        used[static_cast<int>(Buf::kRecv)] = true;
+        if (s.to_reduced && world > 1) used[static_cast<int>(Buf::kReduced)] = true;
+      }
+    }
+    return used;
   }
 
   const GemmProblem& P() const { return cur_->p; }  // the call's problem: p_ with the call's M
